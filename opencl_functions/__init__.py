@@ -1,0 +1,176 @@
+"""OpenCL operations on PyTorch tensors.
+
+    ocl_matmul(a, b)                 CLBlast SGEMM: a (..., M, K) @ b (K, N)
+    ocl_conv2d(x, weight, bias=None, stride=1, dilation=1, groups=1)
+                                     conv2d.cl on an already padded x (B, C_in, H, W)
+    device_info(), list_devices()    the selected OpenCL device, and all of them
+
+Inputs are float32 CPU tensors (any strides); anything else raises a TypeError or a
+ValueError that names the argument. OpenCL failures raise OpenCLError, whose message
+carries the CL_* status name; a kernel that fails to compile raises KernelBuildError
+with the build log. The device is chosen by OCL_DEVICE ("P:D" or part of a name) on
+first use; .cl files are read from this folder, or from OCL_KERNEL_DIR.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _core
+from ._core import KernelBuildError, OpenCLError, device_info, list_devices, memory_stats
+
+__all__ = [
+    "ocl_matmul",
+    "ocl_conv2d",
+    "device_info",
+    "list_devices",
+    "memory_stats",
+    "last_kernel_time_ns",
+    "OpenCLError",
+    "KernelBuildError",
+]
+
+KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
+_core.set_default_kernel_dir(KERNEL_DIR)
+
+# Kernels index with 32-bit ints.
+_MAX_ELEMENTS = 2**31 - 1
+
+IntPair = Union[int, Sequence[int]]
+
+
+def last_kernel_time_ns() -> int:
+    """Kernel time of the last ocl_matmul or ocl_conv2d call, from OpenCL profiling events."""
+    return _core.last_kernel_time_ns()
+
+
+def _check_tensor(t, name: str, ndim: Optional[int] = None, min_ndim: Optional[int] = None) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.float32:
+        raise TypeError(f"{name} must be float32, got {t.dtype}")
+    if t.device.type != "cpu":
+        raise ValueError(f"{name} must be on the CPU, got device {t.device}")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
+    if min_ndim is not None and t.dim() < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(t.shape)}")
+    if t.numel() > _MAX_ELEMENTS:
+        raise ValueError(f"{name} has {t.numel()} elements; at most {_MAX_ELEMENTS} are supported")
+
+
+def _pair(value: IntPair, name: str) -> Tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
+    if min(pair) < 1:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return pair
+
+
+def _gemm_operand(t: torch.Tensor) -> Tuple[torch.Tensor, int, bool]:
+    """A 2-D tensor as (1-D span of its storage, leading dimension, transposed).
+
+    Row-major and transposed (column-major) strides are passed to CLBlast as they are;
+    any other layout is copied once."""
+    rows, cols = t.shape
+    s_row, s_col = t.stride()
+    if (cols == 1 or s_col == 1) and (rows == 1 or s_row >= cols):
+        stored_rows, stored_cols, ld, trans = rows, cols, (s_row if rows > 1 else cols), False
+    elif (rows == 1 or s_row == 1) and (cols == 1 or s_col >= rows):
+        stored_rows, stored_cols, ld, trans = cols, rows, (s_col if cols > 1 else rows), True
+    else:
+        t = t.contiguous()
+        stored_rows, stored_cols, ld, trans = rows, cols, cols, False
+    span = (stored_rows - 1) * ld + stored_cols
+    flat = torch.as_strided(t, (span,), (1,), t.storage_offset())
+    return flat, ld, trans
+
+
+def ocl_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a (..., M, K) @ b (K, N) -> (..., M, N), by CLBlast SGEMM on the OpenCL device.
+
+    Leading dimensions of a are folded into M. Transposed inputs (b = w.t(), say) are
+    passed to CLBlast as transpose flags, not copied."""
+    _check_tensor(a, "a", min_ndim=2)
+    _check_tensor(b, "b", ndim=2)
+    if a.shape[-1] != b.shape[0]:
+        raise ValueError(f"a (..., M, K) and b (K, N) disagree on K: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    a, b = a.detach(), b.detach()
+    k, n = b.shape
+    a2 = a.reshape(-1, k)
+    m = a2.shape[0]
+    out_shape = (*a.shape[:-1], n)
+    if m == 0 or n == 0:
+        return torch.empty(out_shape)
+    if k == 0:
+        return torch.zeros(out_shape)
+    a_flat, lda, a_trans = _gemm_operand(a2)
+    b_flat, ldb, b_trans = _gemm_operand(b)
+    out = torch.empty(m, n)
+    _core.matmul(a_flat.numpy(), b_flat.numpy(), out.numpy(), m, n, k, lda, ldb, a_trans, b_trans)
+    return out.reshape(out_shape)
+
+
+def conv2d_output_size(size: int, kernel: int, stride: int, dilation: int) -> int:
+    """Output length of a convolution along one axis of an already padded input."""
+    return (size - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def ocl_conv2d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    stride: IntPair = (1, 1),
+    dilation: IntPair = (1, 1),
+    groups: int = 1,
+) -> torch.Tensor:
+    """conv2d of an already padded x (B, C_in, H, W) with weight (C_out, C_in/groups, K_h, K_w)
+    and optional bias (C_out,), by the kernel in conv2d.cl. Returns (B, C_out, H_out, W_out)."""
+    _check_tensor(x, "x", ndim=4)
+    _check_tensor(weight, "weight", ndim=4)
+    if bias is not None:
+        _check_tensor(bias, "bias", ndim=1)
+    stride = _pair(stride, "stride")
+    dilation = _pair(dilation, "dilation")
+    if not isinstance(groups, int) or isinstance(groups, bool):
+        raise TypeError(f"groups must be an int, got {groups!r}")
+    if groups < 1:
+        raise ValueError(f"groups must be positive, got {groups}")
+
+    batch, c_in, h, w = x.shape
+    c_out, cin_per_group, k_h, k_w = weight.shape
+    if c_in != cin_per_group * groups:
+        raise ValueError(
+            f"x has {c_in} channels but weight {tuple(weight.shape)} with groups={groups} expects "
+            f"{cin_per_group * groups} (C_in/groups={cin_per_group} per group)"
+        )
+    if c_out % groups:
+        raise ValueError(f"weight has {c_out} output channels, not divisible by groups={groups}")
+    if bias is not None and bias.shape[0] != c_out:
+        raise ValueError(f"bias must have C_out={c_out} elements, got shape {tuple(bias.shape)}")
+    if k_h < 1 or k_w < 1:
+        raise ValueError(f"weight must have a kernel of at least 1x1, got shape {tuple(weight.shape)}")
+    extent_h, extent_w = dilation[0] * (k_h - 1) + 1, dilation[1] * (k_w - 1) + 1
+    if extent_h > h or extent_w > w:
+        raise ValueError(
+            f"kernel {k_h}x{k_w} with dilation {dilation} spans {extent_h}x{extent_w}, "
+            f"larger than the padded input {h}x{w}"
+        )
+    h_out = conv2d_output_size(h, k_h, stride[0], dilation[0])
+    w_out = conv2d_output_size(w, k_w, stride[1], dilation[1])
+
+    if batch == 0 or c_out == 0:
+        return torch.empty(batch, c_out, h_out, w_out)
+    if c_in == 0:  # no inputs to sum: the output is the bias
+        out = torch.zeros(batch, c_out, h_out, w_out)
+        return out + bias.detach().view(1, -1, 1, 1) if bias is not None else out
+
+    x = x.detach().contiguous()
+    weight = weight.detach().contiguous()
+    bias_np = bias.detach().contiguous().numpy() if bias is not None else None
+    out = torch.empty(batch, c_out, h_out, w_out)
+    _core.conv2d(x.numpy(), weight.numpy(), bias_np, out.numpy(), *stride, *dilation, groups)
+    return out

@@ -1,0 +1,182 @@
+// The Python binding, opencl_functions._core: takes float32 buffers (NumPy views of
+// CPU tensors, zero-copy), checks them, and calls the host code in opencl-functions.cpp.
+// The torch-facing functions live in opencl_functions/__init__.py.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <sstream>
+#include <string>
+
+#include "ocl_runtime.hpp"
+#include "opencl-functions.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+uint64_t g_last_kernel_ns = 0;
+
+// A checked view of a C-contiguous float32 buffer.
+struct FloatView {
+  float* data;
+  std::vector<py::ssize_t> shape;
+  size_t size;
+};
+
+FloatView float_view(const py::buffer& buffer, const char* name, int ndim, bool writable) {
+  py::buffer_info info = buffer.request(writable);
+  if (info.format != py::format_descriptor<float>::format())
+    throw py::value_error(std::string(name) + " must hold float32, got format '" + info.format + "'");
+  if (ndim >= 0 && info.ndim != ndim)
+    throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " +
+                          std::to_string(info.ndim));
+  py::ssize_t expected = sizeof(float);
+  for (py::ssize_t i = info.ndim - 1; i >= 0; --i) {
+    if (info.shape[i] > 1 && info.strides[i] != expected)
+      throw py::value_error(std::string(name) + " must be C-contiguous");
+    expected *= info.shape[i];
+  }
+  size_t size = 1;
+  for (auto s : info.shape) size *= static_cast<size_t>(s);
+  return {static_cast<float*>(info.ptr), info.shape, size};
+}
+
+// Runs one operation: one at a time, without the GIL, with its kernel time recorded.
+template <typename F>
+void run_op(F&& op) {
+  py::gil_scoped_release no_gil;
+  ocl::Runtime& rt = ocl::Runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex());
+  try {
+    op();
+  } catch (...) {
+    rt.finish_and_take_kernel_ns();  // drop the events of the failed call
+    throw;
+  }
+  g_last_kernel_ns = rt.finish_and_take_kernel_ns();
+}
+
+void matmul(const py::buffer& a_buf, const py::buffer& b_buf, const py::buffer& c_buf, size_t m, size_t n,
+            size_t k, size_t lda, size_t ldb, bool a_trans, bool b_trans) {
+  FloatView a = float_view(a_buf, "a", 1, false);
+  FloatView b = float_view(b_buf, "b", 1, false);
+  FloatView c = float_view(c_buf, "out", 2, true);
+  if (m == 0 || n == 0 || k == 0) throw py::value_error("matmul sizes must be positive");
+  if (c.shape[0] != static_cast<py::ssize_t>(m) || c.shape[1] != static_cast<py::ssize_t>(n))
+    throw py::value_error("out must be (m, n)");
+  // Stored A is rows × cols with leading dimension lda; it must fit in a.size floats.
+  const size_t a_rows = a_trans ? k : m, a_cols = a_trans ? m : k;
+  const size_t b_rows = b_trans ? n : k, b_cols = b_trans ? k : n;
+  if (lda < a_cols || (a_rows - 1) * lda + a_cols > a.size)
+    throw py::value_error("a is too small for its shape and leading dimension");
+  if (ldb < b_cols || (b_rows - 1) * ldb + b_cols > b.size)
+    throw py::value_error("b is too small for its shape and leading dimension");
+  oclf::MatmulArgs args{a.data, a.size, lda, a_trans, b.data, b.size, ldb, b_trans, c.data, m, n, k};
+  run_op([&] { oclf::matmul(args); });
+}
+
+void conv2d(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& bias_obj, const py::buffer& y_buf,
+            int stride_h, int stride_w, int dilation_h, int dilation_w, int groups) {
+  FloatView x = float_view(x_buf, "x", 4, false);
+  FloatView w = float_view(w_buf, "weight", 4, false);
+  FloatView y = float_view(y_buf, "out", 4, true);
+  const float* bias = nullptr;
+  if (!bias_obj.is_none()) {
+    FloatView b = float_view(bias_obj.cast<py::buffer>(), "bias", 1, false);
+    if (b.shape[0] != w.shape[0]) throw py::value_error("bias must have C_out elements");
+    bias = b.data;
+  }
+  oclf::Conv2dArgs p{};
+  p.x = x.data;
+  p.weight = w.data;
+  p.bias = bias;
+  p.y = y.data;
+  p.batch = int(x.shape[0]);
+  p.c_in = int(x.shape[1]);
+  p.h = int(x.shape[2]);
+  p.w = int(x.shape[3]);
+  p.c_out = int(w.shape[0]);
+  p.k_h = int(w.shape[2]);
+  p.k_w = int(w.shape[3]);
+  p.stride_h = stride_h;
+  p.stride_w = stride_w;
+  p.dilation_h = dilation_h;
+  p.dilation_w = dilation_w;
+  p.groups = groups;
+  if (groups < 1 || stride_h < 1 || stride_w < 1 || dilation_h < 1 || dilation_w < 1)
+    throw py::value_error("stride, dilation and groups must be positive");
+  if (p.c_out % groups || p.c_in != w.shape[1] * groups)
+    throw py::value_error("channels do not match groups");
+  if (x.size == 0 || w.size == 0 || y.size == 0) throw py::value_error("conv2d sizes must be positive");
+  p.h_out = (p.h - dilation_h * (p.k_h - 1) - 1) / stride_h + 1;
+  p.w_out = (p.w - dilation_w * (p.k_w - 1) - 1) / stride_w + 1;
+  if (p.h - dilation_h * (p.k_h - 1) - 1 < 0 || p.w - dilation_w * (p.k_w - 1) - 1 < 0)
+    throw py::value_error("kernel is larger than the padded input");
+  if (y.shape[0] != p.batch || y.shape[1] != p.c_out || y.shape[2] != p.h_out || y.shape[3] != p.w_out)
+    throw py::value_error("out must be (B, C_out, H_out, W_out)");
+  run_op([&] { oclf::conv2d(p); });
+}
+
+py::dict device_info() {
+  const ocl::DeviceInfo& i = ocl::Runtime::get().info();
+  py::dict d;
+  d["platform"] = i.platform;
+  d["device"] = i.device;
+  d["type"] = i.type;
+  d["version"] = i.version;
+  d["driver_version"] = i.driver_version;
+  d["opencl_c_version"] = i.opencl_c_version;
+  d["max_work_group_size"] = i.max_work_group_size;
+  d["local_mem_size"] = i.local_mem_size;
+  d["global_mem_size"] = i.global_mem_size;
+  d["compute_units"] = i.compute_units;
+  d["index"] = std::to_string(i.platform_index) + ":" + std::to_string(i.device_index);
+  return d;
+}
+
+py::list list_devices() {
+  py::list out;
+  for (const auto& e : ocl::Runtime::list_devices()) {
+    py::dict d;
+    d["index"] = std::to_string(e.platform_index) + ":" + std::to_string(e.device_index);
+    d["platform"] = e.platform;
+    d["device"] = e.device;
+    d["type"] = e.type;
+    out.append(d);
+  }
+  return out;
+}
+
+py::dict memory_stats() {
+  ocl::Runtime& rt = ocl::Runtime::get();
+  py::dict d;
+  d["bytes_in_use"] = rt.bytes_in_use();
+  d["bytes_pooled"] = rt.bytes_pooled();
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "OpenCL operations on float32 buffers; use the torch functions of opencl_functions.";
+
+  auto opencl_error = py::register_exception<ocl::Error>(m, "OpenCLError", PyExc_RuntimeError);
+  py::register_exception<ocl::BuildError>(m, "KernelBuildError", opencl_error.ptr());
+
+  m.def("matmul", &matmul, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("m"), py::arg("n"), py::arg("k"),
+        py::arg("lda"), py::arg("ldb"), py::arg("a_trans"), py::arg("b_trans"),
+        "out (m, n) = op(a) · op(b) by CLBlast SGEMM. a and b are 1-D float32 spans holding row-major\n"
+        "matrices with leading dimensions lda and ldb; a_trans means a holds op(a) transposed.");
+  m.def("conv2d", &conv2d, py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("out"), py::arg("stride_h"),
+        py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("groups"),
+        "out = conv2d(x, weight) + bias with conv2d.cl; x (B, C_in, H, W) is already padded.");
+  m.def("device_info", &device_info, "The selected OpenCL device: platform, device, version, limits.");
+  m.def("list_devices", &list_devices, "Every OpenCL device, as dicts with index 'P:D', platform, device, type.");
+  m.def("last_kernel_time_ns", [] { return g_last_kernel_ns; },
+        "Kernel time of the last operation, summed from OpenCL profiling events, in nanoseconds.");
+  m.def("memory_stats", &memory_stats, "Device bytes held by live buffers and by the reuse pool.");
+  m.def("clear_pool", [] { ocl::Runtime::get().clear_pool(); }, "Frees the pooled device buffers.");
+  m.def("set_default_kernel_dir", &ocl::Runtime::set_default_kernel_dir,
+        "Folder of the .cl files when OCL_KERNEL_DIR is not set.");
+  m.def("kernel_dir", &ocl::Runtime::kernel_dir, "Folder the .cl files are read from.");
+}

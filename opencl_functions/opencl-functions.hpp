@@ -1,0 +1,54 @@
+// The interface between the student's host code (opencl-functions.cpp) and the rest of
+// opencl_functions. opencl-functions.cpp must define exactly these two functions; the
+// binding (ocl_wrapper_torch.cpp) validates every argument before calling them, so
+// they may assume shapes are consistent, sizes are positive and pointers are valid.
+//
+// All arrays are float32, row-major and contiguous unless a leading dimension says
+// otherwise. Both functions are blocking: results are in host memory when they return.
+// Kernels must be launched through ocl::Runtime::launch (and CLBlast events passed to
+// ocl::Runtime::record) so the runtime can time them with profiling events.
+#pragma once
+
+#include <cstddef>
+
+namespace oclf {
+
+// C = op(A) · op(B), where op(A) is M×K, op(B) is K×N and C is M×N (row-major, ld N).
+// A is stored row-major with leading dimension lda: as M×K when a_trans is false, as
+// K×M (so op(A) = Aᵀ) when it is true. a_len is the number of floats in A's storage.
+// B likewise with ldb, b_trans and b_len.
+struct MatmulArgs {
+  const float* a;
+  size_t a_len, lda;
+  bool a_trans;
+  const float* b;
+  size_t b_len, ldb;
+  bool b_trans;
+  float* c;
+  size_t m, n, k;
+};
+
+// y = conv2d(x, weight) + bias, cross-correlation as in torch.nn.functional.conv2d with
+// padding already applied to x.
+//   x      is (batch, c_in, h, w)
+//   weight is (c_out, c_in / groups, k_h, k_w)
+//   bias   is (c_out), or nullptr for none
+//   y      is (batch, c_out, h_out, w_out), with
+//          h_out = (h - dilation_h * (k_h - 1) - 1) / stride_h + 1, and w_out likewise.
+// Output channel co reads input channels [g * c_in/groups, (g+1) * c_in/groups) where
+// g = co / (c_out / groups). Every size here is at least 1.
+struct Conv2dArgs {
+  const float* x;
+  const float* weight;
+  const float* bias;
+  float* y;
+  int batch, c_in, h, w;
+  int c_out, k_h, k_w;
+  int stride_h, stride_w, dilation_h, dilation_w, groups;
+  int h_out, w_out;
+};
+
+void matmul(const MatmulArgs& args);
+void conv2d(const Conv2dArgs& args);
+
+}  // namespace oclf
