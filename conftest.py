@@ -1,0 +1,28 @@
+"""Shared pytest fixtures: `ocl` is the opencl_functions module, or a skip with the
+reason when the extension is not built or no OpenCL device can be opened."""
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=None)
+def _unavailable_reason():
+    try:
+        import opencl_functions
+    except ImportError as err:
+        return f"opencl_functions is not built ({err}); run make build"
+    try:
+        opencl_functions.device_info()
+    except opencl_functions.OpenCLError as err:
+        return f"no usable OpenCL device: {err}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def ocl():
+    reason = _unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    import opencl_functions
+
+    return opencl_functions

@@ -1,0 +1,114 @@
+"""Differentiable linear and conv2d on OpenCL, as the patched layers call them.
+
+Both take what their torch.nn.functional twins take. The forward pass runs on OpenCL
+(ocl_matmul, ocl_conv2d). Inputs OpenCL cannot take (not float32, or not on the CPU)
+run through torch instead, with one warning per reason, never silently wrong.
+
+Backward: linear's gradients are OpenCL matmuls; conv2d's are torch's own
+(torch.nn.grad), computed from the saved tensors.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from opencl_functions import ocl_conv2d, ocl_matmul
+
+
+class OpenCLFallbackWarning(UserWarning):
+    """An input the OpenCL path cannot take ran through torch instead."""
+
+
+_warned: set = set()
+
+
+def fallback_reason(*tensors: Optional[torch.Tensor]) -> Optional[str]:
+    """Why these tensors cannot go through OpenCL, or None when they can."""
+    for t in tensors:
+        if t is None:
+            continue
+        if t.dtype != torch.float32:
+            return f"dtype {t.dtype} (OpenCL path takes float32)"
+        if t.device.type != "cpu":
+            return f"device {t.device.type} (OpenCL path takes CPU tensors)"
+    return None
+
+
+def _warn_once(op: str, reason: str) -> None:
+    key = (op, reason)
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(f"{op}: {reason}; running torch's {op} instead", OpenCLFallbackWarning, stacklevel=3)
+
+
+class _Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias):
+        ctx.save_for_backward(input, weight)
+        ctx.has_bias = bias is not None
+        out = ocl_matmul(input, weight.t())  # (..., in) @ (in, out)
+        return out + bias if bias is not None else out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        input, weight = ctx.saved_tensors
+        grad_out = grad_out.contiguous()
+        grad_input = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_input = ocl_matmul(grad_out, weight)  # (..., out) @ (out, in)
+        if ctx.needs_input_grad[1]:
+            g2 = grad_out.reshape(-1, grad_out.shape[-1])
+            x2 = input.reshape(-1, input.shape[-1])
+            grad_weight = ocl_matmul(g2.t(), x2)  # (out, rows) @ (rows, in)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_bias = grad_out.reshape(-1, grad_out.shape[-1]).sum(0)
+        return grad_input, grad_weight, grad_bias
+
+
+class _Conv2d(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias, stride, dilation, groups):
+        ctx.save_for_backward(input, weight)
+        ctx.conf = (stride, dilation, groups, bias is not None)
+        return ocl_conv2d(input, weight, bias, stride, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        input, weight = ctx.saved_tensors
+        stride, dilation, groups, has_bias = ctx.conf
+        grad_input = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_input = torch.nn.grad.conv2d_input(input.shape, weight, grad_out, stride, 0, dilation, groups)
+        if ctx.needs_input_grad[1]:
+            grad_weight = torch.nn.grad.conv2d_weight(input, weight.shape, grad_out, stride, 0, dilation, groups)
+        if has_bias and ctx.needs_input_grad[2]:
+            grad_bias = grad_out.sum((0, 2, 3))
+        return grad_input, grad_weight, grad_bias, None, None, None
+
+
+def linear(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """torch.nn.functional.linear on OpenCL: input (..., in), weight (out, in), bias (out,)."""
+    reason = fallback_reason(input, weight, bias)
+    if reason:
+        _warn_once("linear", reason)
+        return F.linear(input, weight, bias)
+    return _Linear.apply(input, weight, bias)
+
+
+def conv2d(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    stride: Tuple[int, int] = (1, 1),
+    dilation: Tuple[int, int] = (1, 1),
+    groups: int = 1,
+) -> torch.Tensor:
+    """torch.nn.functional.conv2d on OpenCL for an already padded input (B, C_in, H, W)."""
+    reason = fallback_reason(input, weight, bias)
+    if reason:
+        _warn_once("conv2d", reason)
+        return F.conv2d(input, weight, bias, stride, 0, dilation, groups)
+    return _Conv2d.apply(input, weight, bias, tuple(stride), tuple(dilation), groups)
