@@ -7,7 +7,7 @@ convolution: per colour channel (groups=3, as a depthwise layer) or on the grey 
 Prints the max |ours - torch| per filter and writes out/sanity_check.png: for each
 filter one row with the input, our output, torch's output and |difference|.
 
-    python simple_sanity_check.py [--quick] [--device nvidia]
+    python simple_sanity_check.py [--quick] [--device nvidia] [--out DIR]
 """
 from __future__ import annotations
 
@@ -160,7 +160,9 @@ def save_grid(rows: List[Tuple[Filter, str, torch.Tensor, torch.Tensor, torch.Te
 
 
 def main(argv=None) -> int:
-    args = demo.parse_args(demo.parser(__doc__.splitlines()[0]), argv)
+    p = demo.parser(__doc__.splitlines()[0])
+    p.add_argument("--out", help="folder for sanity_check.png (default: out/)")
+    args = demo.parse_args(p, argv)
     demo.open_device()
     images = load_images(args.quick)
     names = list(images)
@@ -185,9 +187,11 @@ def main(argv=None) -> int:
               f"{'' if ok else '  MISMATCH'}")
     print(f"total over {len(images)} images: ocl_conv2d {total_ours:.3f} s, torch {total_ref:.3f} s "
           f"(the first ocl call also builds the kernel)")
-    path = os.path.join(demo.out_dir(), "sanity_check.png")
+    folder = args.out or demo.out_dir()
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "sanity_check.png")
     save_grid(rows, path)
-    print(f"wrote {os.path.relpath(path)}")
+    print(f"wrote {path}")
     return checks.summary()
 
 

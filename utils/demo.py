@@ -107,7 +107,5 @@ def progress(iterable, desc: str, **kwargs):
 
 
 def out_dir() -> str:
-    """out/ at the project root (git-ignored), created if needed."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "out")
-    os.makedirs(path, exist_ok=True)
-    return path
+    """out/ at the project root (git-ignored)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "out")
