@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import torch
 from torch import nn
@@ -49,7 +49,10 @@ def load_pretrained(name: str, download: bool):
         model = None
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=not download)
-    except OSError:
+    except (OSError, ValueError):
+        tokenizer = None
+    # A folder without vocabulary files can yield an empty tokenizer rather than an error.
+    if tokenizer is not None and (len(tokenizer) < 2 or not tokenizer(PROMPT)["input_ids"]):
         tokenizer = None
     return model, tokenizer
 
@@ -135,7 +138,7 @@ def main(argv=None) -> int:
 
     model, tokenizer = load_pretrained(args.model, args.download)
     if model is not None:
-        description = f"{args.model}, trained weights from the Hugging Face cache"
+        description = f"{args.model}, pretrained weights loaded by from_pretrained"
     else:
         model, description = random_gpt2(args.quick)
         print("Running GPT-2's architecture with random weights instead. It is NOT a trained model and its "

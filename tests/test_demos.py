@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,6 +72,20 @@ def test_gpt2_quick(ocl):
     if "RANDOM weights" in out:
         assert "NOT a trained model" in out
         assert "[15496, 11, 314, 1101, 257, 3303, 2746, 11]" in out
+
+
+def test_gpt2_from_pretrained_folder(ocl, tmp_path):
+    """The from_pretrained path, on a tiny GPT-2 saved to a folder (no tokenizer files there)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=64, n_head=2, initializer_range=0.3)).save_pretrained(tmp_path)
+    rc, out = run_demo("inference_gpt2.py", "--model", str(tmp_path), "--new-tokens", "4")
+    assert rc == 0, out
+    assert "pretrained weights loaded by from_pretrained" in out
+    assert "4 Conv1D layers and 1 nn.Linear" in out
+    assert "using the prompt's hard-coded GPT-2 token ids" in out
+    assert "generated tokens: identical" in out, out
 
 
 def test_gpt2_compare_accepts_only_near_ties():
