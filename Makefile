@@ -11,7 +11,7 @@ help:
 	@echo "make test        set up, build, run the whole test suite (what CI runs)"
 	@echo "make test-slow   the opt-in slow checks too"
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
-	@echo "make sanity | resnet | gpt | bird   the demos"
+	@echo "make sanity | resnet | gpt | bird   the demos (options: ARGS=\"--quick --device nvidia\")"
 	@echo "make bench       conv2d and matmul benchmark (grading.bench)"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 	@echo "make clean       remove build outputs (keeps .venv)"
@@ -39,6 +39,16 @@ test-slow: build
 
 info: build
 	$(PY) -m utils.info
+
+# The demos; pass options with ARGS, e.g. make resnet ARGS="--arch resnet50 --device nvidia".
+sanity: build
+	$(PY) simple_sanity_check.py $(ARGS)
+
+resnet: build
+	$(PY) inference_resnet.py $(ARGS)
+
+gpt: build
+	$(PY) inference_gpt2.py $(ARGS)
 
 clean:
 	rm -rf build opencl_functions/_core*.so

