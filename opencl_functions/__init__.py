@@ -13,6 +13,7 @@ first use; .cl files are read from this folder, or from OCL_KERNEL_DIR.
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Optional, Sequence, Tuple, Union
 
@@ -100,8 +101,8 @@ def ocl_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"a (..., M, K) and b (K, N) disagree on K: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     a, b = a.detach(), b.detach()
     k, n = b.shape
-    a2 = a.reshape(-1, k)
-    m = a2.shape[0]
+    m = math.prod(a.shape[:-1])  # leading dimensions folded into M
+    a2 = a.reshape(m, k)
     out_shape = (*a.shape[:-1], n)
     if m == 0 or n == 0:
         return torch.empty(out_shape)
