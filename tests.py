@@ -157,6 +157,23 @@ def test_conv2d_mixed(ocl, case):
     check_conv2d(ocl, x, w, b, stride, padding, dilation, groups)
 
 
+RESNET50_SHAPES = {
+    # name: (batch, c_in, c_out, size, kernel, stride, padding)
+    "stem_224": (2, 3, 64, (224, 224), (7, 7), 2, 3),
+    "layer1_3x3": (2, 64, 64, (56, 56), (3, 3), 1, 1),
+    "layer2_downsample_3x3": (2, 128, 128, (56, 56), (3, 3), 2, 1),
+    "layer4_1x1": (2, 2048, 512, (7, 7), (1, 1), 1, 0),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", RESNET50_SHAPES.values(), ids=RESNET50_SHAPES.keys())
+def test_conv2d_resnet50_shapes(ocl, case):
+    batch, c_in, c_out, size, kernel, stride, padding = case
+    x, w, b = base_case(batch, c_in, c_out, size, kernel)
+    check_conv2d(ocl, x, w, b, stride, padding)
+
+
 def test_conv2d_non_contiguous(ocl):
     x, w, b = base_case(size=(12, 12))
     x_cl = x.to(memory_format=torch.channels_last)

@@ -1,7 +1,9 @@
 """Thousands of calls do not grow memory: device buffers all go back (bytes_in_use
 returns to 0), the reuse pool stays at what one round of shapes needs, and the process's
-resident memory (VmRSS) stays within a small bound. Failed calls give their buffers back too."""
+resident memory (VmRSS) stays within a small bound. Failed calls give their buffers back
+too, and calls from several threads at once are safe."""
 import pathlib
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -89,3 +91,20 @@ def test_failed_calls_release_their_buffers(ocl, tmp_path, monkeypatch):
             ocl.ocl_conv2d(x, w, b)
         assert ocl.memory_stats()["bytes_in_use"] == 0
     assert ocl.memory_stats()["bytes_pooled"] == pooled
+
+
+def test_calls_from_several_threads(ocl):
+    """Threads may call at once (the runtime serialises them): right results, no buffer left in use."""
+    torch.manual_seed(0)
+    jobs = [(torch.randn(7 + i, 33), torch.randn(33, 9 + i)) for i in range(8)]
+
+    def work(job):
+        a, b = job
+        return [ocl.ocl_matmul(a, b) for _ in range(20)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(work, jobs))
+    for (a, b), outs in zip(jobs, results):
+        for out in outs:
+            torch.testing.assert_close(out, a @ b, atol=1e-4, rtol=1e-4)
+    assert ocl.memory_stats()["bytes_in_use"] == 0
