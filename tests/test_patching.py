@@ -141,6 +141,19 @@ def test_linear_and_conv1d(ocl, calls):
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
 
 
+def test_linear_unbatched_input(ocl, calls):
+    """nn.Linear takes a 1-D (in_features,) input too."""
+    torch.manual_seed(0)
+    linear = nn.Linear(33, 7)
+    x = torch.randn(33)
+    expected = grads(linear, x)
+    with opencl_layers():
+        actual = grads(linear, x)
+    assert calls["linear"] == 1
+    assert actual[0].shape == (7,)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
 # ---------------------------------------------------------------------------------
 # Patching and restoring
 
@@ -330,5 +343,6 @@ def test_functional_matches_torch_functional(ocl):
     torch.testing.assert_close(
         functional.conv2d(x, w, b, (2, 1), (1, 2), 2), F.conv2d(x, w, b, (2, 1), 0, (1, 2), 2), atol=1e-4, rtol=1e-4
     )
+    torch.testing.assert_close(functional.conv2d(x, w, b, 2, 2, 2), F.conv2d(x, w, b, 2, 0, 2, 2), atol=1e-4, rtol=1e-4)
     x, w = torch.randn(5, 33), torch.randn(7, 33)
     torch.testing.assert_close(functional.linear(x, w), F.linear(x, w), atol=1e-4, rtol=1e-4)
