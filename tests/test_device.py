@@ -190,3 +190,23 @@ def test_library_works_after_kernel_errors(ocl):
     """Errors from another kernel folder leave the default one working."""
     actual, expected = small_conv(ocl)
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------
+# What the selected device reports
+
+
+def test_device_info_fields(ocl):
+    info = ocl.device_info()
+    for key in ("platform", "device", "version"):
+        assert isinstance(info[key], str) and info[key]
+    assert info["version"].startswith("OpenCL ")
+    assert info["max_work_group_size"] >= 1 and info["local_mem_size"] >= 1024
+    assert info["index"] in [d["index"] for d in ocl.list_devices()]
+
+
+def test_kernel_time_is_measured(ocl):
+    small_conv(ocl)
+    conv_ns = ocl.last_kernel_time_ns()
+    ocl.ocl_matmul(torch.randn(64, 64), torch.randn(64, 64))
+    assert conv_ns > 0 and ocl.last_kernel_time_ns() > 0
