@@ -236,9 +236,11 @@ def test_contexts_closed_out_of_order(ocl):
     outer, inner = opencl_layers(conv2d=False), opencl_layers(linear=False)
     outer.__enter__()
     inner.__enter__()
-    outer.__exit__(None, None, None)
-    assert patched_classes() == [CONV2D]
-    inner.__exit__(None, None, None)
+    try:
+        outer.__exit__(None, None, None)
+        assert patched_classes() == [CONV2D]
+    finally:
+        inner.__exit__(None, None, None)
     assert patched_classes() == []
 
 
