@@ -172,6 +172,38 @@ def test_conv2d_resnet50_shapes(ocl, case):
     check_conv2d(ocl, x, w, b, stride, padding)
 
 
+def random_conv_config(seed):
+    """A random valid F.conv2d configuration: every parameter drawn together, small sizes."""
+    rng = torch.Generator().manual_seed(seed)
+
+    def pick(*choices):
+        return choices[torch.randint(len(choices), (1,), generator=rng).item()]
+
+    groups = pick(1, 1, 2, 3)
+    c_in, c_out = groups * pick(1, 2, 5, 16), groups * pick(1, 3, 7, 17)
+    if pick(True, False, False):  # depthwise, with channel multiplier 1 or 2
+        groups = c_in
+        c_out = c_in * pick(1, 2)
+    kernel, dilation = (pick(1, 2, 3, 5), pick(1, 3, 4)), (pick(1, 2), pick(1, 3))
+    stride, padding = (pick(1, 2, 3), pick(1, 2)), (pick(0, 1, 2), pick(0, 1, 3))
+    size = tuple(d * (k - 1) + 1 + pick(0, 1, 4, 9) for k, d in zip(kernel, dilation))
+    return dict(
+        batch=pick(1, 2, 3), c_in=c_in, c_out=c_out, size=size, kernel=kernel, groups=groups, bias=pick(True, False),
+        stride=stride, padding=padding, dilation=dilation,
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_conv2d_random_configs(ocl, seed):
+    config = random_conv_config(seed)
+    x, w, b = base_case(config["batch"], config["c_in"], config["c_out"], config["size"], config["kernel"],
+                        config["groups"], config["bias"])
+    try:
+        check_conv2d(ocl, x, w, b, config["stride"], config["padding"], config["dilation"], config["groups"])
+    except AssertionError as err:
+        raise AssertionError(f"config {config}: {err}") from None
+
+
 def test_conv2d_non_contiguous(ocl):
     x, w, b = base_case(size=(12, 12))
     x_cl = x.to(memory_format=torch.channels_last)
@@ -279,6 +311,21 @@ def test_matmul_layouts(ocl, name):
     a, b = layouts()[name]
     assert not (a.is_contiguous() and b.is_contiguous())
     assert_matches(ocl.ocl_matmul(a, b), a @ b, b.shape[0])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_matmul_random_shapes(ocl, seed):
+    """Random sizes (1 to 300), leading batch dimensions and transposed layouts together."""
+    rng = torch.Generator().manual_seed(seed)
+    m, k, n = torch.randint(1, 300, (3,), generator=rng).tolist()
+    lead = torch.randint(1, 4, (torch.randint(0, 3, (1,), generator=rng).item(),), generator=rng).tolist()
+    a = torch.randn(*lead, m, k, generator=rng)
+    b = torch.randn(k, n, generator=rng)
+    if seed % 2:
+        b = b.t().contiguous().t()
+    if seed % 3 == 0:
+        a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+    assert_matches(ocl.ocl_matmul(a, b), a @ b, k)
 
 
 GPT2_SHAPES = {
