@@ -65,6 +65,12 @@ def _check_tensor(t, name: str, ndim: Optional[int] = None, min_ndim: Optional[i
         raise ValueError(f"{name} has {t.numel()} elements; at most {_MAX_ELEMENTS} are supported")
 
 
+def _check_output_size(shape: Tuple[int, ...]) -> None:
+    if math.prod(shape) > _MAX_ELEMENTS:
+        raise ValueError(f"the output {tuple(shape)} would have {math.prod(shape)} elements; "
+                         f"at most {_MAX_ELEMENTS} are supported")
+
+
 def _int(value, name: str, expected: str, given) -> int:
     """value as an int (a Python or NumPy integer, not a bool), else a TypeError naming `name`."""
     if not isinstance(value, bool):
@@ -115,9 +121,10 @@ def ocl_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"a (..., M, K) and b (K, N) disagree on K: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     a, b = a.detach(), b.detach()
     k, n = b.shape
+    out_shape = (*a.shape[:-1], n)
+    _check_output_size(out_shape)
     m = math.prod(a.shape[:-1])  # leading dimensions folded into M
     a2 = a.reshape(m, k)
-    out_shape = (*a.shape[:-1], n)
     if m == 0 or n == 0:
         return torch.empty(out_shape)
     if k == 0:
@@ -175,6 +182,7 @@ def ocl_conv2d(
         )
     h_out = conv2d_output_size(h, k_h, stride[0], dilation[0])
     w_out = conv2d_output_size(w, k_w, stride[1], dilation[1])
+    _check_output_size((batch, c_out, h_out, w_out))
 
     if batch == 0 or c_out == 0:
         return torch.empty(batch, c_out, h_out, w_out)

@@ -112,6 +112,27 @@ def test_matmul_bad_input(ocl, change, error, pattern):
         ocl.ocl_matmul(**matmul_args(**change))
 
 
+def huge(*shape):
+    """A tensor of `shape` that holds one float (expanded), so no memory is spent."""
+    return torch.zeros(1).expand(*shape)
+
+
+def test_too_large_inputs(ocl):
+    """2**16 * (2**15 + 1) elements: more than the kernels' 32-bit indices reach."""
+    with pytest.raises(ValueError, match=r"^a has 2147549184 elements; at most"):
+        ocl.ocl_matmul(huge(2**16, 2**15 + 1), torch.zeros(2**15 + 1, 3))
+    with pytest.raises(ValueError, match=r"^x has 2147549184 elements"):
+        ocl.ocl_conv2d(huge(1, 1, 2**16, 2**15 + 1), torch.zeros(1, 1, 1, 1))
+
+
+def test_too_large_outputs(ocl):
+    """Checked before anything is allocated (these would need 16 GiB)."""
+    with pytest.raises(ValueError, match=r"^the output \(65536, 65536\) would have 4294967296 elements"):
+        ocl.ocl_matmul(huge(2**16, 1), huge(1, 2**16))
+    with pytest.raises(ValueError, match=r"^the output \(1, 4, 32768, 32768\) would have"):
+        ocl.ocl_conv2d(huge(1, 1, 2**15, 2**15), torch.zeros(4, 1, 1, 1))
+
+
 def test_errors_leave_the_library_usable(ocl):
     """After a rejected call, the next good call still gives the right answer."""
     for change, error, _ in list(CONV_ERRORS.values())[:5]:
