@@ -297,6 +297,8 @@ def layouts():
         "a_strided_cols": (big[:7, ::2][:, :33], b),
         "b_transposed_sliced": (a, big.t()[20:53, 4:13]),
         "b_every_other_row": (a, torch.randn(66, 9)[::2]),
+        "a_one_strided_row": (big[5:6, :66:2], b),
+        "b_one_column_of_many": (a, big[:33, 3:4]),
         "a_expanded_row": (torch.randn(1, 33).expand(7, 33), b),
         "b_expanded_col": (a, torch.randn(33, 1).expand(33, 9)),
         "a_3d_transposed": (torch.randn(2, 33, 7).transpose(1, 2), b),
