@@ -13,6 +13,8 @@ first use; .cl files are read from this folder, or from OCL_KERNEL_DIR.
 """
 from __future__ import annotations
 
+import math
+import operator
 import os
 from typing import Optional, Sequence, Tuple, Union
 
@@ -49,6 +51,8 @@ def last_kernel_time_ns() -> int:
 def _check_tensor(t, name: str, ndim: Optional[int] = None, min_ndim: Optional[int] = None) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense tensor, got layout {t.layout}")
     if t.dtype != torch.float32:
         raise TypeError(f"{name} must be float32, got {t.dtype}")
     if t.device.type != "cpu":
@@ -61,10 +65,27 @@ def _check_tensor(t, name: str, ndim: Optional[int] = None, min_ndim: Optional[i
         raise ValueError(f"{name} has {t.numel()} elements; at most {_MAX_ELEMENTS} are supported")
 
 
+def _check_output_size(shape: Tuple[int, ...]) -> None:
+    if math.prod(shape) > _MAX_ELEMENTS:
+        raise ValueError(f"the output {tuple(shape)} would have {math.prod(shape)} elements; "
+                         f"at most {_MAX_ELEMENTS} are supported")
+
+
+def _int(value, name: str, expected: str, given) -> int:
+    """value as an int (a Python or NumPy integer, not a bool), else a TypeError naming `name`."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{name} must be {expected}, got {given!r}")
+
+
 def _pair(value: IntPair, name: str) -> Tuple[int, int]:
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+    items = list(value) if isinstance(value, (tuple, list, torch.Size)) else [value, value]
+    if len(items) != 2:
         raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
+    pair = tuple(_int(v, name, "an int or a pair of ints", value) for v in items)
     if min(pair) < 1:
         raise ValueError(f"{name} must be positive, got {value!r}")
     return pair
@@ -100,9 +121,10 @@ def ocl_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"a (..., M, K) and b (K, N) disagree on K: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     a, b = a.detach(), b.detach()
     k, n = b.shape
-    a2 = a.reshape(-1, k)
-    m = a2.shape[0]
     out_shape = (*a.shape[:-1], n)
+    _check_output_size(out_shape)
+    m = math.prod(a.shape[:-1])  # leading dimensions folded into M
+    a2 = a.reshape(m, k)
     if m == 0 or n == 0:
         return torch.empty(out_shape)
     if k == 0:
@@ -135,8 +157,7 @@ def ocl_conv2d(
         _check_tensor(bias, "bias", ndim=1)
     stride = _pair(stride, "stride")
     dilation = _pair(dilation, "dilation")
-    if not isinstance(groups, int) or isinstance(groups, bool):
-        raise TypeError(f"groups must be an int, got {groups!r}")
+    groups = _int(groups, "groups", "an int", groups)
     if groups < 1:
         raise ValueError(f"groups must be positive, got {groups}")
 
@@ -161,6 +182,7 @@ def ocl_conv2d(
         )
     h_out = conv2d_output_size(h, k_h, stride[0], dilation[0])
     w_out = conv2d_output_size(w, k_w, stride[1], dilation[1])
+    _check_output_size((batch, c_out, h_out, w_out))
 
     if batch == 0 or c_out == 0:
         return torch.empty(batch, c_out, h_out, w_out)

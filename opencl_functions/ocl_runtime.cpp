@@ -204,10 +204,11 @@ std::vector<DeviceEntry> Runtime::list_devices() {
   auto ps = platforms();
   for (size_t i = 0; i < ps.size(); ++i) {
     std::string pname = platform_string(ps[i], CL_PLATFORM_NAME);
+    std::string pvendor = platform_string(ps[i], CL_PLATFORM_VENDOR);
     auto ds = devices(ps[i]);
     for (size_t j = 0; j < ds.size(); ++j) {
       out.push_back({static_cast<int>(i), static_cast<int>(j), pname, device_string(ds[j], CL_DEVICE_NAME),
-                     type_name(device_value<cl_device_type>(ds[j], CL_DEVICE_TYPE))});
+                     type_name(device_value<cl_device_type>(ds[j], CL_DEVICE_TYPE)), pvendor});
     }
   }
   return out;
@@ -218,8 +219,8 @@ static std::string lower(std::string s) {
   return s;
 }
 
-// OCL_DEVICE is "P:D" or a case-insensitive substring of a platform or device name;
-// unset, the first GPU wins, else the first device.
+// OCL_DEVICE is "P:D" or a case-insensitive substring of a device name, a platform name or
+// a platform vendor, tried in that order. Unset, the first GPU wins, else the first device.
 static const DeviceEntry& choose(const std::vector<DeviceEntry>& all) {
   if (all.empty()) throw Error("OpenCL platforms were found but they have no devices", CL_DEVICE_NOT_FOUND);
   const char* env = std::getenv("OCL_DEVICE");
@@ -240,6 +241,8 @@ static const DeviceEntry& choose(const std::vector<DeviceEntry>& all) {
       if (lower(e.device).find(w) != std::string::npos) return e;
     for (const auto& e : all)
       if (lower(e.platform).find(w) != std::string::npos) return e;
+    for (const auto& e : all)  // PoCL's platform is "Portable Computing Language", its vendor "The pocl project"
+      if (lower(e.platform_vendor).find(w) != std::string::npos) return e;
   }
   std::ostringstream msg;
   msg << "OCL_DEVICE=" << want << " matches no OpenCL device; give \"P:D\" or part of a name. Devices:";

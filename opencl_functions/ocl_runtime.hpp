@@ -96,6 +96,7 @@ struct DeviceInfo {
 struct DeviceEntry {
   int platform_index, device_index;
   std::string platform, device, type;
+  std::string platform_vendor;  // "The pocl project", "NVIDIA Corporation": OCL_DEVICE matches it too
 };
 
 class Runtime {

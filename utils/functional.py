@@ -10,10 +10,11 @@ Backward: linear's gradients are OpenCL matmuls; conv2d's are torch's own
 from __future__ import annotations
 
 import warnings
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+from torch.nn.modules.utils import _pair
 
 from opencl_functions import ocl_conv2d, ocl_matmul
 
@@ -95,6 +96,8 @@ def linear(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     if reason:
         _warn_once("linear", reason)
         return F.linear(input, weight, bias)
+    if input.dim() == 1:  # an unbatched (in,) input, as F.linear allows
+        return _Linear.apply(input.unsqueeze(0), weight, bias).squeeze(0)
     return _Linear.apply(input, weight, bias)
 
 
@@ -102,8 +105,8 @@ def conv2d(
     input: torch.Tensor,
     weight: torch.Tensor,
     bias: Optional[torch.Tensor] = None,
-    stride: Tuple[int, int] = (1, 1),
-    dilation: Tuple[int, int] = (1, 1),
+    stride: Union[int, Tuple[int, int]] = (1, 1),
+    dilation: Union[int, Tuple[int, int]] = (1, 1),
     groups: int = 1,
 ) -> torch.Tensor:
     """torch.nn.functional.conv2d on OpenCL for an already padded input (B, C_in, H, W)."""
@@ -111,4 +114,4 @@ def conv2d(
     if reason:
         _warn_once("conv2d", reason)
         return F.conv2d(input, weight, bias, stride, 0, dilation, groups)
-    return _Conv2d.apply(input, weight, bias, tuple(stride), tuple(dilation), groups)
+    return _Conv2d.apply(input, weight, bias, _pair(stride), _pair(dilation), groups)
