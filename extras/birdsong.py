@@ -35,7 +35,7 @@ WHEEL_DIR = ROOT / ".whl" / "birdsong"
 
 SAMPLE_RATE = 22050  # Hz, every recording is resampled to it
 CLIP_SAMPLES = SAMPLE_RATE  # 1 s clips
-N_FFT, HOP, N_MELS, F_MIN, F_MAX = 1024, 256, 64, 150.0, 11025.0
+N_FFT, HOP, N_MELS, F_MIN, F_MAX = 1024, 512, 64, 150.0, 11025.0  # 1 s -> 64 mels x 44 frames
 TEST_FRACTION = 0.25  # of each species' recordings
 TIME_SPLIT = 0.7  # single-recording species: the first 70 % trains, the rest tests
 SILENCE = 0.1  # a clip quieter (RMS) than this fraction of its recording's loudest clip is dropped
@@ -237,11 +237,11 @@ def _windows(audio: np.ndarray, lo: int, hi: int, hop: int) -> List[int]:
 
 def build(split: str, seed: int = 0, hop_s: Optional[float] = None, max_per_class: Optional[int] = None,
           wheel_dir: Path = WHEEL_DIR) -> BirdClips:
-    """The clips of split "train" or "test". hop_s: seconds between window starts (default 0.1 s
+    """The clips of split "train" or "test". hop_s: seconds between window starts (default 0.2 s
     for train, 0.25 s for test). max_per_class keeps an evenly spread subset (quick runs)."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    hop = int(SAMPLE_RATE * (hop_s if hop_s is not None else (0.1 if split == "train" else 0.25)))
+    hop = int(SAMPLE_RATE * (hop_s if hop_s is not None else (0.2 if split == "train" else 0.25)))
     if hop <= 0:
         raise ValueError(f"hop_s must be positive, got {hop_s}")
     wheels = fetch_wheels(wheel_dir)
