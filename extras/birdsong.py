@@ -133,10 +133,15 @@ def read_recording(wheel: Path, member: str) -> np.ndarray:
     data = data.astype(np.float32)
     if data.ndim == 2:  # (samples, channels)
         data = data.mean(axis=1)
-    if rate != SAMPLE_RATE:
-        g = gcd(rate, SAMPLE_RATE)
-        data = resample_poly(data, SAMPLE_RATE // g, rate // g).astype(np.float32)
-    return data
+    return resample(data, rate)
+
+
+def resample(data: np.ndarray, rate: int) -> np.ndarray:
+    """Mono float audio at rate Hz -> float32 at SAMPLE_RATE (polyphase filter)."""
+    if rate == SAMPLE_RATE:
+        return data.astype(np.float32)
+    g = gcd(rate, SAMPLE_RATE)
+    return resample_poly(data, SAMPLE_RATE // g, rate // g).astype(np.float32)
 
 
 def mel_filterbank(n_fft: int = N_FFT, n_mels: int = N_MELS, sample_rate: int = SAMPLE_RATE,

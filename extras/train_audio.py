@@ -29,7 +29,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torchvision  # noqa: E402
-from scipy.signal import resample_poly  # noqa: E402
 from torch import nn  # noqa: E402
 from torchvision.models.resnet import BasicBlock  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -104,7 +103,8 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
         logits = torch.cat([model(x[i:i + batch_size]) for i in range(0, len(x), batch_size)])
     pred = logits.argmax(1)
     per_class = [float((pred[y == c] == c).float().mean()) for c in torch.unique(y).tolist()]
-    return float(F.cross_entropy(logits, y, weight=weight)), float((pred == y).float().mean()), float(np.mean(per_class))
+    loss = float(F.cross_entropy(logits, y, weight=weight))
+    return loss, float((pred == y).float().mean()), float(np.mean(per_class))
 
 
 def load_birdset(max_clips: Optional[int] = None):
@@ -142,10 +142,10 @@ def load_birdset(max_clips: Optional[int] = None):
             audio = row["audio"]
             where = audio["path"] if audio.get("bytes") is None else io.BytesIO(audio["bytes"])
             data, rate = soundfile.read(where, dtype="float32", always_2d=True)
-            data = data.mean(1)
-            if rate != birdsong.SAMPLE_RATE:
-                data = resample_poly(data, birdsong.SAMPLE_RATE, rate).astype(np.float32)
-            start = int(birdsong.SAMPLE_RATE * (row.get("start_time") or 0.0))
+            data = birdsong.resample(data.mean(1), rate)
+            # Train rows mark their calls in detected_events ([[start, end], ...] s); test rows have start_time.
+            events = row.get("detected_events") or [[row.get("start_time") or 0.0]]
+            start = int(birdsong.SAMPLE_RATE * events[0][0])
             piece = data[start:start + birdsong.CLIP_SAMPLES]
             waves.append(np.pad(piece, (0, birdsong.CLIP_SAMPLES - len(piece))))
             labels.append(int(row["ebird_code"]))
