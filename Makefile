@@ -12,6 +12,7 @@ help:
 	@echo "make test-slow   the opt-in slow checks too"
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
 	@echo "make sanity | resnet | gpt | bird   the demos (options: ARGS=\"--quick --device nvidia\")"
+	@echo "make bird-model  retrain the shipped bird-song ResNet (extras/train_audio.py)"
 	@echo "make bench       conv2d and matmul benchmark (grading.bench)"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 	@echo "make clean       remove build outputs (keeps .venv)"
@@ -49,6 +50,16 @@ resnet: build
 
 gpt: build
 	$(PY) inference_gpt2.py $(ARGS)
+
+BIRD_MODEL := extras/models/birdsong_resnet.pt
+BIRD_TRAIN := $(PY) -m extras.train_audio --checkpoint $(BIRD_MODEL) --plot out/birdsong_curves.png
+
+bird-model: build
+	$(BIRD_TRAIN)
+
+bird: build
+	@test -f $(BIRD_MODEL) || $(BIRD_TRAIN)
+	$(PY) inference_bird.py $(ARGS)
 
 clean:
 	rm -rf build opencl_functions/_core*.so
