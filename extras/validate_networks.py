@@ -1,0 +1,276 @@
+"""Validated networks: torchvision models, forward and backward, with the OpenCL layers
+(utils.patching.opencl_layers) against plain torch, on the same seeded random weights
+and the same input. Nothing is downloaded.
+
+    python -m extras.validate_networks                      # the whole list, 1x3x64x64
+    python -m extras.validate_networks --nets resnet18,vgg16 --batch 2 --size 96
+    python -m extras.validate_networks --markdown table.md  # also write the README table
+
+For each network it reports
+  forward error   max |patched - torch| / max |torch| over the output (eval mode),
+  backward error  the largest, over parameters, of max |patched - torch| / max |torch|
+                  of that parameter's gradient, for loss = sum(output * R) with a fixed
+                  random R. Gradients are taken in eval mode by default (BatchNorm with
+                  running statistics, Dropout off) on both sides; --mode train uses batch
+                  statistics with Dropout still off,
+  OpenCL calls    how many conv2d / linear calls of one forward went through OpenCL,
+  times           one forward + backward, patched and plain torch (wall seconds, best of
+                  --repeat runs, after the checked runs that also compile the kernels).
+A network whose backward fails with the OpenCL layers is run backward in plain torch
+too, and the table says whether torch fails as well.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, List, Optional
+
+import torch
+import torchvision
+from torch import nn
+
+from utils import functional
+from utils.patching import opencl_layers
+
+NETWORKS = [
+    "alexnet", "resnet18", "resnet50", "convnext_small", "vgg16", "squeezenet1_0", "googlenet",
+    "densenet161", "inception_v3", "shufflenet_v2_x1_0", "mobilenet_v2", "mobilenet_v3_large",
+    "mobilenet_v3_small", "resnext50_32x4d", "wide_resnet50_2", "mnasnet1_0", "efficientnet_b0",
+    "efficientnet_b4", "regnet_y_400mf", "vit_b_16",
+]
+
+# Smallest input side each network takes, where it differs from the default.
+MIN_SIZE = {"inception_v3": 75, "alexnet": 63}
+
+FORWARD_TOL = 1e-4
+BACKWARD_TOL = 1e-3
+
+
+@dataclass
+class Result:
+    name: str
+    input_shape: tuple
+    forward_error: Optional[float] = None
+    backward_error: Optional[float] = None
+    worst_parameter: str = ""
+    conv_calls: int = 0
+    linear_calls: int = 0
+    time_patched: Optional[float] = None
+    time_torch: Optional[float] = None
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.forward_error is not None
+            and self.forward_error <= FORWARD_TOL
+            and self.backward_error is not None
+            and self.backward_error <= BACKWARD_TOL
+        )
+
+
+def build_model(name: str, size: int, seed: int) -> nn.Module:
+    """torchvision's `name` with seeded random weights; auxiliary heads off so that the
+    output is one tensor in every mode."""
+    kwargs: Dict[str, object] = {}
+    if name in ("googlenet", "inception_v3"):
+        kwargs.update(aux_logits=False, init_weights=True)
+    if name.startswith("vit_"):
+        kwargs.update(image_size=size)
+    torch.manual_seed(seed)
+    return torchvision.models.get_model(name, weights=None, **kwargs)
+
+
+def set_mode(model: nn.Module, mode: str) -> None:
+    """eval: running BatchNorm statistics, no Dropout. train: batch statistics, no Dropout."""
+    model.train(mode == "train")
+    for module in model.modules():
+        if isinstance(module, nn.Dropout) or type(module).__name__.startswith("Dropout"):
+            module.eval()
+        if type(module).__name__ == "StochasticDepth":
+            module.eval()
+
+
+@contextlib.contextmanager
+def counting_calls(counts: Dict[str, int]) -> Iterator[None]:
+    """Counts the calls of utils.functional.conv2d and .linear, which the patched layers make."""
+    originals = {"conv2d": functional.conv2d, "linear": functional.linear}
+
+    def counted(kind: str, fn: Callable) -> Callable:
+        def wrapper(*args, **kwargs):
+            counts[kind] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    try:
+        for kind, fn in originals.items():
+            setattr(functional, kind, counted(kind, fn))
+        yield
+    finally:
+        for kind, fn in originals.items():
+            setattr(functional, kind, fn)
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """max |actual - expected| / max |expected| (absolute when expected is all zero)."""
+    scale = expected.abs().max().item()
+    diff = (actual - expected).abs().max().item()
+    return diff / scale if scale > 0 else diff
+
+
+def forward_backward(model: nn.Module, x: torch.Tensor, upstream: Optional[torch.Tensor]):
+    """Output of model(x) and, when upstream is given, the parameter gradients of
+    sum(output * upstream), by parameter name."""
+    model.zero_grad(set_to_none=True)
+    if upstream is None:
+        with torch.no_grad():
+            return model(x), {}
+    out = model(x)
+    (out * upstream).sum().backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.detach(), grads
+
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    """The best of `repeat` wall times of fn(), in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def validate(name: str, batch: int = 1, size: int = 64, mode: str = "eval", seed: int = 0,
+             repeat: int = 2) -> Result:
+    """Runs one network forward and backward, patched and plain, and compares them; then
+    times `repeat` runs of each (none when repeat is 0)."""
+    size = max(size, MIN_SIZE.get(name, 1))
+    result = Result(name, (batch, 3, size, size))
+    model = build_model(name, size, seed)
+    generator = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(result.input_shape, generator=generator)
+
+    model.eval()
+    ref_out, _ = forward_backward(model, x, None)
+    counts = {"conv2d": 0, "linear": 0}
+    with opencl_layers(), counting_calls(counts):
+        out, _ = forward_backward(model, x, None)
+    result.forward_error = relative_error(out, ref_out)
+    result.conv_calls, result.linear_calls = counts["conv2d"], counts["linear"]
+
+    set_mode(model, mode)
+    upstream = torch.randn(ref_out.shape, generator=generator)
+    try:
+        with opencl_layers():
+            _, grads = forward_backward(model, x, upstream)
+    except Exception as err:  # reported in the table, with whether plain torch fails too
+        try:
+            forward_backward(model, x, upstream)
+            result.note = f"backward fails with OpenCL only: {type(err).__name__}: {err}"
+        except Exception as torch_err:
+            result.note = f"backward fails in plain torch too: {type(torch_err).__name__}: {torch_err}"
+        return result
+    _, ref_grads = forward_backward(model, x, upstream)
+    missing = sorted(set(ref_grads) ^ set(grads))
+    if missing:
+        result.note = f"gradients differ in which parameters have them: {missing[:3]}"
+        return result
+    errors = {n: relative_error(grads[n], ref_grads[n]) for n in ref_grads}
+    result.worst_parameter = max(errors, key=errors.get)
+    result.backward_error = errors[result.worst_parameter]
+
+    if repeat > 0:
+        def patched():
+            with opencl_layers():
+                forward_backward(model, x, upstream)
+
+        result.time_patched = timed(patched, repeat)
+        result.time_torch = timed(lambda: forward_backward(model, x, upstream), repeat)
+    model.zero_grad(set_to_none=True)
+    return result
+
+
+def _fmt_error(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.1e}"
+
+
+def _fmt_time(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def rows(results: List[Result]) -> List[List[str]]:
+    out = []
+    for r in results:
+        status = "ok" if r.passed else "FAIL"
+        out.append([
+            r.name, "x".join(map(str, r.input_shape)), _fmt_error(r.forward_error), _fmt_error(r.backward_error),
+            f"{r.conv_calls}/{r.linear_calls}", _fmt_time(r.time_patched), _fmt_time(r.time_torch), status,
+        ])
+    return out
+
+
+HEADER = ["network", "input", "fwd rel err", "bwd rel err", "OpenCL conv/linear", "OpenCL s", "torch s", "status"]
+
+
+def text_table(results: List[Result]) -> str:
+    table = [HEADER] + rows(results)
+    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    notes = [f"{r.name}: {r.note}" for r in results if r.note]
+    return "\n".join(lines + notes)
+
+
+def markdown_table(results: List[Result]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
+    notes = [f"- {r.name}: {r.note}" for r in results if r.note]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nets", default=",".join(NETWORKS), help="comma-separated torchvision names")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--size", type=int, default=64, help="input side (raised to what a network needs)")
+    parser.add_argument("--mode", choices=["eval", "train"], default="eval", help="BatchNorm mode for backward")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=2, help="timed runs per side, best kept (0: no timing)")
+    parser.add_argument("--markdown", help="also write the markdown table to this file")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.nets.split(",") if n.strip()]
+    unknown = [n for n in names if n not in torchvision.models.list_models()]
+    if unknown:
+        parser.error(f"--nets: unknown torchvision models {unknown}")
+
+    results = []
+    for name in names:
+        start = time.perf_counter()
+        try:
+            result = validate(name, args.batch, args.size, args.mode, args.seed, args.repeat)
+        except Exception as err:  # one broken network must not hide the others
+            traceback.print_exc()
+            result = Result(name, (args.batch, 3, args.size, args.size), note=f"{type(err).__name__}: {err}")
+        results.append(result)
+        print(f"{name}: fwd {_fmt_error(result.forward_error)} bwd {_fmt_error(result.backward_error)} "
+              f"({time.perf_counter() - start:.0f} s)", flush=True)
+
+    print()
+    print(text_table(results))
+    markdown = markdown_table(results)
+    print()
+    print(markdown)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown + "\n")
+    return 0 if all(r.passed for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
