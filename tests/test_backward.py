@@ -117,6 +117,22 @@ def test_backward_runs_no_torch_convolution(ocl, monkeypatch):
     assert x.grad is not None and conv.weight.grad is not None and conv.bias.grad is not None
 
 
+def test_linear_backward_runs_no_torch_matmul(ocl, monkeypatch):
+    """Under opencl_layers(), forward and backward of nn.Linear never reach torch's matmuls."""
+    torch.manual_seed(0)
+    linear = nn.Linear(7, 5)
+    x = torch.randn(3, 7, requires_grad=True)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("torch matmul called")
+
+    for owner, name in [(F, "linear"), (torch, "matmul"), (torch, "mm"), (torch, "addmm"), (torch.Tensor, "sum")]:
+        monkeypatch.setattr(owner, name, forbidden)
+    with opencl_layers():
+        linear(x).square().mean().backward()
+    assert x.grad is not None and linear.weight.grad is not None and linear.bias.grad is not None
+
+
 # (x shape, weight shape, stride, dilation, groups) for the direct functions.
 DIRECT_CASES = [
     ((2, 3, 9, 11), (4, 3, 3, 2), (1, 1), (1, 1), 1),

@@ -4,8 +4,8 @@ Both take what their torch.nn.functional twins take. The forward pass runs on Op
 (ocl_matmul, ocl_conv2d). Inputs OpenCL cannot take (not float32, or not on the CPU)
 run through torch instead, with one warning per reason, never silently wrong.
 
-Backward runs on OpenCL too: linear's gradients are CLBlast matmuls (its bias gradient
-a torch sum), conv2d's grad_input, grad_weight and grad_bias come from the kernels of
+Backward runs on OpenCL too: linear's gradients are CLBlast matmuls (the bias gradient
+as ones (1, rows) @ grad_out), conv2d's grad_input, grad_weight and grad_bias come from the kernels of
 opencl_functions/conv2d_backward.cl.
 """
 from __future__ import annotations
@@ -71,7 +71,8 @@ class _Linear(torch.autograd.Function):
             x2 = input.reshape(-1, input.shape[-1])
             grad_weight = ocl_matmul(g2.t(), x2)  # (out, rows) @ (rows, in)
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = grad_out.reshape(-1, grad_out.shape[-1]).sum(0)
+            g2 = grad_out.reshape(-1, grad_out.shape[-1])
+            grad_bias = ocl_matmul(torch.ones(1, g2.shape[0]), g2).reshape(-1)  # (1, rows) @ (rows, out)
         return grad_input, grad_weight, grad_bias
 
 
