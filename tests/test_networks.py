@@ -11,8 +11,12 @@ def check(name, batch, size):
     assert result.note == "", f"{name}: {result.note}"
     assert result.conv_calls + result.linear_calls > 0, f"{name}: no layer went through OpenCL"
     assert result.forward_error <= FORWARD_TOL, f"{name}: forward error {result.forward_error:.2e}"
-    assert result.backward_error <= BACKWARD_TOL, (
-        f"{name}: backward error {result.backward_error:.2e} (worst: {result.worst_parameter})"
+    # Gradients within BACKWARD_TOL of torch's, or no further from float64 than 10 times
+    # torch's own float32 gradients are (see extras/validate_networks.py).
+    assert result.passed, (
+        f"{name}: backward error {result.backward_error:.2e} (worst: {result.worst_parameter}), "
+        f"{result.opencl_fp64_error:.2e} against float64 where torch float32 has {result.torch_fp32_error:.2e}; "
+        f"tolerance {BACKWARD_TOL:.0e}"
     )
 
 
