@@ -3,6 +3,10 @@
     ocl_matmul(a, b)                 CLBlast SGEMM: a (..., M, K) @ b (K, N)
     ocl_conv2d(x, weight, bias=None, stride=1, dilation=1, groups=1)
                                      conv2d.cl on an already padded x (B, C_in, H, W)
+    ocl_conv2d_backward_input(grad_out, weight, input_shape, stride=1, dilation=1, groups=1)
+    ocl_conv2d_backward_weight(x, grad_out, weight_shape, stride=1, dilation=1, groups=1)
+    ocl_conv2d_backward_bias(grad_out)
+                                     conv2d's gradients, by conv2d_backward.cl
     device_info(), list_devices()    the selected OpenCL device, and all of them
 
 Inputs are float32 CPU tensors (any strides); anything else raises a TypeError or a
@@ -26,6 +30,9 @@ from ._core import KernelBuildError, OpenCLError, device_info, list_devices, mem
 __all__ = [
     "ocl_matmul",
     "ocl_conv2d",
+    "ocl_conv2d_backward_input",
+    "ocl_conv2d_backward_weight",
+    "ocl_conv2d_backward_bias",
     "device_info",
     "list_devices",
     "memory_stats",
@@ -196,3 +203,120 @@ def ocl_conv2d(
     out = torch.empty(batch, c_out, h_out, w_out)
     _core.conv2d(x.numpy(), weight.numpy(), bias_np, out.numpy(), *stride, *dilation, groups)
     return out
+
+
+_VARIANTS = ("auto", "direct", "tiled")
+
+
+def _conv2d_backward_checks(
+    input_shape: Sequence[int],
+    weight_shape: Sequence[int],
+    grad_out: torch.Tensor,
+    stride: IntPair,
+    dilation: IntPair,
+    groups: int,
+    variant: str,
+    input_name: str,
+    weight_name: str,
+) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+    """Validates one convolution's shapes for a backward call; returns (stride, dilation)."""
+    _check_tensor(grad_out, "grad_out", ndim=4)
+    for shape, name in ((input_shape, input_name), (weight_shape, weight_name)):
+        if len(shape) != 4 or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+            raise TypeError(f"{name} must be 4 ints, got {tuple(shape)!r}")
+    stride = _pair(stride, "stride")
+    dilation = _pair(dilation, "dilation")
+    if not isinstance(groups, int) or isinstance(groups, bool):
+        raise TypeError(f"groups must be an int, got {groups!r}")
+    if groups < 1:
+        raise ValueError(f"groups must be positive, got {groups}")
+    if variant not in _VARIANTS:
+        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
+    batch, c_in, h, w = input_shape
+    c_out, cin_per_group, k_h, k_w = weight_shape
+    if c_in != cin_per_group * groups:
+        raise ValueError(
+            f"{input_name} has {c_in} channels but {weight_name} {tuple(weight_shape)} with groups={groups} "
+            f"expects {cin_per_group * groups}"
+        )
+    if c_out % groups:
+        raise ValueError(f"{weight_name} has {c_out} output channels, not divisible by groups={groups}")
+    if k_h < 1 or k_w < 1:
+        raise ValueError(f"{weight_name} must have a kernel of at least 1x1, got {tuple(weight_shape)}")
+    extent_h, extent_w = dilation[0] * (k_h - 1) + 1, dilation[1] * (k_w - 1) + 1
+    if extent_h > h or extent_w > w:
+        raise ValueError(
+            f"kernel {k_h}x{k_w} with dilation {dilation} spans {extent_h}x{extent_w}, "
+            f"larger than the padded input {h}x{w}"
+        )
+    expected = (batch, c_out, conv2d_output_size(h, k_h, stride[0], dilation[0]),
+                conv2d_output_size(w, k_w, stride[1], dilation[1]))
+    if tuple(grad_out.shape) != expected:
+        raise ValueError(f"grad_out must be {expected} (B, C_out, H_out, W_out), got {tuple(grad_out.shape)}")
+    return stride, dilation
+
+
+def ocl_conv2d_backward_input(
+    grad_out: torch.Tensor,
+    weight: torch.Tensor,
+    input_shape: Sequence[int],
+    stride: IntPair = (1, 1),
+    dilation: IntPair = (1, 1),
+    groups: int = 1,
+    variant: str = "auto",
+) -> torch.Tensor:
+    """Gradient of ocl_conv2d with respect to its (padded) input x of shape input_shape
+    (B, C_in, H, W), from grad_out (B, C_out, H_out, W_out) and weight
+    (C_out, C_in/groups, K_h, K_w). variant picks the kernel version ('direct', 'tiled')
+    or lets the channel counts decide ('auto')."""
+    _check_tensor(weight, "weight", ndim=4)
+    input_shape = tuple(input_shape)
+    stride, dilation = _conv2d_backward_checks(
+        input_shape, tuple(weight.shape), grad_out, stride, dilation, groups, variant, "input_shape", "weight"
+    )
+    grad_input = torch.zeros(input_shape)
+    if grad_out.numel() == 0 or weight.numel() == 0:
+        return grad_input
+    grad_out = grad_out.detach().contiguous()
+    weight = weight.detach().contiguous()
+    _core.conv2d_backward_input(grad_out.numpy(), weight.numpy(), grad_input.numpy(), *stride, *dilation, groups,
+                                variant)
+    return grad_input
+
+
+def ocl_conv2d_backward_weight(
+    x: torch.Tensor,
+    grad_out: torch.Tensor,
+    weight_shape: Sequence[int],
+    stride: IntPair = (1, 1),
+    dilation: IntPair = (1, 1),
+    groups: int = 1,
+    variant: str = "auto",
+) -> torch.Tensor:
+    """Gradient of ocl_conv2d with respect to its weight of shape weight_shape
+    (C_out, C_in/groups, K_h, K_w), from the padded x (B, C_in, H, W) and grad_out
+    (B, C_out, H_out, W_out). variant as in ocl_conv2d_backward_input."""
+    _check_tensor(x, "x", ndim=4)
+    weight_shape = tuple(weight_shape)
+    stride, dilation = _conv2d_backward_checks(
+        tuple(x.shape), weight_shape, grad_out, stride, dilation, groups, variant, "x", "weight_shape"
+    )
+    grad_weight = torch.zeros(weight_shape)
+    if grad_out.numel() == 0 or x.numel() == 0 or grad_weight.numel() == 0:
+        return grad_weight
+    x = x.detach().contiguous()
+    grad_out = grad_out.detach().contiguous()
+    _core.conv2d_backward_weight(x.numpy(), grad_out.numpy(), grad_weight.numpy(), *stride, *dilation, groups,
+                                 variant)
+    return grad_weight
+
+
+def ocl_conv2d_backward_bias(grad_out: torch.Tensor) -> torch.Tensor:
+    """Gradient of ocl_conv2d with respect to its bias: grad_out (B, C_out, H_out, W_out)
+    summed over B, H_out and W_out, by a reduction kernel. Returns (C_out,)."""
+    _check_tensor(grad_out, "grad_out", ndim=4)
+    grad_bias = torch.zeros(grad_out.shape[1])
+    if grad_out.numel() == 0:
+        return grad_bias
+    _core.conv2d_backward_bias(grad_out.detach().contiguous().numpy(), grad_bias.numpy())
+    return grad_bias

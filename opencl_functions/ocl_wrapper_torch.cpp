@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "backward.hpp"
 #include "ocl_runtime.hpp"
 #include "opencl-functions.hpp"
 
@@ -155,6 +156,77 @@ py::dict memory_stats() {
   return d;
 }
 
+// The shapes of a convolution with padded input x (B, C_in, H, W), weight
+// (C_out, C_in/groups, K_h, K_w) and output (B, C_out, H_out, W_out), checked against each other.
+oclf::Conv2dShape conv2d_shape(const std::vector<py::ssize_t>& x, const std::vector<py::ssize_t>& w,
+                               const std::vector<py::ssize_t>& y, int stride_h, int stride_w, int dilation_h,
+                               int dilation_w, int groups) {
+  if (groups < 1 || stride_h < 1 || stride_w < 1 || dilation_h < 1 || dilation_w < 1)
+    throw py::value_error("stride, dilation and groups must be positive");
+  for (const auto* shape : {&x, &w, &y})
+    for (auto d : *shape)
+      if (d < 1) throw py::value_error("conv2d backward sizes must be positive");
+  oclf::Conv2dShape s{};
+  s.batch = int(x[0]);
+  s.c_in = int(x[1]);
+  s.h = int(x[2]);
+  s.w = int(x[3]);
+  s.c_out = int(w[0]);
+  s.k_h = int(w[2]);
+  s.k_w = int(w[3]);
+  s.stride_h = stride_h;
+  s.stride_w = stride_w;
+  s.dilation_h = dilation_h;
+  s.dilation_w = dilation_w;
+  s.groups = groups;
+  if (s.c_out % groups || s.c_in != w[1] * groups) throw py::value_error("channels do not match groups");
+  if (s.h - dilation_h * (s.k_h - 1) - 1 < 0 || s.w - dilation_w * (s.k_w - 1) - 1 < 0)
+    throw py::value_error("kernel is larger than the padded input");
+  s.h_out = (s.h - dilation_h * (s.k_h - 1) - 1) / stride_h + 1;
+  s.w_out = (s.w - dilation_w * (s.k_w - 1) - 1) / stride_w + 1;
+  if (y[0] != s.batch || y[1] != s.c_out || y[2] != s.h_out || y[3] != s.w_out)
+    throw py::value_error("grad_out must be (B, C_out, H_out, W_out)");
+  return s;
+}
+
+oclf::BackwardVariant variant_of(const std::string& name) {
+  try {
+    return oclf::parse_variant(name);
+  } catch (const std::invalid_argument& err) {
+    throw py::value_error(err.what());
+  }
+}
+
+void conv2d_backward_input(const py::buffer& dy_buf, const py::buffer& w_buf, const py::buffer& dx_buf, int stride_h,
+                           int stride_w, int dilation_h, int dilation_w, int groups, const std::string& variant) {
+  FloatView dy = float_view(dy_buf, "grad_out", 4, false);
+  FloatView w = float_view(w_buf, "weight", 4, false);
+  FloatView dx = float_view(dx_buf, "grad_input", 4, true);
+  const oclf::BackwardVariant v = variant_of(variant);
+  oclf::Conv2dShape s = conv2d_shape(dx.shape, w.shape, dy.shape, stride_h, stride_w, dilation_h, dilation_w, groups);
+  run_op([&] { oclf::conv2d_backward_input(s, dy.data, w.data, dx.data, v); });
+}
+
+void conv2d_backward_weight(const py::buffer& x_buf, const py::buffer& dy_buf, const py::buffer& dw_buf,
+                            int stride_h, int stride_w, int dilation_h, int dilation_w, int groups,
+                            const std::string& variant) {
+  FloatView x = float_view(x_buf, "x", 4, false);
+  FloatView dy = float_view(dy_buf, "grad_out", 4, false);
+  FloatView dw = float_view(dw_buf, "grad_weight", 4, true);
+  const oclf::BackwardVariant v = variant_of(variant);
+  oclf::Conv2dShape s = conv2d_shape(x.shape, dw.shape, dy.shape, stride_h, stride_w, dilation_h, dilation_w, groups);
+  run_op([&] { oclf::conv2d_backward_weight(s, x.data, dy.data, dw.data, v); });
+}
+
+void conv2d_backward_bias(const py::buffer& dy_buf, const py::buffer& db_buf) {
+  FloatView dy = float_view(dy_buf, "grad_out", 4, false);
+  FloatView db = float_view(db_buf, "grad_bias", 1, true);
+  if (dy.size == 0) throw py::value_error("grad_out must not be empty");
+  if (db.shape[0] != dy.shape[1]) throw py::value_error("grad_bias must have C_out elements");
+  const int batch = int(dy.shape[0]), c_out = int(dy.shape[1]), area = int(dy.shape[2] * dy.shape[3]);
+  run_op([&] { oclf::conv2d_backward_bias(batch, c_out, area, dy.data, db.data); });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -179,4 +251,16 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_default_kernel_dir", &ocl::Runtime::set_default_kernel_dir,
         "Folder of the .cl files when OCL_KERNEL_DIR is not set.");
   m.def("kernel_dir", &ocl::Runtime::kernel_dir, "Folder the .cl files are read from.");
+  m.def("conv2d_backward_input", &conv2d_backward_input, py::arg("grad_out"), py::arg("weight"),
+        py::arg("grad_input"), py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"),
+        py::arg("dilation_w"), py::arg("groups"), py::arg("variant") = "auto",
+        "grad_input (B, C_in, H, W) of conv2d from grad_out and weight, by conv2d_backward.cl;\n"
+        "variant 'auto', 'direct' or 'tiled' picks the kernel version.");
+  m.def("conv2d_backward_weight", &conv2d_backward_weight, py::arg("x"), py::arg("grad_out"),
+        py::arg("grad_weight"), py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"),
+        py::arg("dilation_w"), py::arg("groups"), py::arg("variant") = "auto",
+        "grad_weight (C_out, C_in/groups, K_h, K_w) of conv2d from the padded x and grad_out,\n"
+        "by conv2d_backward.cl; variant 'auto', 'direct' or 'tiled' picks the kernel version.");
+  m.def("conv2d_backward_bias", &conv2d_backward_bias, py::arg("grad_out"), py::arg("grad_bias"),
+        "grad_bias (C_out,) = grad_out (B, C_out, H_out, W_out) summed over B, H_out, W_out, on OpenCL.");
 }

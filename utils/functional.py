@@ -4,8 +4,9 @@ Both take what their torch.nn.functional twins take. The forward pass runs on Op
 (ocl_matmul, ocl_conv2d). Inputs OpenCL cannot take (not float32, or not on the CPU)
 run through torch instead, with one warning per reason, never silently wrong.
 
-Backward: linear's gradients are OpenCL matmuls; conv2d's are torch's own
-(torch.nn.grad), computed from the saved tensors.
+Backward runs on OpenCL too: linear's gradients are CLBlast matmuls (the bias gradient
+as ones (1, rows) @ grad_out), conv2d's grad_input, grad_weight and grad_bias come from the kernels of
+opencl_functions/conv2d_backward.cl.
 """
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.utils import _pair
 
-from opencl_functions import ocl_conv2d, ocl_matmul
+from opencl_functions import (
+    ocl_conv2d,
+    ocl_conv2d_backward_bias,
+    ocl_conv2d_backward_input,
+    ocl_conv2d_backward_weight,
+    ocl_matmul,
+)
 
 
 class OpenCLFallbackWarning(UserWarning):
@@ -65,7 +72,8 @@ class _Linear(torch.autograd.Function):
             x2 = input.reshape(-1, input.shape[-1])
             grad_weight = ocl_matmul(g2.t(), x2)  # (out, rows) @ (rows, in)
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = grad_out.reshape(-1, grad_out.shape[-1]).sum(0)
+            g2 = grad_out.reshape(-1, grad_out.shape[-1])
+            grad_bias = ocl_matmul(torch.ones(1, g2.shape[0]), g2).reshape(-1)  # (1, rows) @ (rows, out)
         return grad_input, grad_weight, grad_bias
 
 
@@ -82,11 +90,11 @@ class _Conv2d(torch.autograd.Function):
         stride, dilation, groups, has_bias = ctx.conf
         grad_input = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
-            grad_input = torch.nn.grad.conv2d_input(input.shape, weight, grad_out, stride, 0, dilation, groups)
+            grad_input = ocl_conv2d_backward_input(grad_out, weight, tuple(input.shape), stride, dilation, groups)
         if ctx.needs_input_grad[1]:
-            grad_weight = torch.nn.grad.conv2d_weight(input, weight.shape, grad_out, stride, 0, dilation, groups)
+            grad_weight = ocl_conv2d_backward_weight(input, grad_out, tuple(weight.shape), stride, dilation, groups)
         if has_bias and ctx.needs_input_grad[2]:
-            grad_bias = grad_out.sum((0, 2, 3))
+            grad_bias = ocl_conv2d_backward_bias(grad_out)
         return grad_input, grad_weight, grad_bias, None, None, None
 
 
