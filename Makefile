@@ -4,7 +4,7 @@ PY      := .venv/bin/python
 SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp)
 BUILT   := build/.core-built
 
-.PHONY: help setup build run test test-slow info sanity resnet gpt bird bird-model bench handout autograder clean
+.PHONY: help setup build run test test-slow info sanity resnet gpt bird bird-model networks bench handout autograder clean
 
 help:
 	@echo "make run         set up, build, run the student checks (tests.py)"
@@ -13,6 +13,7 @@ help:
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
 	@echo "make sanity | resnet | gpt | bird   the demos (options: ARGS=\"--quick --device nvidia\")"
 	@echo "make bird-model  retrain the shipped bird-song ResNet (extras/train_audio.py)"
+	@echo "make networks    forward+backward check of 20 torchvision networks (extras/validate_networks.py)"
 	@echo "make bench       conv2d and matmul benchmark (grading.bench)"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 	@echo "make clean       remove build outputs (keeps .venv)"
@@ -60,6 +61,9 @@ bird-model: build
 bird: build
 	@test -f $(BIRD_MODEL) || $(BIRD_TRAIN)
 	$(PY) inference_bird.py $(ARGS)
+
+networks: build
+	$(PY) -m extras.validate_networks $(ARGS)
 
 clean:
 	rm -rf build opencl_functions/_core*.so
