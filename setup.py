@@ -10,6 +10,7 @@ core = Pybind11Extension(
         "opencl_functions/ocl_runtime.cpp",
         "opencl_functions/opencl-functions.cpp",
         "opencl_functions/ocl_wrapper_torch.cpp",
+        "opencl_functions/baselines.cpp",
     ],
     define_macros=[("CL_TARGET_OPENCL_VERSION", "120")],
     libraries=["OpenCL", "clblast"],
