@@ -319,9 +319,13 @@ cl_kernel Runtime::kernel(const std::string& file, const std::string& name, cons
 
   auto it = programs_.find(key.str());
   if (it == programs_.end()) {
-    // Forget older builds of the same file so an edit loop does not accumulate programs.
+    // Forget builds of older versions of the same file so an edit loop does not accumulate
+    // programs; builds of this version with other options stay.
+    std::ostringstream version;
+    version << path << '|' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << '|' << st.st_size << '|';
     for (auto old = programs_.begin(); old != programs_.end();) {
-      if (old->first.compare(0, path.size() + 1, path + "|") == 0) {
+      if (old->first.compare(0, path.size() + 1, path + "|") == 0 &&
+          old->first.compare(0, version.str().size(), version.str()) != 0) {
         for (auto& k : old->second.kernels) clReleaseKernel(k.second);
         clReleaseProgram(old->second.program);
         old = programs_.erase(old);
