@@ -460,6 +460,73 @@ void Runtime::clear_pool() {
   bytes_pooled_ = 0;
 }
 
+// ---------------------------------------------------------------------------------
+// Resident parameters
+
+uint64_t Runtime::resident_upload(const void* host, size_t bytes) {
+  cl_int status = CL_SUCCESS;
+  cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_ONLY, std::max<size_t>(bytes, 4), nullptr, &status);
+  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES) {
+    clear_pool();
+    mem = clCreateBuffer(context_, CL_MEM_READ_ONLY, std::max<size_t>(bytes, 4), nullptr, &status);
+  }
+  CL_CHECK(status);
+  if (bytes) {
+    status = clEnqueueWriteBuffer(queue_, mem, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr);
+    if (status != CL_SUCCESS) clReleaseMemObject(mem);
+    CL_CHECK(status);
+  }
+  const uint64_t handle = next_handle_++;
+  residents_[handle] = Resident{mem, bytes, {}};
+  resident_handles_[mem] = handle;
+  bytes_resident_ += bytes;
+  return handle;
+}
+
+void Runtime::resident_release(uint64_t handle) {
+  auto it = residents_.find(handle);
+  if (it == residents_.end()) return;
+  for (auto& d : it->second.derived) {
+    clReleaseMemObject(d.second.first);
+    bytes_resident_ -= d.second.second;
+  }
+  resident_handles_.erase(it->second.mem);
+  clReleaseMemObject(it->second.mem);
+  bytes_resident_ -= it->second.bytes;
+  residents_.erase(it);
+}
+
+cl_mem Runtime::resident(uint64_t handle) const {
+  auto it = residents_.find(handle);
+  if (it == residents_.end())
+    throw Error("unknown resident handle " + std::to_string(handle) + " (released already?)", CL_INVALID_MEM_OBJECT);
+  return it->second.mem;
+}
+
+cl_mem Runtime::derived(cl_mem resident, const std::string& tag) const {
+  auto h = resident_handles_.find(resident);
+  if (h == resident_handles_.end()) return nullptr;
+  const auto& derived = residents_.at(h->second).derived;
+  auto d = derived.find(tag);
+  return d == derived.end() ? nullptr : d->second.first;
+}
+
+cl_mem Runtime::keep_derived(cl_mem resident, const std::string& tag, size_t bytes) {
+  auto h = resident_handles_.find(resident);
+  if (h == resident_handles_.end()) throw Error("keep_derived: not a resident buffer", CL_INVALID_MEM_OBJECT);
+  cl_int status = CL_SUCCESS;
+  cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 4), nullptr, &status);
+  CL_CHECK(status);
+  auto& slot = residents_.at(h->second).derived[tag];
+  if (slot.first) {
+    clReleaseMemObject(slot.first);
+    bytes_resident_ -= slot.second;
+  }
+  slot = {mem, bytes};
+  bytes_resident_ += bytes;
+  return mem;
+}
+
 Buffer::Buffer(size_t bytes, cl_mem_flags flags)
     : mem_(Runtime::get().acquire(bytes, flags)), bytes_(bytes), flags_(flags) {}
 

@@ -118,8 +118,8 @@ void conv2d(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& 
   run_op([&] { oclf::conv2d(p); });
 }
 
-// Checked Conv2dArgs for the baselines (same checks as conv2d above).
-oclf::Conv2dArgs baseline_args(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& bias_obj,
+// Checked Conv2dArgs from buffers (the checks of conv2d above), for the bindings below.
+oclf::Conv2dArgs checked_conv2d_args(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& bias_obj,
                                const py::buffer& y_buf, int stride_h, int stride_w, int dilation_h, int dilation_w,
                                int groups) {
   FloatView x = float_view(x_buf, "x", 4, false);
@@ -226,7 +226,7 @@ PYBIND11_MODULE(_core, m) {
       [](const std::string& path, const std::string& name, const std::string& options, size_t local_0,
          size_t local_1, const py::buffer& x, const py::buffer& w, const py::object& bias, const py::buffer& out,
          int stride_h, int stride_w, int dilation_h, int dilation_w, int groups) {
-        oclf::Conv2dArgs p = baseline_args(x, w, bias, out, stride_h, stride_w, dilation_h, dilation_w, groups);
+        oclf::Conv2dArgs p = checked_conv2d_args(x, w, bias, out, stride_h, stride_w, dilation_h, dilation_w, groups);
         run_op([&] { baselines::conv2d_from_file(path, name, options, local_0, local_1, p); });
       },
       py::arg("path"), py::arg("name"), py::arg("options"), py::arg("local_0"), py::arg("local_1"), py::arg("x"),
@@ -238,10 +238,48 @@ PYBIND11_MODULE(_core, m) {
       "convgemm",
       [](const py::buffer& x, const py::buffer& w, const py::buffer& out, int stride_h, int stride_w,
          int dilation_h, int dilation_w) {
-        oclf::Conv2dArgs p = baseline_args(x, w, py::none(), out, stride_h, stride_w, dilation_h, dilation_w, 1);
+        oclf::Conv2dArgs p = checked_conv2d_args(x, w, py::none(), out, stride_h, stride_w, dilation_h, dilation_w, 1);
         run_op([&] { baselines::convgemm(p); });
       },
       py::arg("x"), py::arg("weight"), py::arg("out"), py::arg("stride_h"), py::arg("stride_w"),
       py::arg("dilation_h"), py::arg("dilation_w"),
       "Baseline: CLBlast Convgemm (cross-correlation, groups=1, no bias) of an already padded x.");
+  m.def(
+      "resident_upload",
+      [](const py::buffer& data) {
+        FloatView v = float_view(data, "data", -1, false);
+        py::gil_scoped_release no_gil;
+        ocl::Runtime& rt = ocl::Runtime::get();
+        std::lock_guard<std::mutex> lock(rt.mutex());
+        return rt.resident_upload(v.data, v.size * sizeof(float));
+      },
+      py::arg("data"), "Copies a float32 buffer to the device to stay there; returns its handle.");
+  m.def(
+      "resident_release",
+      [](uint64_t handle) {
+        ocl::Runtime& rt = ocl::Runtime::get();
+        std::lock_guard<std::mutex> lock(rt.mutex());
+        rt.resident_release(handle);
+      },
+      py::arg("handle"), "Frees a resident buffer and what was derived from it (unknown handles are ignored).");
+  m.def(
+      "resident_bytes", [] { return ocl::Runtime::get().bytes_resident(); },
+      "Device bytes held by resident parameters and buffers derived from them.");
+  m.def(
+      "conv2d_resident",
+      [](const py::buffer& x, const py::buffer& w, const py::object& bias, const py::buffer& out, int stride_h,
+         int stride_w, int dilation_h, int dilation_w, int groups, uint64_t weight_handle, uint64_t bias_handle) {
+        oclf::Conv2dArgs p = checked_conv2d_args(x, w, bias, out, stride_h, stride_w, dilation_h, dilation_w, groups);
+        run_op([&] {
+          ocl::Runtime& rt = ocl::Runtime::get();
+          if (weight_handle) p.weight_dev = rt.resident(weight_handle);
+          if (bias_handle && p.bias) p.bias_dev = rt.resident(bias_handle);
+          oclf::conv2d(p);
+        });
+      },
+      py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("out"), py::arg("stride_h"), py::arg("stride_w"),
+      py::arg("dilation_h"), py::arg("dilation_w"), py::arg("groups"), py::arg("weight_handle"),
+      py::arg("bias_handle"),
+      "conv2d as conv2d(), with weight and bias taken from resident handles where not 0 (their host\n"
+      "buffers must hold the same values).");
 }

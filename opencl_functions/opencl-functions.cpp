@@ -110,24 +110,50 @@ static void conv2d_gpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
 }
 
 static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
-  const int cov = 16, px = 8;
+  // Block sizes: COV output channels (the vector width) × PX pixels per work-item;
+  // OCLF_CPU_BLOCK="COV,PX" overrides them for tuning.
+  int cov = 16, px = 8;
+  if (const char* env = std::getenv("OCLF_CPU_BLOCK")) {
+    if (std::sscanf(env, "%d,%d", &cov, &px) != 2 || (cov != 4 && cov != 8 && cov != 16) || px < 1)
+      throw ocl::Error(std::string("OCLF_CPU_BLOCK must be COV,PX with COV 4, 8 or 16, got ") + env,
+                       CL_INVALID_VALUE);
+  }
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int co_blocks = (cout_g + cov - 1) / cov;
   const std::string options = "-cl-mad-enable -DCOV=" + std::to_string(cov) + " -DPX=" + std::to_string(px);
-  ocl::Buffer packed(size_t(p.groups) * co_blocks * cov * k_dim * sizeof(float), CL_MEM_READ_WRITE);
-  cl_kernel pack = rt.kernel("conv2d.cl", "conv2d_pack_weights", options);
-  ocl::set_args(pack, w, packed.get(), k_dim, cout_g, co_blocks);
-  const size_t pack_global[3] = {size_t(k_dim), size_t(co_blocks) * cov, size_t(p.groups)};
-  rt.launch(pack, 3, pack_global, nullptr);
+  // Packed weights: made once per resident weight and kept with it, else made per call.
+  const size_t packed_bytes = size_t(p.groups) * co_blocks * cov * k_dim * sizeof(float);
+  const std::string tag = "cpu-packed" + options;
+  ocl::Buffer packed_here;
+  cl_mem packed = p.weight_dev ? rt.derived(p.weight_dev, tag) : nullptr;
+  if (!packed) {
+    if (p.weight_dev) {
+      packed = rt.keep_derived(p.weight_dev, tag, packed_bytes);
+    } else {
+      packed_here = ocl::Buffer(packed_bytes, CL_MEM_READ_WRITE);
+      packed = packed_here.get();
+    }
+    cl_kernel pack = rt.kernel("conv2d.cl", "conv2d_pack_weights", options);
+    ocl::set_args(pack, w, packed, k_dim, cout_g, co_blocks);
+    const size_t pack_global[3] = {size_t(k_dim), size_t(co_blocks) * cov, size_t(p.groups)};
+    rt.launch(pack, 3, pack_global, nullptr);
+  }
 
   cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_cpu", options);
   const int has_bias = bias != nullptr;
-  ocl::set_args(kernel, x, packed.get(), bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
+  ocl::set_args(kernel, x, packed, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
                 p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
   const size_t global[3] = {size_t(p.h_out * p.w_out + px - 1) / px, size_t(co_blocks),
                             size_t(p.batch) * p.groups};
-  rt.launch(kernel, 3, global, nullptr);
+  const char* loc = std::getenv("OCLF_CPU_LOCAL");
+  if (loc) {
+    const size_t local[3] = {size_t(std::atoi(loc)), 1, 1};
+    const size_t g2[3] = {round_up(global[0], local[0]), global[1], global[2]};
+    rt.launch(kernel, 3, g2, local);
+  } else {
+    rt.launch(kernel, 3, global, nullptr);
+  }
 }
 
 static void conv2d_depthwise(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
@@ -160,27 +186,33 @@ void conv2d(const Conv2dArgs& p) {
   const size_t w_len = size_t(p.c_out) * (p.c_in / p.groups) * p.k_h * p.k_w;
   const size_t y_len = size_t(p.batch) * p.c_out * p.h_out * p.w_out;
   ocl::Buffer x(x_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer w(w_len * sizeof(float), CL_MEM_READ_ONLY);
   ocl::Buffer y(y_len * sizeof(float), CL_MEM_WRITE_ONLY);
-  ocl::Buffer bias;
   x.write(p.x, x_len * sizeof(float));
-  w.write(p.weight, w_len * sizeof(float));
-  if (p.bias) {
-    bias = ocl::Buffer(p.c_out * sizeof(float), CL_MEM_READ_ONLY);
-    bias.write(p.bias, p.c_out * sizeof(float));
+  // Weights and bias: the resident device copies when given, else uploaded now.
+  ocl::Buffer w_here, bias_here;
+  cl_mem w = p.weight_dev, bias = p.bias_dev;
+  if (!w) {
+    w_here = ocl::Buffer(w_len * sizeof(float), CL_MEM_READ_ONLY);
+    w_here.write(p.weight, w_len * sizeof(float));
+    w = w_here.get();
+  }
+  if (p.bias && !bias) {
+    bias_here = ocl::Buffer(p.c_out * sizeof(float), CL_MEM_READ_ONLY);
+    bias_here.write(p.bias, p.c_out * sizeof(float));
+    bias = bias_here.get();
   }
 
   const std::string forced = forced_kernel();
   const bool depthwise = p.c_in == p.groups && p.c_out == p.groups;
   const bool cpu = rt.info().type == "CPU";
   if (forced == "tiled") {
-    conv2d_tiled(rt, p, x.get(), w.get(), bias.get(), y.get());
+    conv2d_tiled(rt, p, x.get(), w, bias, y.get());
   } else if (depthwise && (forced.empty() || forced == "depthwise")) {
-    conv2d_depthwise(rt, p, x.get(), w.get(), bias.get(), y.get());
+    conv2d_depthwise(rt, p, x.get(), w, bias, y.get());
   } else if (forced == "cpu" || (forced != "gpu" && cpu)) {
-    conv2d_cpu(rt, p, x.get(), w.get(), bias.get(), y.get());
+    conv2d_cpu(rt, p, x.get(), w, bias, y.get());
   } else {
-    conv2d_gpu(rt, p, x.get(), w.get(), bias.get(), y.get());
+    conv2d_gpu(rt, p, x.get(), w, bias, y.get());
   }
   y.read(p.y, y_len * sizeof(float));
   // END SOLUTION
