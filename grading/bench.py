@@ -5,7 +5,8 @@
 For ResNet-50's conv shapes, depthwise shapes (MobileNetV2, EfficientNet) and GPT-2's
 matmul shapes it times:
   ours       opencl_functions.ocl_conv2d / ocl_matmul: kernel time (OpenCL profiling
-             events) and wall time (transfers and host code included);
+             events) and wall time (transfers and host code included); conv weights
+             are parameters, resident on the device as in a patched model;
   torch      oneDNN on the CPU; on a CUDA machine, cuDNN/cuBLAS fp32 with TF32 off,
              timed with CUDA events (inputs already on the GPU);
   convgemm   CLBlast's Convgemm (groups=1 only), kernel time;
@@ -111,10 +112,12 @@ def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer
     w = torch.randn(s.c_out, s.c_in // s.groups, s.k, s.k, generator=gen) / math.sqrt(s.c_in // s.groups * s.k**2)
     args = dict(stride=(s.stride, s.stride), dilation=(s.dilation, s.dilation), groups=s.groups)
     ref = F.conv2d(x, w, None, padding=0, **args)
-    out = opencl_functions.ocl_conv2d(x, w, None, **args)
+    # Ours runs as in a patched model: the weight is a parameter, resident on the device.
+    param = torch.nn.Parameter(w, requires_grad=False)
+    out = opencl_functions.ocl_conv2d(x, param, None, **args)
     times = {
-        "ours": fast(lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, w, None, **args))),
-        "ours_wall": fast(lambda: _wall_ns(lambda: opencl_functions.ocl_conv2d(x, w, None, **args))),
+        "ours": fast(lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args))),
+        "ours_wall": fast(lambda: _wall_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args))),
     }
     xd, wd = torch_runner.to(x, w)
     times["torch"] = fast(lambda: torch_runner.time_ns(lambda: F.conv2d(xd, wd, None, padding=0, **args)))
@@ -193,8 +196,14 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--quick", action="store_true", help="a few shapes, few repeats (for tests)")
     parser.add_argument("--torch-device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where torch's reference runs (auto: CUDA when available)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
+        os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
 
     torch_device = args.torch_device
     if torch_device == "auto":

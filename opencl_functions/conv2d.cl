@@ -172,16 +172,36 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
     }
   }
 
+  // Bias, then the PX×COV block transposed through private memory so each output
+  // channel's PX pixels are stored together (a vector store when the block is whole).
   const int co0 = cb * COV;
+  const bool full_co = co0 + COV <= cout_g;
+  if (has_bias) {
+    floatv bv;
+    if (full_co) {
+      bv = VLOAD(COV)(0, bias + g * cout_g + co0);
+    } else {
+      float tmp[COV];
+      for (int i = 0; i < COV; ++i) tmp[i] = co0 + i < cout_g ? bias[g * cout_g + co0 + i] : 0.0f;
+      bv = VLOAD(COV)(0, tmp);
+    }
 #pragma unroll
-  for (int j = 0; j < PX; ++j) {
-    const int p = p0 + j;
-    if (p < hw_out) {
-      float out[COV];
-      VSTORE(COV)(acc[j], 0, out);
-      for (int i = 0; i < COV && co0 + i < cout_g; ++i) {
-        const int co = g * cout_g + co0 + i;
-        y[(size_t)(b * C_out + co) * hw_out + p] = out[i] + (has_bias ? bias[co] : 0.0f);
+    for (int j = 0; j < PX; ++j) acc[j] += bv;
+  }
+  float out[PX][COV];
+#pragma unroll
+  for (int j = 0; j < PX; ++j) VSTORE(COV)(acc[j], 0, out[j]);
+  __global float* yb = y + (size_t)(b * C_out + g * cout_g + co0) * hw_out + p0;
+  const bool full_px = p0 + PX <= hw_out;
+#pragma unroll
+  for (int i = 0; i < COV; ++i) {
+    if (full_co || co0 + i < cout_g) {
+      __global float* yr = yb + (size_t)i * hw_out;
+      if (full_px) {
+#pragma unroll
+        for (int j = 0; j < PX; ++j) yr[j] = out[j][i];
+      } else {
+        for (int j = 0; p0 + j < hw_out; ++j) yr[j] = out[j][i];
       }
     }
   }
