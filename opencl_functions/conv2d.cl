@@ -101,7 +101,7 @@ void conv2d_tiled(__global const float* restrict x, __global const float* restri
 // (pb, cb, b·groups+g) computes COV output channels × PX consecutive output pixels
 // (flattened oh·W_out+ow of image b), accumulating PX vectors in registers: each tap
 // is one vector load and PX broadcast multiply-adds. NDRange: (ceil(H_out·W_out/PX),
-// co_blocks, B·groups).
+// co_blocks, B·groups). Built with -DKH=.. -DKW=.. (the kernel size) so the tap loops unroll.
 
 #ifndef COV
 #define COV 16
@@ -116,6 +116,16 @@ void conv2d_tiled(__global const float* restrict x, __global const float* restri
 #define VSTORE_(n) vstore##n
 #define VSTORE(n) VSTORE_(n)
 typedef VEC(COV) floatv;
+// The kernel size of conv2d_cpu, fixed at build time when KH and KW are defined.
+#ifdef KH
+#define KH_ KH
+#define KW_ KW
+#define TAP_UNROLL _Pragma("unroll")
+#else
+#define KH_ K_h
+#define KW_ K_w
+#define TAP_UNROLL
+#endif
 
 // wp (groups, co_blocks, C_in/groups·K_h·K_w, COV) from w (C_out, C_in/groups, K_h, K_w).
 // NDRange: (k_dim, co_blocks·COV, groups).
@@ -161,9 +171,11 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
   __global const float* xc = x + (size_t)(b * C_in + g * cin_g) * H * W;
   __global const float* wc = wp + (size_t)(g * co_blocks + cb) * cin_g * K_h * K_w * COV;
   for (int ci = 0; ci < cin_g; ++ci, xc += H * W) {
-    for (int kh = 0; kh < K_h; ++kh) {
+    TAP_UNROLL
+    for (int kh = 0; kh < KH_; ++kh) {
       __global const float* xr = xc + kh * dilation_h * W;
-      for (int kw = 0; kw < K_w; ++kw, wc += COV) {
+      TAP_UNROLL
+      for (int kw = 0; kw < KW_; ++kw, wc += COV) {
         const floatv wv = VLOAD(COV)(0, wc);
         __global const float* xs = xr + kw * dilation_w;
 #pragma unroll

@@ -122,6 +122,10 @@ static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int co_blocks = (cout_g + cov - 1) / cov;
   const std::string options = "-cl-mad-enable -DCOV=" + std::to_string(cov) + " -DPX=" + std::to_string(px);
+  // Common square kernels get a build of their own, with the tap loops unrolled.
+  const bool fixed = p.k_h == p.k_w && (p.k_h == 1 || p.k_h == 3 || p.k_h == 5 || p.k_h == 7);
+  const std::string conv_options =
+      fixed ? options + " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w) : options;
   // Packed weights: made once per resident weight and kept with it, else made per call.
   const size_t packed_bytes = size_t(p.groups) * co_blocks * cov * k_dim * sizeof(float);
   const std::string tag = "cpu-packed" + options;
@@ -140,7 +144,7 @@ static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
     rt.launch(pack, 3, pack_global, nullptr);
   }
 
-  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_cpu", options);
+  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_cpu", conv_options);
   const int has_bias = bias != nullptr;
   ocl::set_args(kernel, x, packed, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
                 p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
