@@ -51,12 +51,18 @@ void check_clblast(int status, const char* call, const char* file, int line);
 #define CLBLAST_CHECK(call) ::ocl::check_clblast(static_cast<int>(call), #call, __FILE__, __LINE__)
 
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
-// A null cl_mem passes a null pointer.
+// A null cl_mem passes a null pointer (as arg_value itself: NVIDIA's driver crashes at
+// launch when arg_value points to a null cl_mem, which the standard also allows).
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
+template <typename T>
+const void* arg_pointer(const T& value) {
+  return &value;
+}
+inline const void* arg_pointer(const cl_mem& value) { return value ? &value : nullptr; }
 template <typename... Args>
 void set_args(cl_kernel kernel, const Args&... args) {
   cl_uint index = 0;
-  (set_arg(kernel, index++, sizeof(Args), &args), ...);
+  (set_arg(kernel, index++, sizeof(Args), arg_pointer(args)), ...);
 }
 
 // A device buffer taken from the runtime's pool and given back to it on destruction.
