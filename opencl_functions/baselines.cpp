@@ -8,10 +8,11 @@
 
 #include <clblast.h>
 
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <sys/stat.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
 
 #include "ocl_runtime.hpp"
 
@@ -29,14 +30,17 @@ cl_kernel kernel_from_path(const std::string& path, const std::string& name, con
   ocl::Runtime& rt = ocl::Runtime::get();
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) throw ocl::Error("cannot find kernel file " + path, CL_INVALID_VALUE);
-  std::ostringstream key;
-  key << path << '|' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << '|' << st.st_size << '|' << options;
-  auto it = programs().find(key.str());
+  // No iostreams (see Runtime::kernel).
+  const std::string key = path + "|" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
+                          "|" + std::to_string(st.st_size) + "|" + options;
+  auto it = programs().find(key);
   if (it == programs().end()) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    const std::string source = text.str();
+    std::string source;
+    if (std::FILE* in = std::fopen(path.c_str(), "rb")) {
+      char chunk[4096];
+      for (size_t n; (n = std::fread(chunk, 1, sizeof(chunk), in)) > 0;) source.append(chunk, n);
+      std::fclose(in);
+    }
     const char* src = source.c_str();
     size_t length = source.size();
     cl_int status = CL_SUCCESS;
@@ -53,7 +57,7 @@ cl_kernel kernel_from_path(const std::string& path, const std::string& name, con
       clReleaseProgram(program);
       throw ocl::BuildError("building " + path + " (" + all_options + "):\n" + log, status);
     }
-    it = programs().emplace(key.str(), std::make_pair(program, std::map<std::string, cl_kernel>{})).first;
+    it = programs().emplace(key, std::make_pair(program, std::map<std::string, cl_kernel>{})).first;
   }
   auto& kernels = it->second.second;
   auto k = kernels.find(name);
