@@ -239,6 +239,55 @@ __kernel void conv2d_depthwise(__global const float* restrict x, __global const 
     for (int kw = 0; kw < K_w; ++kw) acc = mad(ws[kh * K_w + kw], xs[kh * dilation_h * W + kw * dilation_w], acc);
   y[((size_t)bc * H_out + oh) * W_out + ow] = acc;
 }
+
+// v2 conv2d_depthwise_cpu: depthwise for CPUs. Work-item (ob, oh, b·C_out+c) computes
+// the COV outputs ow = ob·COV .. ob·COV+COV-1 of row oh as one vector: per tap, one
+// or two vector loads of the input row (stride 1 or 2; a gather otherwise), one multiply-add.
+// NDRange: (ceil(W_out/COV), H_out, B·C_out).
+__kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global const float* restrict w,
+                                   __global const float* restrict bias, __global float* restrict y,
+                                   const int has_bias, const int B, const int C_in, const int H, const int W,
+                                   const int C_out, const int K_h, const int K_w, const int stride_h,
+                                   const int stride_w, const int dilation_h, const int dilation_w,
+                                   const int groups, const int H_out, const int W_out) {
+  const int ow0 = get_global_id(0) * COV;
+  const int oh = get_global_id(1);
+  const int bc = get_global_id(2);
+  const int c = bc % C_out;
+  __global const float* xs = x + ((size_t)bc * H + oh * stride_h) * W + ow0 * stride_w;
+  __global const float* ws = w + (size_t)c * K_h * K_w;
+  __global float* ys = y + ((size_t)bc * H_out + oh) * W_out + ow0;
+  const float b0 = has_bias ? bias[c] : 0.0f;
+  if (ow0 + COV <= W_out) {
+    floatv acc = (floatv)(b0);
+    for (int kh = 0; kh < K_h; ++kh) {
+      for (int kw = 0; kw < K_w; ++kw) {
+        __global const float* xp = xs + kh * dilation_h * W + kw * dilation_w;
+        floatv v;
+        if (stride_w == 1) {
+          v = VLOAD(COV)(0, xp);
+        } else if (stride_w == 2) {  // xp[0, 2, ..]: even lanes of [0, COV) and odd lanes of [COV-1, 2·COV-1)
+          const floatv lo = VLOAD(COV)(0, xp), hi = VLOAD(COV)(0, xp + COV - 1);
+          v = (floatv)(lo.even, hi.odd);
+        } else {
+          float tmp[COV];
+          for (int j = 0; j < COV; ++j) tmp[j] = xp[j * stride_w];
+          v = VLOAD(COV)(0, tmp);
+        }
+        acc = mad((floatv)(ws[kh * K_w + kw]), v, acc);
+      }
+    }
+    VSTORE(COV)(acc, 0, ys);
+  } else {
+    for (int j = 0; ow0 + j < W_out; ++j) {
+      float acc = b0;
+      for (int kh = 0; kh < K_h; ++kh)
+        for (int kw = 0; kw < K_w; ++kw)
+          acc = mad(ws[kh * K_w + kw], xs[kh * dilation_h * W + j * stride_w + kw * dilation_w], acc);
+      ys[j] = acc;
+    }
+  }
+}
 // END SOLUTION
 
 // BEGIN SOLUTION

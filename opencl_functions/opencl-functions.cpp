@@ -161,12 +161,16 @@ static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
   }
 }
 
+// Depthwise: on CPUs a vector of 16 outputs along a row per work-item, elsewhere one output.
 static void conv2d_depthwise(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
-  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_depthwise", "-cl-mad-enable");
+  const bool cpu = rt.info().type == "CPU";
+  const int cov = cpu ? 16 : 1;
+  cl_kernel kernel = rt.kernel("conv2d.cl", cpu ? "conv2d_depthwise_cpu" : "conv2d_depthwise",
+                               "-cl-mad-enable -DCOV=16 -DPX=8");
   const int has_bias = bias != nullptr;
   ocl::set_args(kernel, x, w, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
                 p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
-  const size_t global[3] = {size_t(p.w_out), size_t(p.h_out), size_t(p.batch) * p.c_out};
+  const size_t global[3] = {size_t(p.w_out + cov - 1) / cov, size_t(p.h_out), size_t(p.batch) * p.c_out};
   rt.launch(kernel, 3, global, nullptr);
 }
 

@@ -50,3 +50,12 @@ def test_conv_path_resnet_like(ocl, path, monkeypatch):
     torch.manual_seed(0)
     x, w, b = torch.randn(1, 256, 9, 9), torch.randn(70, 256, 3, 3) / 48, torch.randn(70)
     torch.testing.assert_close(ocl.ocl_conv2d(x, w, b), F.conv2d(x, w, b), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("stride, dilation", [((1, 1), (1, 1)), ((2, 2), (1, 2)), ((1, 3), (2, 1)), ((2, 1), (1, 1))])
+def test_depthwise_wide_rows(ocl, stride, dilation):
+    """Rows wider than one vector of outputs (the vector path of the CPU depthwise kernel)."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 7, 9, 71), torch.randn(7, 1, 3, 5), torch.randn(7)
+    ref = F.conv2d(x, w, b, stride, 0, dilation, 7)
+    torch.testing.assert_close(ocl.ocl_conv2d(x, w, b, stride, dilation, 7), ref, atol=1e-4, rtol=1e-4)
