@@ -151,14 +151,7 @@ static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
                 p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
   const size_t global[3] = {size_t(p.h_out * p.w_out + px - 1) / px, size_t(co_blocks),
                             size_t(p.batch) * p.groups};
-  const char* loc = std::getenv("OCLF_CPU_LOCAL");
-  if (loc) {
-    const size_t local[3] = {size_t(std::atoi(loc)), 1, 1};
-    const size_t g2[3] = {round_up(global[0], local[0]), global[1], global[2]};
-    rt.launch(kernel, 3, g2, local);
-  } else {
-    rt.launch(kernel, 3, global, nullptr);
-  }
+  rt.launch(kernel, 3, global, nullptr);  // PoCL picks the work-group; setting 1, 4, 7 or 16 did not help
 }
 
 // Depthwise: on CPUs a vector of 16 outputs along a row per work-item, elsewhere one output.
