@@ -51,8 +51,7 @@ void check_clblast(int status, const char* call, const char* file, int line);
 #define CLBLAST_CHECK(call) ::ocl::check_clblast(static_cast<int>(call), #call, __FILE__, __LINE__)
 
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
-// A null cl_mem passes a null pointer (as arg_value itself: NVIDIA's driver crashes at
-// launch when arg_value points to a null cl_mem, which the standard also allows).
+// A null cl_mem passes a null pointer (arg_value itself null, which every driver takes).
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
 template <typename T>
 const void* arg_pointer(const T& value) {
