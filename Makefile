@@ -39,6 +39,9 @@ test: build
 test-slow: build
 	$(PY) -m pytest -m "slow or not slow"
 
+bench: build
+	$(PY) -m grading.bench --out out/bench
+
 info: build
 	$(PY) -m utils.info
 

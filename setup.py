@@ -11,6 +11,7 @@ core = Pybind11Extension(
         "opencl_functions/opencl-functions.cpp",
         "opencl_functions/ocl_wrapper_torch.cpp",
         "opencl_functions/backward.cpp",
+        "opencl_functions/baselines.cpp",
     ],
     define_macros=[("CL_TARGET_OPENCL_VERSION", "120")],
     libraries=["OpenCL", "clblast"],

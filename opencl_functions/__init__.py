@@ -9,6 +9,9 @@
                                      conv2d's gradients, by conv2d_backward.cl
     device_info(), list_devices()    the selected OpenCL device, and all of them
 
+Parameters (nn.Parameter weights and biases) stay on the device between calls, keyed by
+the tensor and its version counter, and are freed with the tensor (resident_handle).
+
 Inputs are float32 CPU tensors (any strides); anything else raises a TypeError or a
 ValueError that names the argument. OpenCL failures raise OpenCLError, whose message
 carries the CL_* status name; a kernel that fails to compile raises KernelBuildError
@@ -20,7 +23,8 @@ from __future__ import annotations
 import math
 import operator
 import os
-from typing import Optional, Sequence, Tuple, Union
+import weakref
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -37,6 +41,9 @@ __all__ = [
     "list_devices",
     "memory_stats",
     "last_kernel_time_ns",
+    "resident_bytes",
+    "resident_handle",
+    "release_resident",
     "OpenCLError",
     "KernelBuildError",
 ]
@@ -197,11 +204,16 @@ def ocl_conv2d(
         out = torch.zeros(batch, c_out, h_out, w_out)
         return out + bias.detach().view(1, -1, 1, 1) if bias is not None else out
 
+    weight_handle, bias_handle = resident_handle(weight), resident_handle(bias)
     x = x.detach().contiguous()
     weight = weight.detach().contiguous()
     bias_np = bias.detach().contiguous().numpy() if bias is not None else None
     out = torch.empty(batch, c_out, h_out, w_out)
-    _core.conv2d(x.numpy(), weight.numpy(), bias_np, out.numpy(), *stride, *dilation, groups)
+    if weight_handle or bias_handle:
+        _core.conv2d_resident(x.numpy(), weight.numpy(), bias_np, out.numpy(), *stride, *dilation, groups,
+                              weight_handle, bias_handle)
+    else:
+        _core.conv2d(x.numpy(), weight.numpy(), bias_np, out.numpy(), *stride, *dilation, groups)
     return out
 
 
@@ -320,3 +332,65 @@ def ocl_conv2d_backward_bias(grad_out: torch.Tensor) -> torch.Tensor:
         return grad_bias
     _core.conv2d_backward_bias(grad_out.detach().contiguous().numpy(), grad_bias.numpy())
     return grad_bias
+
+
+class _Resident:
+    """The device copy of one parameter: its handle and what it was copied from."""
+
+    __slots__ = ("handle", "version", "data_ptr", "shape", "stride", "__weakref__")
+
+    def __init__(self):
+        self.handle = 0
+
+
+# id(tensor) -> its device copy; a finalizer on the tensor removes the entry (tensors
+# compare elementwise, so a WeakKeyDictionary cannot hold them).
+_residents: Dict[int, _Resident] = {}
+
+
+def _release(entry: _Resident) -> None:
+    if entry.handle:
+        _core.resident_release(entry.handle)
+        entry.handle = 0
+
+
+def _forget(key: int, entry: _Resident) -> None:
+    _release(entry)
+    if _residents.get(key) is entry:
+        del _residents[key]
+
+
+def resident_handle(t: Optional[torch.Tensor]) -> int:
+    """The handle of a device copy of parameter t that stays between calls (0: none).
+
+    Only nn.Parameter tensors are kept, contiguous ones. The copy is keyed by the tensor,
+    its data pointer and its version counter: an in-place change (an optimizer step)
+    bumps the version and the next call uploads again. The copy is freed when the
+    tensor is garbage collected. Changes that bypass the version counter (writing
+    through .data or a NumPy view) are not seen: call release_resident(t) after them."""
+    if not isinstance(t, torch.nn.Parameter) or not t.is_contiguous() or t.numel() == 0:
+        return 0
+    entry = _residents.get(id(t))
+    key = (t._version, t.data_ptr(), tuple(t.shape))
+    if entry is not None and entry.handle and (entry.version, entry.data_ptr, entry.shape) == key:
+        return entry.handle
+    if entry is None:
+        entry = _Resident()
+        _residents[id(t)] = entry
+        weakref.finalize(t, _forget, id(t), entry).atexit = False
+    _release(entry)
+    entry.handle = _core.resident_upload(t.detach().reshape(-1).numpy())
+    entry.version, entry.data_ptr, entry.shape = key
+    return entry.handle
+
+
+def release_resident(t: torch.Tensor) -> None:
+    """Frees t's device copy now (the next call uploads it again)."""
+    entry = _residents.get(id(t))
+    if entry is not None:
+        _release(entry)
+
+
+def resident_bytes() -> int:
+    """Device bytes held by resident parameters (and their packed forms)."""
+    return _core.resident_bytes()

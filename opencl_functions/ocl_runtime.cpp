@@ -9,8 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <string>
 
 namespace ocl {
 
@@ -125,10 +124,9 @@ const char* clblast_status_name(int status) {
 }
 
 static std::string describe(const char* name, int status, const char* call, const char* file, int line) {
-  std::ostringstream msg;
   const char* base = std::strrchr(file, '/');
-  msg << name << " (" << status << ") in " << call << " at " << (base ? base + 1 : file) << ":" << line;
-  return msg.str();
+  return std::string(name) + " (" + std::to_string(status) + ") in " + call + " at " + (base ? base + 1 : file) +
+         ":" + std::to_string(line);
 }
 
 void check(cl_int status, const char* call, const char* file, int line) {
@@ -244,12 +242,11 @@ static const DeviceEntry& choose(const std::vector<DeviceEntry>& all) {
     for (const auto& e : all)  // PoCL's platform is "Portable Computing Language", its vendor "The pocl project"
       if (lower(e.platform_vendor).find(w) != std::string::npos) return e;
   }
-  std::ostringstream msg;
-  msg << "OCL_DEVICE=" << want << " matches no OpenCL device; give \"P:D\" or part of a name. Devices:";
+  std::string msg = "OCL_DEVICE=" + want + " matches no OpenCL device; give \"P:D\" or part of a name. Devices:";
   for (const auto& e : all)
-    msg << "\n  " << e.platform_index << ":" << e.device_index << "  " << e.platform << " / " << e.device << " ("
-        << e.type << ")";
-  throw Error(msg.str(), CL_DEVICE_NOT_FOUND);
+    msg += "\n  " + std::to_string(e.platform_index) + ":" + std::to_string(e.device_index) + "  " + e.platform +
+           " / " + e.device + " (" + e.type + ")";
+  throw Error(msg, CL_DEVICE_NOT_FOUND);
 }
 
 Runtime& Runtime::get() {
@@ -302,12 +299,14 @@ std::string Runtime::kernel_dir() {
 }
 
 static std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::FILE* in = std::fopen(path.c_str(), "rb");
   if (!in) throw Error("cannot read kernel file " + path + " (set OCL_KERNEL_DIR to the folder holding it)",
                        CL_INVALID_VALUE);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text;
+  char chunk[4096];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof(chunk), in)) > 0;) text.append(chunk, n);
+  std::fclose(in);
+  return text;
 }
 
 cl_kernel Runtime::kernel(const std::string& file, const std::string& name, const std::string& options) {
@@ -317,14 +316,19 @@ cl_kernel Runtime::kernel(const std::string& file, const std::string& name, cons
   if (stat(path.c_str(), &st) != 0)
     throw Error("cannot find kernel file " + path + " (set OCL_KERNEL_DIR to the folder holding it)",
                 CL_INVALID_VALUE);
-  std::ostringstream key;
-  key << path << '|' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << '|' << st.st_size << '|' << options;
+  // No iostreams here or in messages: on some machines (the H100 image with torch loaded)
+  // formatting numbers through a stream's locale crashes.
+  const std::string version = path + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
+                              std::to_string(st.st_mtim.tv_nsec) + "|" + std::to_string(st.st_size) + "|";
+  const std::string key = version + options;
 
-  auto it = programs_.find(key.str());
+  auto it = programs_.find(key);
   if (it == programs_.end()) {
-    // Forget older builds of the same file so an edit loop does not accumulate programs.
+    // Forget builds of older versions of the same file so an edit loop does not accumulate
+    // programs; builds of this version with other options stay.
     for (auto old = programs_.begin(); old != programs_.end();) {
-      if (old->first.compare(0, path.size() + 1, path + "|") == 0) {
+      if (old->first.compare(0, path.size() + 1, path + "|") == 0 &&
+          old->first.compare(0, version.size(), version) != 0) {
         for (auto& k : old->second.kernels) clReleaseKernel(k.second);
         clReleaseProgram(old->second.program);
         old = programs_.erase(old);
@@ -347,13 +351,11 @@ cl_kernel Runtime::kernel(const std::string& file, const std::string& name, cons
       clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, n, &log[0], nullptr);
       while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
       clReleaseProgram(program);
-      std::ostringstream msg;
-      msg << status_name(status) << " (" << status << "): building " << path << " for " << info_.device
-          << "\noptions: " << all_options << "\nbuild log:\n"
-          << log;
-      throw BuildError(msg.str(), status);
+      throw BuildError(std::string(status_name(status)) + " (" + std::to_string(status) + "): building " + path +
+                           " for " + info_.device + "\noptions: " + all_options + "\nbuild log:\n" + log,
+                       status);
     }
-    it = programs_.emplace(key.str(), Program{program, {}}).first;
+    it = programs_.emplace(key, Program{program, {}}).first;
   }
   auto& kernels = it->second.kernels;
   auto k = kernels.find(name);
@@ -457,6 +459,73 @@ void Runtime::clear_pool() {
   for (auto& entry : pool_) clReleaseMemObject(entry.second);
   pool_.clear();
   bytes_pooled_ = 0;
+}
+
+// ---------------------------------------------------------------------------------
+// Resident parameters
+
+uint64_t Runtime::resident_upload(const void* host, size_t bytes) {
+  cl_int status = CL_SUCCESS;
+  cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_ONLY, std::max<size_t>(bytes, 4), nullptr, &status);
+  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES) {
+    clear_pool();
+    mem = clCreateBuffer(context_, CL_MEM_READ_ONLY, std::max<size_t>(bytes, 4), nullptr, &status);
+  }
+  CL_CHECK(status);
+  if (bytes) {
+    status = clEnqueueWriteBuffer(queue_, mem, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr);
+    if (status != CL_SUCCESS) clReleaseMemObject(mem);
+    CL_CHECK(status);
+  }
+  const uint64_t handle = next_handle_++;
+  residents_[handle] = Resident{mem, bytes, {}};
+  resident_handles_[mem] = handle;
+  bytes_resident_ += bytes;
+  return handle;
+}
+
+void Runtime::resident_release(uint64_t handle) {
+  auto it = residents_.find(handle);
+  if (it == residents_.end()) return;
+  for (auto& d : it->second.derived) {
+    clReleaseMemObject(d.second.first);
+    bytes_resident_ -= d.second.second;
+  }
+  resident_handles_.erase(it->second.mem);
+  clReleaseMemObject(it->second.mem);
+  bytes_resident_ -= it->second.bytes;
+  residents_.erase(it);
+}
+
+cl_mem Runtime::resident(uint64_t handle) const {
+  auto it = residents_.find(handle);
+  if (it == residents_.end())
+    throw Error("unknown resident handle " + std::to_string(handle) + " (released already?)", CL_INVALID_MEM_OBJECT);
+  return it->second.mem;
+}
+
+cl_mem Runtime::derived(cl_mem resident, const std::string& tag) const {
+  auto h = resident_handles_.find(resident);
+  if (h == resident_handles_.end()) return nullptr;
+  const auto& derived = residents_.at(h->second).derived;
+  auto d = derived.find(tag);
+  return d == derived.end() ? nullptr : d->second.first;
+}
+
+cl_mem Runtime::keep_derived(cl_mem resident, const std::string& tag, size_t bytes) {
+  auto h = resident_handles_.find(resident);
+  if (h == resident_handles_.end()) throw Error("keep_derived: not a resident buffer", CL_INVALID_MEM_OBJECT);
+  cl_int status = CL_SUCCESS;
+  cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 4), nullptr, &status);
+  CL_CHECK(status);
+  auto& slot = residents_.at(h->second).derived[tag];
+  if (slot.first) {
+    clReleaseMemObject(slot.first);
+    bytes_resident_ -= slot.second;
+  }
+  slot = {mem, bytes};
+  bytes_resident_ += bytes;
+  return mem;
 }
 
 Buffer::Buffer(size_t bytes, cl_mem_flags flags)

@@ -51,12 +51,17 @@ void check_clblast(int status, const char* call, const char* file, int line);
 #define CLBLAST_CHECK(call) ::ocl::check_clblast(static_cast<int>(call), #call, __FILE__, __LINE__)
 
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
-// A null cl_mem passes a null pointer.
+// A null cl_mem passes a null pointer (arg_value itself null, which every driver takes).
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
+template <typename T>
+const void* arg_pointer(const T& value) {
+  return &value;
+}
+inline const void* arg_pointer(const cl_mem& value) { return value ? &value : nullptr; }
 template <typename... Args>
 void set_args(cl_kernel kernel, const Args&... args) {
   cl_uint index = 0;
-  (set_arg(kernel, index++, sizeof(Args), &args), ...);
+  (set_arg(kernel, index++, sizeof(Args), arg_pointer(args)), ...);
 }
 
 // A device buffer taken from the runtime's pool and given back to it on destruction.
@@ -134,6 +139,19 @@ class Runtime {
 
   std::mutex& mutex() { return mutex_; }
 
+  // Resident parameters: device copies of tensors (weights, biases) kept between calls,
+  // each under a handle; the caller releases the handle when the tensor goes away.
+  // Callers hold mutex(). A handle is never 0.
+  uint64_t resident_upload(const void* host, size_t bytes);
+  void resident_release(uint64_t handle);
+  // The buffer of a handle (throws for an unknown handle).
+  cl_mem resident(uint64_t handle) const;
+  // Buffers derived from a resident buffer (a packed layout, say), kept under a tag and
+  // freed with it: derived() returns nullptr until keep_derived() stored one.
+  cl_mem derived(cl_mem resident, const std::string& tag) const;
+  cl_mem keep_derived(cl_mem resident, const std::string& tag, size_t bytes);
+  size_t bytes_resident() const { return bytes_resident_; }
+
   static std::vector<DeviceEntry> list_devices();
 
   Runtime(const Runtime&) = delete;
@@ -155,6 +173,15 @@ class Runtime {
   std::map<std::string, Program> programs_;
   std::vector<cl_event> events_;
   std::multimap<std::pair<size_t, cl_mem_flags>, cl_mem> pool_;
+  struct Resident {
+    cl_mem mem = nullptr;
+    size_t bytes = 0;
+    std::map<std::string, std::pair<cl_mem, size_t>> derived;
+  };
+  std::map<uint64_t, Resident> residents_;
+  std::map<cl_mem, uint64_t> resident_handles_;
+  uint64_t next_handle_ = 1;
+  size_t bytes_resident_ = 0;
   size_t bytes_in_use_ = 0, bytes_pooled_ = 0, pool_limit_ = 0;
   std::mutex mutex_;
 };

@@ -9,6 +9,7 @@
 
 #include "backward.hpp"
 #include "ocl_runtime.hpp"
+#include "baselines.hpp"
 #include "opencl-functions.hpp"
 
 namespace py = pybind11;
@@ -116,6 +117,47 @@ void conv2d(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& 
   if (y.shape[0] != p.batch || y.shape[1] != p.c_out || y.shape[2] != p.h_out || y.shape[3] != p.w_out)
     throw py::value_error("out must be (B, C_out, H_out, W_out)");
   run_op([&] { oclf::conv2d(p); });
+}
+
+// Checked Conv2dArgs from buffers (the checks of conv2d above), for the bindings below.
+oclf::Conv2dArgs checked_conv2d_args(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& bias_obj,
+                               const py::buffer& y_buf, int stride_h, int stride_w, int dilation_h, int dilation_w,
+                               int groups) {
+  FloatView x = float_view(x_buf, "x", 4, false);
+  FloatView w = float_view(w_buf, "weight", 4, false);
+  FloatView y = float_view(y_buf, "out", 4, true);
+  oclf::Conv2dArgs p{};
+  if (!bias_obj.is_none()) {
+    FloatView b = float_view(bias_obj.cast<py::buffer>(), "bias", 1, false);
+    if (b.shape[0] != w.shape[0]) throw py::value_error("bias must have C_out elements");
+    p.bias = b.data;
+  }
+  if (groups < 1 || stride_h < 1 || stride_w < 1 || dilation_h < 1 || dilation_w < 1)
+    throw py::value_error("stride, dilation and groups must be positive");
+  if (w.shape[0] % groups || x.shape[1] != w.shape[1] * groups) throw py::value_error("channels do not match groups");
+  if (x.size == 0 || w.size == 0 || y.size == 0) throw py::value_error("conv2d sizes must be positive");
+  p.x = x.data;
+  p.weight = w.data;
+  p.y = y.data;
+  p.batch = int(x.shape[0]);
+  p.c_in = int(x.shape[1]);
+  p.h = int(x.shape[2]);
+  p.w = int(x.shape[3]);
+  p.c_out = int(w.shape[0]);
+  p.k_h = int(w.shape[2]);
+  p.k_w = int(w.shape[3]);
+  p.stride_h = stride_h;
+  p.stride_w = stride_w;
+  p.dilation_h = dilation_h;
+  p.dilation_w = dilation_w;
+  p.groups = groups;
+  if (p.h - dilation_h * (p.k_h - 1) - 1 < 0 || p.w - dilation_w * (p.k_w - 1) - 1 < 0)
+    throw py::value_error("kernel is larger than the padded input");
+  p.h_out = (p.h - dilation_h * (p.k_h - 1) - 1) / stride_h + 1;
+  p.w_out = (p.w - dilation_w * (p.k_w - 1) - 1) / stride_w + 1;
+  if (y.shape[0] != p.batch || y.shape[1] != p.c_out || y.shape[2] != p.h_out || y.shape[3] != p.w_out)
+    throw py::value_error("out must be (B, C_out, H_out, W_out)");
+  return p;
 }
 
 py::dict device_info() {
@@ -263,4 +305,65 @@ PYBIND11_MODULE(_core, m) {
         "by conv2d_backward.cl; variant 'auto', 'direct' or 'tiled' picks the kernel version.");
   m.def("conv2d_backward_bias", &conv2d_backward_bias, py::arg("grad_out"), py::arg("grad_bias"),
         "grad_bias (C_out,) = grad_out (B, C_out, H_out, W_out) summed over B, H_out, W_out, on OpenCL.");
+  m.def(
+      "conv2d_from_file",
+      [](const std::string& path, const std::string& name, const std::string& options, size_t local_0,
+         size_t local_1, const py::buffer& x, const py::buffer& w, const py::object& bias, const py::buffer& out,
+         int stride_h, int stride_w, int dilation_h, int dilation_w, int groups) {
+        oclf::Conv2dArgs p = checked_conv2d_args(x, w, bias, out, stride_h, stride_w, dilation_h, dilation_w, groups);
+        run_op([&] { baselines::conv2d_from_file(path, name, options, local_0, local_1, p); });
+      },
+      py::arg("path"), py::arg("name"), py::arg("options"), py::arg("local_0"), py::arg("local_1"), py::arg("x"),
+      py::arg("weight"), py::arg("bias"), py::arg("out"), py::arg("stride_h"), py::arg("stride_w"),
+      py::arg("dilation_h"), py::arg("dilation_w"), py::arg("groups"),
+      "Baseline: runs kernel `name` (conv2d_tiled's arguments) from the .cl file at `path`. local_0/local_1 > 0\n"
+      "launch it like conv2d_tiled; 0 launches one work-item per output over (H_out*W_out, C_out, B).");
+  m.def(
+      "convgemm",
+      [](const py::buffer& x, const py::buffer& w, const py::buffer& out, int stride_h, int stride_w,
+         int dilation_h, int dilation_w) {
+        oclf::Conv2dArgs p = checked_conv2d_args(x, w, py::none(), out, stride_h, stride_w, dilation_h, dilation_w, 1);
+        run_op([&] { baselines::convgemm(p); });
+      },
+      py::arg("x"), py::arg("weight"), py::arg("out"), py::arg("stride_h"), py::arg("stride_w"),
+      py::arg("dilation_h"), py::arg("dilation_w"),
+      "Baseline: CLBlast Convgemm (cross-correlation, groups=1, no bias) of an already padded x.");
+  m.def(
+      "resident_upload",
+      [](const py::buffer& data) {
+        FloatView v = float_view(data, "data", -1, false);
+        py::gil_scoped_release no_gil;
+        ocl::Runtime& rt = ocl::Runtime::get();
+        std::lock_guard<std::mutex> lock(rt.mutex());
+        return rt.resident_upload(v.data, v.size * sizeof(float));
+      },
+      py::arg("data"), "Copies a float32 buffer to the device to stay there; returns its handle.");
+  m.def(
+      "resident_release",
+      [](uint64_t handle) {
+        ocl::Runtime& rt = ocl::Runtime::get();
+        std::lock_guard<std::mutex> lock(rt.mutex());
+        rt.resident_release(handle);
+      },
+      py::arg("handle"), "Frees a resident buffer and what was derived from it (unknown handles are ignored).");
+  m.def(
+      "resident_bytes", [] { return ocl::Runtime::get().bytes_resident(); },
+      "Device bytes held by resident parameters and buffers derived from them.");
+  m.def(
+      "conv2d_resident",
+      [](const py::buffer& x, const py::buffer& w, const py::object& bias, const py::buffer& out, int stride_h,
+         int stride_w, int dilation_h, int dilation_w, int groups, uint64_t weight_handle, uint64_t bias_handle) {
+        oclf::Conv2dArgs p = checked_conv2d_args(x, w, bias, out, stride_h, stride_w, dilation_h, dilation_w, groups);
+        run_op([&] {
+          ocl::Runtime& rt = ocl::Runtime::get();
+          if (weight_handle) p.weight_dev = rt.resident(weight_handle);
+          if (bias_handle && p.bias) p.bias_dev = rt.resident(bias_handle);
+          oclf::conv2d(p);
+        });
+      },
+      py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("out"), py::arg("stride_h"), py::arg("stride_w"),
+      py::arg("dilation_h"), py::arg("dilation_w"), py::arg("groups"), py::arg("weight_handle"),
+      py::arg("bias_handle"),
+      "conv2d as conv2d(), with weight and bias taken from resident handles where not 0 (their host\n"
+      "buffers must hold the same values).");
 }

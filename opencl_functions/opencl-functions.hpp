@@ -11,6 +11,11 @@
 
 #include <cstddef>
 
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
 namespace oclf {
 
 // C = op(A) · op(B), where op(A) is M×K, op(B) is K×N and C is M×N (row-major, ld N).
@@ -46,6 +51,12 @@ struct Conv2dArgs {
   int c_out, k_h, k_w;
   int stride_h, stride_w, dilation_h, dilation_w, groups;
   int h_out, w_out;
+  // Device copies of weight and bias that stay between calls (resident parameters), or
+  // nullptr: then only the host pointers above are given. Host pointers are always valid.
+  // Buffers derived from weight_dev (a packed layout) may be kept with
+  // ocl::Runtime::keep_derived and found again with ocl::Runtime::derived.
+  cl_mem weight_dev = nullptr;
+  cl_mem bias_dev = nullptr;
 };
 
 void matmul(const MatmulArgs& args);

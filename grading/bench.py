@@ -1,0 +1,268 @@
+"""Benchmark: our conv2d and matmul against torch and OpenCL baselines, in one run.
+
+    python -m grading.bench --out DIR [--quick]
+
+For ResNet-50's conv shapes, depthwise shapes (MobileNetV2, EfficientNet) and GPT-2's
+matmul shapes it times:
+  ours       opencl_functions.ocl_conv2d / ocl_matmul: kernel time (OpenCL profiling
+             events) and wall time (transfers and host code included); conv weights
+             are parameters, resident on the device as in a patched model;
+  torch      oneDNN on the CPU (wall time); on a CUDA machine, cuDNN/cuBLAS fp32 with
+             TF32 off, GPU time of a CUDA graph of repeats (inputs already on the GPU);
+  convgemm   CLBlast's Convgemm (groups=1 only), kernel time;
+  naive      one output per work-item, kernel time;
+  v1         the first tiled kernel of conv2d.cl, kernel time.
+Each is warmed up, then repeated; the median counts. Writes DIR/bench.json and
+DIR/bench.png (GFLOP/s per layer), prints a table and geometric means of time ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+import opencl_functions
+from grading import baselines
+from grading.shapes import DEPTHWISE, GPT2, QUICK_CONV, QUICK_DEPTHWISE, QUICK_GPT2, RESNET50, ConvShape, MatmulShape
+
+METHODS = ["ours", "ours_wall", "torch", "convgemm", "naive", "v1"]
+# Time ratios reported as geometric means: (numerator, denominator) → "num/den".
+RATIOS = [("torch", "ours"), ("torch", "ours_wall"), ("convgemm", "ours"), ("naive", "ours"), ("v1", "ours"),
+          ("torch", "convgemm"), ("torch", "naive"), ("torch", "v1")]
+
+
+class Timer:
+    """Repeats fn (which returns nanoseconds) after warm-up; median of the repeats.
+
+    Repeats stop after max_reps or once budget_s seconds have passed (at least min_reps)."""
+
+    def __init__(self, warmup: int, min_reps: int, max_reps: int, budget_s: float):
+        self.warmup, self.min_reps, self.max_reps, self.budget_s = warmup, min_reps, max_reps, budget_s
+
+    def __call__(self, fn: Callable[[], float]) -> float:
+        for _ in range(self.warmup):
+            fn()
+        samples: List[float] = []
+        start = time.perf_counter()
+        while len(samples) < self.max_reps and (
+            len(samples) < self.min_reps or time.perf_counter() - start < self.budget_s
+        ):
+            samples.append(fn())
+        return statistics.median(samples)
+
+
+class TorchRunner:
+    """Times torch's own implementation on the CPU (perf_counter) or on CUDA (CUDA events)."""
+
+    def __init__(self, device: str):
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.benchmark = True
+
+    def describe(self) -> str:
+        if self.device.type == "cuda":
+            return f"torch {torch.__version__} CUDA on {torch.cuda.get_device_name(self.device)}, fp32, TF32 off"
+        return f"torch {torch.__version__} CPU ({torch.get_num_threads()} threads, mkldnn={torch.backends.mkldnn.is_available()})"
+
+    def to(self, *tensors: torch.Tensor):
+        return [t.to(self.device) for t in tensors]
+
+    def timer(self, fn: Callable[[], object]) -> Callable[[], float]:
+        """A function returning the time of one fn() in ns. On CUDA, fn is captured
+        GRAPH_REPS times in a CUDA graph and the replay is timed with CUDA events, so the
+        time is the GPU's (as ours is the kernels'), not the host's launch latency."""
+        if self.device.type != "cuda":
+            return lambda: _wall_ns(fn)
+        for _ in range(3):  # lets cudnn.benchmark pick its algorithm before the capture
+            fn()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(self.GRAPH_REPS):
+                fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def run() -> float:
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) * 1e6 / self.GRAPH_REPS
+
+        return run
+
+    GRAPH_REPS = 20
+
+
+def _wall_ns(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - t0
+
+
+def _kernel_ns(fn: Callable[[], object]) -> float:
+    fn()
+    return opencl_functions.last_kernel_time_ns()
+
+
+def _max_rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |out - ref| / (1 + max |ref|): 0 for exact, ~1e-6 for float32 rounding."""
+    return float((out - ref).abs().max() / (1 + ref.abs().max()))
+
+
+def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer) -> Dict:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1, s.c_in, s.h + 2 * s.padding, s.w + 2 * s.padding, generator=gen)
+    w = torch.randn(s.c_out, s.c_in // s.groups, s.k, s.k, generator=gen) / math.sqrt(s.c_in // s.groups * s.k**2)
+    args = dict(stride=(s.stride, s.stride), dilation=(s.dilation, s.dilation), groups=s.groups)
+    ref = F.conv2d(x, w, None, padding=0, **args)
+    # Ours runs as in a patched model: the weight is a parameter, resident on the device.
+    param = torch.nn.Parameter(w, requires_grad=False)
+    out = opencl_functions.ocl_conv2d(x, param, None, **args)
+    times = {
+        "ours": fast(lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args))),
+        "ours_wall": fast(lambda: _wall_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args))),
+    }
+    xd, wd = torch_runner.to(x, w)
+    times["torch"] = fast(torch_runner.timer(lambda: F.conv2d(xd, wd, None, padding=0, **args)))
+    if s.groups == 1:
+        times["convgemm"] = slow(lambda: baselines.clblast_convgemm(x, w, args["stride"], args["dilation"])[1])
+    times["naive"] = slow(lambda: baselines.naive_conv2d(x, w, None, **args)[1])
+    times["v1"] = slow(lambda: baselines.tiled_v1_conv2d(x, w, None, **args)[1])
+    return {"max_rel_error": _max_rel_error(out, ref), "times_ns": times}
+
+
+def bench_matmul(s: MatmulShape, torch_runner: TorchRunner, fast: Timer) -> Dict:
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(s.m, s.k, generator=gen)
+    b = torch.randn(s.k, s.n, generator=gen) / math.sqrt(s.k)
+    out = opencl_functions.ocl_matmul(a, b)
+    times = {
+        "ours": fast(lambda: _kernel_ns(lambda: opencl_functions.ocl_matmul(a, b))),
+        "ours_wall": fast(lambda: _wall_ns(lambda: opencl_functions.ocl_matmul(a, b))),
+    }
+    ad, bd = torch_runner.to(a, b)
+    times["torch"] = fast(torch_runner.timer(lambda: ad @ bd))
+    return {"max_rel_error": _max_rel_error(out, a @ b), "times_ns": times}
+
+
+def geomean_ratios(rows: List[Dict]) -> Dict[str, Optional[float]]:
+    """Geometric mean over rows of times[num] / times[den] for each pair in RATIOS."""
+    result: Dict[str, Optional[float]] = {}
+    for num, den in RATIOS:
+        logs = [math.log(r["times_ns"][num] / r["times_ns"][den]) for r in rows
+                if r["times_ns"].get(num) and r["times_ns"].get(den)]
+        result[f"{num}/{den}"] = math.exp(sum(logs) / len(logs)) if logs else None
+    return result
+
+
+def print_table(title: str, rows: List[Dict]) -> None:
+    print(f"\n{title}  (GFLOP/s; ours = kernel time, ours_wall = with transfers)")
+    header = f"{'layer':<16}{'shape':<30}" + "".join(f"{m:>11}" for m in METHODS) + f"{'err':>9}"
+    print(header)
+    for r in rows:
+        cells = ""
+        for m in METHODS:
+            t = r["times_ns"].get(m)
+            cells += f"{r['flops'] / t:>11.1f}" if t else f"{'-':>11}"
+        print(f"{r['name']:<16}{r['label']:<30}{cells}{r['max_rel_error']:>9.1e}")
+
+
+def plot(groups: Dict[str, List[Dict]], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(groups), 1, figsize=(14, 4.5 * len(groups)), squeeze=False)
+    for ax, (name, rows) in zip(axes[:, 0], groups.items()):
+        width = 0.8 / len(METHODS)
+        for i, m in enumerate(METHODS):
+            xs = [j + i * width for j, r in enumerate(rows) if r["times_ns"].get(m)]
+            ys = [r["flops"] / r["times_ns"][m] for r in rows if r["times_ns"].get(m)]
+            if xs:
+                ax.bar(xs, ys, width, label=m)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))])
+        ax.set_xticklabels([r["name"] for r in rows], rotation=60, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("GFLOP/s")
+        ax.set_title(name)
+        ax.legend(fontsize=8, ncol=len(METHODS))
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Optional[List[str]] = None) -> Dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="folder for bench.json and bench.png")
+    parser.add_argument("--quick", action="store_true", help="a few shapes, few repeats (for tests)")
+    parser.add_argument("--torch-device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="where torch's reference runs (auto: CUDA when available)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
+        os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
+
+    torch_device = args.torch_device
+    if torch_device == "auto":
+        torch_device = "cuda" if torch.cuda.is_available() else "cpu"
+    runner = TorchRunner(torch_device)
+    if args.quick:
+        fast, slow = Timer(1, 2, 3, 0.0), Timer(1, 1, 1, 0.0)
+        conv_shapes, dw_shapes, mm_shapes = QUICK_CONV, QUICK_DEPTHWISE, QUICK_GPT2
+    else:
+        fast, slow = Timer(2, 5, 30, 0.3), Timer(1, 3, 5, 0.2)
+        conv_shapes, dw_shapes, mm_shapes = RESNET50, DEPTHWISE, GPT2
+
+    work = [("resnet50", s) for s in conv_shapes] + [("depthwise", s) for s in dw_shapes]
+    work += [("gpt2", s) for s in mm_shapes]
+    groups: Dict[str, List[Dict]] = {"resnet50": [], "depthwise": [], "gpt2": []}
+    for group, s in tqdm(work, desc="bench", unit="layer"):
+        if isinstance(s, ConvShape):
+            row = bench_conv(s, runner, fast, slow)
+        else:
+            row = bench_matmul(s, runner, fast)
+        row.update(name=s.name, label=s.label(), flops=s.flops, shape=vars(s))
+        groups[group].append(row)
+
+    info = opencl_functions.device_info()
+    result = {
+        "device": info,
+        "torch": runner.describe(),
+        "quick": args.quick,
+        "groups": groups,
+        "geomean": {name: geomean_ratios(rows) for name, rows in groups.items()},
+    }
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    title = f"{info['device']} ({info['platform']}) vs {result['torch']}"
+    plot(groups, os.path.join(args.out, "bench.png"), title)
+
+    print(f"\nOpenCL: {title}")
+    for name, rows in groups.items():
+        print_table(name, rows)
+    print("\nGeometric means of time ratios (>1: the denominator is faster)")
+    for name, ratios in result["geomean"].items():
+        text = ", ".join(f"{k} {v:.3g}" for k, v in ratios.items() if v is not None)
+        print(f"  {name}: {text}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Resident parameters: nn.Parameter weights stay on the device between calls, follow
+in-place changes (version counter), and are freed when the tensor goes away."""
+import gc
+
+import torch
+import torch.nn.functional as F
+
+
+def test_resident_weight_reused_and_updated(ocl, monkeypatch):
+    torch.manual_seed(0)
+    x = torch.randn(2, 7, 9, 8)
+    conv = torch.nn.Conv2d(7, 33, 3, bias=True)
+    for path in ("", "tiled", "cpu", "gpu"):
+        monkeypatch.setenv("OCLF_CONV_KERNEL", path)
+        before = ocl.resident_bytes()
+        out = ocl.ocl_conv2d(x, conv.weight, conv.bias)
+        torch.testing.assert_close(out, F.conv2d(x, conv.weight, conv.bias), atol=1e-4, rtol=1e-4)
+        handle = ocl.resident_handle(conv.weight)
+        assert handle and ocl.resident_handle(conv.weight) == handle
+        assert ocl.resident_bytes() >= before
+        with torch.no_grad():
+            conv.weight.mul_(-2)  # bumps the version: the next call must see it
+            conv.bias.add_(1)
+        out = ocl.ocl_conv2d(x, conv.weight, conv.bias)
+        torch.testing.assert_close(out, F.conv2d(x, conv.weight, conv.bias), atol=1e-4, rtol=1e-4)
+        assert ocl.resident_handle(conv.weight) != handle
+
+
+def test_resident_freed_with_tensor(ocl):
+    gc.collect()
+    start = ocl.resident_bytes()
+    x = torch.randn(1, 16, 6, 6)
+    for _ in range(20):
+        w = torch.nn.Parameter(torch.randn(32, 16, 3, 3))
+        ocl.ocl_conv2d(x, w)
+        assert ocl.resident_bytes() > start
+        del w
+        gc.collect()
+    assert ocl.resident_bytes() == start
+
+
+def test_plain_tensors_not_kept(ocl):
+    start = ocl.resident_bytes()
+    ocl.ocl_conv2d(torch.randn(1, 3, 5, 5), torch.randn(4, 3, 3, 3))
+    assert ocl.resident_bytes() == start
