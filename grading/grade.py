@@ -1,0 +1,540 @@
+"""Grades one submission and writes Gradescope's results.json:
+
+    python -m grading.grade --submission DIR --results FILE
+
+DIR holds the student's opencl-functions.cpp and conv2d.cl. They are copied into a fresh
+copy of the reference tree in a temporary folder and built there; every step that runs
+their code is a child process (grading.child) under grading.sandbox: as an unprivileged
+user when this runs as root, with a timeout, resource limits and capped output. This
+process makes the inputs, computes torch's references, reads the children's outputs back
+(size-checked, weights-only) and scores them; it writes results.json whatever happened.
+
+Points (100): tests.py cases 10, hidden random conv2d 25 and matmul 15, models 20
+(ResNet 10, GPT-2 10), performance 30 by speed tiers relative to the reference solution
+timed in the same run (PERF_TIERS), only when conv2d and the ResNet are correct.
+
+Knobs (flags, or the environment for run_autograder): --timeout / GRADER_TIMEOUT seconds
+per step (default 120), --build-timeout / GRADER_BUILD_TIMEOUT (300), --perf-runs /
+GRADER_PERF_RUNS timed runs per layer (5), --ref-cache / GRADER_REF_CACHE a folder that
+keeps the reference build between runs, GRADER_USER the sandbox account.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import math
+import os
+import secrets
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from grading import cases as C
+from grading import sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDENT_FILES = {"opencl-functions.cpp": "opencl_functions", "conv2d.cl": "opencl_functions"}
+# What a grading tree holds: the library and the child harness; no tests, no hostile code.
+TREE_FILES = ["setup.py", "opencl_functions", "utils", "grading/__init__.py", "grading/child.py",
+              "grading/cases.py", "grading/kernels"]
+TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl"}
+BUILD_SNIPPET = (
+    "import sys\n"
+    "from pybind11.setup_helpers import ParallelCompile, naive_recompile\n"
+    "ParallelCompile(default=2, needs_recompile=naive_recompile).install()\n"
+    "sys.argv = ['setup.py', '-q', 'build_ext', '--inplace', '--build-temp', 'build/tmp']\n"
+    "exec(compile(open('setup.py').read(), 'setup.py', 'exec'))\n"
+)
+
+POINTS = {"public": 10, "hidden_conv2d": 25, "hidden_matmul": 15, "resnet": 10, "gpt2": 10, "perf": 30}
+# (at least this fraction of the reference's speed, share of the performance points, label)
+PERF_TIERS = [
+    (0.80, 1.00, "as fast as the reference (within 20%)"),
+    (0.50, 0.75, "at least half the reference's speed"),
+    (0.25, 0.50, "at least a quarter of the reference's speed"),
+]
+NAIVE_TIER = (0.25, "faster than the naive baseline")
+PERF_WARMUP = 2
+
+
+@dataclass
+class Test:
+    name: str
+    max_score: float
+    score: float = 0.0
+    status: str = "failed"
+    output: str = ""
+    visibility: str = "visible"
+
+    def set(self, passed: int, total: int, output: str) -> None:
+        self.score = round(self.max_score * passed / total, 2) if total else 0.0
+        self.status = "passed" if total and passed == total else "failed"
+        self.output = output
+
+
+@dataclass
+class Options:
+    timeout_s: float = float(os.environ.get("GRADER_TIMEOUT", 120))
+    build_timeout_s: float = float(os.environ.get("GRADER_BUILD_TIMEOUT", 300))
+    perf_runs: int = int(os.environ.get("GRADER_PERF_RUNS", 5))
+    ref_cache: Optional[Path] = Path(os.environ["GRADER_REF_CACHE"]) if os.environ.get("GRADER_REF_CACHE") else None
+    quiet: bool = False
+
+
+def compare(out: object, ref: torch.Tensor, atol: float, rtol: float) -> Optional[str]:
+    """None when out matches ref within atol + rtol·|ref|, else what is wrong, in words."""
+    if not isinstance(out, torch.Tensor):
+        return f"returned {type(out).__name__}, not a tensor"
+    if out.dtype != torch.float32 or tuple(out.shape) != tuple(ref.shape):
+        return f"returned {out.dtype} {tuple(out.shape)}, expected float32 {tuple(ref.shape)}"
+    bad = ~((out - ref).abs() <= atol + rtol * ref.abs())  # NaN counts as bad
+    if bad.any():
+        first = tuple(int(i) for i in bad.nonzero()[0])
+        return (f"{int(bad.sum())} of {ref.numel()} values differ from torch (atol={atol:.1e}, rtol={rtol:.1e}); "
+                f"first at {first}: got {out[first].item():.6g}, expected {ref[first].item():.6g}")
+    return None
+
+
+def describe_case(case: Dict) -> str:
+    if case["op"] == "conv2d":
+        bias = "bias" if case["bias"] is not None else "no bias"
+        return (f"conv2d x{tuple(case['x'].shape)} weight{tuple(case['weight'].shape)} {bias} "
+                f"stride={tuple(case['stride'])} dilation={tuple(case['dilation'])} groups={case['groups']}")
+    b_shape = tuple(case["b"].t().shape) if case["b_transposed"] else tuple(case["b"].shape)
+    note = " (b given transposed)" if case["b_transposed"] else ""
+    return f"matmul a{tuple(case['a'].shape)} @ b{b_shape}{note}"
+
+
+def read_result(path: Path, max_bytes: int) -> Dict:
+    """A child's result file, read without following links, within max_bytes, weights-only."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return {"error": "no result (the step ended before this case finished)"}
+    except OSError as err:
+        return {"error": f"unreadable result ({err.strerror})"}
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return {"error": "result is not a plain file"}
+        if info.st_size > max_bytes:
+            return {"error": f"result is {info.st_size} bytes, more than the {max_bytes} allowed"}
+        data = f.read(max_bytes + 1)
+    try:
+        result = torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as err:
+        return {"error": f"unreadable result ({type(err).__name__})"}
+    return result if isinstance(result, dict) else {"error": "result is not a dict"}
+
+
+def tensor_bytes(obj: object) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
+def _copy_tree(dst: Path, overrides: Dict[str, Path]) -> None:
+    """The grading tree: TREE_FILES of the reference, with `overrides` (relative path → file)."""
+    for rel in TREE_FILES:
+        src = ROOT / rel
+        paths = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.suffix in TREE_SUFFIXES)
+        for p in paths:
+            target = dst / p.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, target)
+    for rel, src in overrides.items():
+        shutil.copyfile(src, dst / rel)
+
+
+def _sources_hash() -> str:
+    h = hashlib.sha256()
+    for rel in sorted(p.relative_to(ROOT).as_posix() for t in TREE_FILES for p in
+                      ([ROOT / t] if (ROOT / t).is_file() else (ROOT / t).rglob("*")) if p.suffix in TREE_SUFFIXES):
+        h.update(rel.encode() + b"\0" + (ROOT / rel).read_bytes() + b"\0")
+    h.update(sys.version.encode() + torch.__version__.encode())
+    return h.hexdigest()[:16]
+
+
+class Grader:
+    def __init__(self, submission: Path, results: Path, options: Options) -> None:
+        self.submission, self.results, self.opt = submission, results, options
+        self.start = time.monotonic()
+        self.user = sandbox.sandbox_user()
+        self.tests: List[Test] = []
+        self.leaderboard: List[Dict] = []
+        self.notes: List[str] = []
+        self.seed = secrets.randbits(31)
+        self.conv2d_hung = False
+        self.python, self.extra_path = sandbox.python_for(self.user)
+
+    # ---- progress and results
+
+    def log(self, message: str) -> None:
+        if not self.opt.quiet:
+            print(f"[grade {time.monotonic() - self.start:6.1f}s] {message}", flush=True)
+
+    def add(self, name: str, key_or_max) -> Test:
+        test = Test(name, POINTS[key_or_max] if isinstance(key_or_max, str) else key_or_max)
+        self.tests.append(test)
+        return test
+
+    def write_results(self) -> Dict:
+        score = round(sum(t.score for t in self.tests), 2)
+        total = sum(t.max_score for t in self.tests)
+        rows = "\n".join(f"| {t.name} | {t.score:g} / {t.max_score:g} | {t.status} |" for t in self.tests)
+        notes = "".join(f"\n- {n}" for n in self.notes)
+        output = (f"**Score: {score:g} / {total:g}**\n\n| Test | Points | Status |\n|---|---|---|\n{rows}\n"
+                  f"{notes}\n")
+        results = {
+            "score": score,
+            "execution_time": round(time.monotonic() - self.start, 1),
+            "output": output,
+            "output_format": "md",
+            "test_output_format": "md",
+            "visibility": "visible",
+            "tests": [asdict(t) for t in self.tests],
+            "leaderboard": self.leaderboard,
+        }
+        self.results.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.results.with_name(self.results.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(results, indent=2))
+        os.replace(tmp, self.results)
+        return results
+
+    def summary(self, results: Dict) -> None:
+        if self.opt.quiet:
+            return
+        width = max(len(t.name) for t in self.tests)
+        print()
+        for t in self.tests:
+            print(f"  {'PASS' if t.status == 'passed' else 'FAIL'}  {t.name:<{width}}  {t.score:6.2f} / {t.max_score:g}")
+        total = sum(t.max_score for t in self.tests)
+        print(f"\n  score {results['score']:g} / {total:g} in {results['execution_time']:.0f} s")
+        print(f"  results: {self.results}")
+
+    # ---- sandbox plumbing
+
+    def sandbox_env(self, tree: Path, home: Path) -> Dict[str, str]:
+        env = {
+            "PATH": os.path.dirname(self.python) + ":/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "TMPDIR": str(home),
+            "POCL_CACHE_DIR": str(home / "pocl-cache"),
+            "PYTHONPATH": os.pathsep.join([str(tree)] + self.extra_path),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "LANG": "C.UTF-8",
+        }
+        for name in ("OCL_DEVICE", "OCL_ICD_VENDORS", "OCL_ICD_FILENAMES", "POCL_DEVICES", "CUDA_VISIBLE_DEVICES"):
+            if name in os.environ:
+                env[name] = os.environ[name]
+        return env
+
+    def limits(self, timeout_s: float) -> sandbox.Limits:
+        return sandbox.Limits(timeout_s=timeout_s)
+
+    def run_child(self, step: str, inputs: Dict, tree: Path, home: Path, trusted: bool = False
+                  ) -> Tuple[sandbox.Result, Path]:
+        """Writes inputs where the child can read them, runs grading.child, returns the result
+        and the folder of its output files."""
+        io_dir = Path(tempfile.mkdtemp(prefix=f"io-{step}-", dir=self.work))
+        os.chmod(io_dir, 0o711)
+        inputs_path = io_dir / "inputs.pt"
+        torch.save(inputs, inputs_path)
+        os.chmod(inputs_path, 0o644)
+        out_dir = io_dir / "out"
+        out_dir.mkdir(mode=0o700)
+        if not trusted:
+            sandbox.give_to_sandbox(out_dir, self.user)
+        argv = [self.python, "-m", "grading.child", step, str(inputs_path), str(out_dir)]
+        result = sandbox.run(argv, tree, self.sandbox_env(tree, home), self.limits(self.opt.timeout_s), self.user,
+                             as_sandbox=not trusted)
+        return result, out_dir
+
+    # ---- steps
+
+    def prepare(self) -> bool:
+        missing = [n for n in STUDENT_FILES if not (self.submission / n).is_file()]
+        test = self.add("Build: compile opencl-functions.cpp", 0)
+        if missing:
+            test.output = f"The submission lacks {', '.join(missing)} (submit both files, named exactly so)."
+            return False
+        self.work = Path(tempfile.mkdtemp(prefix="oclf-grade-", dir=os.environ.get("GRADER_WORKDIR")))
+        os.chmod(self.work, 0o711)
+        self.ref_tree = self.build_reference()
+        self.log("building the submission")
+        self.tree = self.work / "student"
+        self.home = self.work / "home"
+        self.home.mkdir(mode=0o700)
+        overrides = {f"{d}/{n}": self.submission / n for n, d in STUDENT_FILES.items()}
+        _copy_tree(self.tree, overrides)
+        # Reuse the reference's objects of the files students do not touch.
+        for obj in (self.ref_tree / "build" / "tmp").rglob("*.o"):
+            if "opencl-functions" not in obj.name:
+                target = self.tree / obj.relative_to(self.ref_tree)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(obj, target)
+        sandbox.give_to_sandbox(self.tree, self.user)
+        sandbox.give_to_sandbox(self.home, self.user)
+        env = self.sandbox_env(self.tree, self.home)
+        result = sandbox.run([self.python, "-c", BUILD_SNIPPET], self.tree, env,
+                             self.limits(self.opt.build_timeout_s), self.user)
+        built = result.ok and any((self.tree / "opencl_functions").glob("_core*.so"))
+        test.status = "passed" if built else "failed"
+        if built:
+            test.output = f"Built in {result.wall_s:.0f} s."
+        else:
+            test.output = (f"The build {result.describe()}. Compiler output:\n\n```\n"
+                           f"{result.output_tail(12000)}\n```")
+        self.log(f"build {'ok' if built else 'FAILED'} ({result.wall_s:.0f} s)")
+        return built
+
+    def build_reference(self) -> Path:
+        """The reference tree, built as the grader's own user (it is trusted), readable by it alone.
+        With a cache folder, a build of the same sources is reused."""
+        if self.opt.ref_cache:
+            tree = self.opt.ref_cache / _sources_hash()
+            if any((tree / "opencl_functions").glob("_core*.so")):
+                self.log("reference build: cached")
+                return tree
+            self.opt.ref_cache.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.opt.ref_cache, 0o700)
+        else:
+            tree = self.work / "reference"
+        self.log("building the reference solution")
+        staging = Path(tempfile.mkdtemp(prefix="ref-", dir=tree.parent))
+        os.chmod(staging, 0o700)
+        _copy_tree(staging, {})
+        env = self.sandbox_env(staging, staging)
+        result = sandbox.run([self.python, "-c", BUILD_SNIPPET], staging, env,
+                             self.limits(self.opt.build_timeout_s), as_sandbox=False)
+        if not result.ok:
+            raise RuntimeError(f"the reference solution does not build:\n{result.output_tail()}")
+        if tree.exists():
+            shutil.rmtree(tree)
+        staging.rename(tree)
+        return tree
+
+    def run_cases(self, step_name: str, cases: List[Dict], tol: Dict[str, Tuple[float, float]]) -> List[str]:
+        """Runs conv2d/matmul cases in one child; returns per case None (pass) or the failure."""
+        self.log(f"{step_name}: {len(cases)} cases")
+        result, out_dir = self.run_child("cases", {"cases": cases}, self.tree, self.home)
+        verdicts = []
+        for i, case in enumerate(cases):
+            ref = C.reference(case)
+            limit = 2 * tensor_bytes(case) + 2 * tensor_bytes(ref) + (1 << 16)
+            got = read_result(out_dir / f"{i:03d}.pt", limit)
+            if "error" in got:
+                error = str(got["error"])[:3000]
+                if error.startswith("no result"):
+                    error += f"; the child {result.describe()}"
+                verdicts.append(error)
+                continue
+            problem = compare(got.get("y"), ref, *tol[case["name"]])
+            after = got.get("inputs_after")
+            if problem is None and isinstance(after, dict):
+                for key, value in after.items():
+                    original = case.get(key)
+                    if isinstance(original, torch.Tensor) and not (
+                            isinstance(value, torch.Tensor) and torch.equal(value, original)):
+                        problem = f"changed its input {key} in place (inputs are read-only)"
+                        break
+            verdicts.append(problem)
+        if "conv2d" in step_name and result.timed_out:
+            self.conv2d_hung = True
+        if not result.ok and result.output:
+            verdicts.append(f"The child {result.describe()}. Its output:\n```\n{result.output_tail(3000)}\n```")
+        return verdicts
+
+    def score_group(self, test: Test, cases: List[Dict], verdicts: List[Optional[str]]) -> None:
+        lines = []
+        for case, verdict in zip(cases, verdicts):
+            mark = "ok" if verdict is None else "FAIL"
+            lines.append(f"- {mark}: `{describe_case(case)}`" + ("" if verdict is None else f"\n  {verdict}"))
+        lines += [f"\n{v}" for v in verdicts[len(cases):]]
+        test.set(sum(v is None for v in verdicts[: len(cases)]), len(cases), "\n".join(lines))
+
+    def correctness(self) -> None:
+        public = {c["op"]: c for c in C.public_cases()}
+        hidden_conv = C.random_conv2d_cases(self.seed)
+        hidden_matmul = C.random_matmul_cases(self.seed)
+        t_pub_conv = self.add("tests.py: test_conv2d_small", POINTS["public"] / 2)
+        t_pub_matmul = self.add("tests.py: test_matmul_small", POINTS["public"] / 2)
+        t_conv = self.add(f"conv2d on {len(hidden_conv)} new random shapes", "hidden_conv2d")
+        t_matmul = self.add(f"matmul on {len(hidden_matmul)} new random shapes", "hidden_matmul")
+        self.notes.append(f"Random cases made from seed {self.seed} for this run.")
+
+        for op, hidden, t_pub, t_hidden in (("matmul", hidden_matmul, t_pub_matmul, t_matmul),
+                                            ("conv2d", hidden_conv, t_pub_conv, t_conv)):
+            cases = [public[op]] + hidden
+            tol = {c["name"]: C.HIDDEN_TOL for c in hidden}
+            tol[public[op]["name"]] = C.PUBLIC_TOL
+            verdicts = self.run_cases(op, cases, tol)
+            extra = verdicts[len(cases):]
+            self.score_group(t_pub, cases[:1], verdicts[:1] + extra)
+            self.score_group(t_hidden, cases[1:], verdicts[1 : len(cases)] + extra)
+            self.log(f"{op}: public {t_pub.status}, hidden {t_hidden.score:g}/{t_hidden.max_score:g}")
+
+    def models(self) -> None:
+        for kind, label in (("resnet", "ResNet (BasicBlock [1,1,1,1]) with OpenCL conv2d and linear"),
+                            ("gpt2", "GPT-2 (2 layers, 64 wide) with OpenCL linear")):
+            test = self.add(label, kind)
+            if kind == "resnet" and self.conv2d_hung:
+                test.output = "Not run: conv2d timed out in the correctness step."
+                continue
+            self.log(f"model {kind}")
+            case = C.model_case(kind, self.seed + (1 if kind == "resnet" else 2))
+            ref = C.model_reference(case)
+            result, out_dir = self.run_child("model", {"case": case}, self.tree, self.home)
+            got = read_result(out_dir / "000.pt", 2 * tensor_bytes(ref) + (1 << 16))
+            if "error" in got:
+                problem = str(got["error"])[:3000]
+                if problem.startswith("no result"):
+                    problem += f"; the child {result.describe()}:\n```\n{result.output_tail(3000)}\n```"
+            else:
+                scale = float(ref.abs().max())
+                problem = compare(got.get("y"), ref, C.MODEL_RTOL * scale, C.MODEL_RTOL)
+            test.set(int(problem is None), 1, f"Output {tuple(ref.shape)} against torch: "
+                     + ("matches." if problem is None else problem))
+            if kind == "resnet" and result.timed_out:
+                self.conv2d_hung = True
+            self.log(f"model {kind}: {test.status}")
+
+    def perf_run(self, tree: Path, home: Path, trusted: bool) -> Tuple[Dict[int, Dict], sandbox.Result]:
+        inputs = {"layers": list(range(len(C.PERF_LAYERS))), "warmup": PERF_WARMUP, "runs": self.opt.perf_runs,
+                  "naive": trusted}
+        result, out_dir = self.run_child("perf", inputs, tree, home, trusted=trusted)
+        found = {}
+        for i in inputs["layers"]:
+            case = C.perf_inputs(i)
+            ref_bytes = tensor_bytes(C.reference(case))
+            found[i] = read_result(out_dir / f"{i:03d}.pt", 3 * ref_bytes + (1 << 16))
+        return found, result
+
+    def performance(self) -> None:
+        test = self.add("Performance: conv2d on ResNet layers (kernel time)", "perf")
+        needed = [t for t in self.tests if t.name.startswith(("tests.py: test_conv2d", "conv2d on", "ResNet"))]
+        if not all(t.status == "passed" for t in needed):
+            test.output = "Not run: performance counts only when every conv2d test and the ResNet pass."
+            return
+        self.log("performance: submission")
+        student, s_result = self.perf_run(self.tree, self.home, trusted=False)
+        self.log("performance: reference and naive baseline")
+        ref_home = self.work / "ref-home"
+        ref_home.mkdir(mode=0o700, exist_ok=True)
+        reference, r_result = self.perf_run(self.ref_tree, ref_home, trusted=True)
+
+        rows, ratios, s_times, r_times, n_times, problems = [], [], [], [], [], []
+        for i, layer in enumerate(C.PERF_LAYERS):
+            s, r = student[i], reference[i]
+            if "error" in r or "naive" not in r:
+                raise RuntimeError(f"reference timing failed on {layer[0]}: {r.get('error')}\n"
+                                   f"{r_result.output_tail()}")
+            if "error" in s:
+                problems.append(f"{layer[0]}: {s['error']}" + ("" if s_result.ok else f" ({s_result.describe()})"))
+                continue
+            problem = compare(s.get("y"), C.reference(C.perf_inputs(i)), *C.HIDDEN_TOL)
+            if problem:
+                problems.append(f"{layer[0]}: wrong output: {problem}")
+                continue
+            s_ns, r_ns, n_ns = self._layer_ns(s, layer[0]), self._layer_ns(r, None), int(r["naive"]["kernel_ns"])
+            ratios.append(r_ns / s_ns)
+            s_times.append(s_ns)
+            r_times.append(r_ns)
+            n_times.append(n_ns)
+            rows.append(f"| {layer[0]} | {s_ns / 1e6:.2f} | {r_ns / 1e6:.2f} | {n_ns / 1e6:.2f} | "
+                        f"{r_ns / s_ns:.2f}× | {n_ns / s_ns:.1f}× |")
+        if problems:
+            test.output = "Performance step failed:\n" + "\n".join(f"- {p}" for p in problems)
+            return
+        geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
+        speed, vs_naive = geo(ratios), geo(n_times) / geo(s_times)
+        share, label = 0.0, "slower than the naive baseline"
+        for threshold, tier_share, tier_label in PERF_TIERS:
+            if speed >= threshold:
+                share, label = tier_share, tier_label
+                break
+        else:
+            if vs_naive >= 1.0:
+                share, label = NAIVE_TIER
+        test.score = round(test.max_score * share, 2)
+        test.status = "passed" if share == 1.0 else "failed"
+        tiers = "; ".join(f"≥ {t:.2f}× → {s:.0%}" for t, s, _ in PERF_TIERS) + f"; faster than naive → {NAIVE_TIER[0]:.0%}"
+        test.output = (
+            f"Median kernel time of {self.opt.perf_runs} runs after {PERF_WARMUP} warm-ups, in ms "
+            f"(OpenCL profiling events).\n\n| Layer | yours | reference | naive | speed vs reference | "
+            f"speedup vs naive |\n|---|---|---|---|---|---|\n" + "\n".join(rows) +
+            f"\n\nGeometric mean: **{speed:.2f}× the reference's speed**, {vs_naive:.1f}× the naive kernel's: "
+            f"{label}, {share:.0%} of the points.\n\nTiers (speed relative to the reference solution timed in this "
+            f"run): {tiers}.")
+        self.leaderboard = [
+            {"name": "Speed vs reference (×)", "value": round(speed, 3), "order": "desc"},
+            {"name": "Speedup vs naive (×)", "value": round(vs_naive, 2), "order": "desc"},
+            {"name": "conv2d time (ms, geo-mean)", "value": round(geo(s_times) / 1e6, 3), "order": "asc"},
+        ]
+        self.log(f"performance: {speed:.2f}× the reference, {vs_naive:.1f}× naive → {share:.0%}")
+
+    def _layer_ns(self, result: Dict, layer: Optional[str]) -> int:
+        """Kernel time of a layer; wall time when the kernel time is missing or implausibly small
+        (kernels launched without Runtime::launch are not profiled)."""
+        kernel, wall = int(result.get("kernel_ns", 0)), int(result.get("wall_ns", 0))
+        if kernel <= 0 or kernel < 0.05 * wall:
+            if layer:
+                self.notes.append(f"{layer}: no kernel time recorded (launch through rt.launch); wall time used.")
+            return max(wall, 1)
+        return kernel
+
+    def run(self) -> Dict:
+        try:
+            if self.prepare():
+                self.correctness()
+                self.models()
+                self.performance()
+            else:
+                for key, label in (("public", "tests.py cases"), ("hidden_conv2d", "conv2d on new random shapes"),
+                                   ("hidden_matmul", "matmul on new random shapes"), ("resnet", "ResNet"),
+                                   ("gpt2", "GPT-2"), ("perf", "Performance")):
+                    self.add(label, key).output = "Not run: the submission did not build."
+        except Exception:
+            test = self.add("Grader error", 0)
+            test.output = f"The grader failed; ask the course staff.\n```\n{traceback.format_exc()[-4000:]}\n```"
+            self.log("grader error:\n" + traceback.format_exc())
+        finally:
+            results = self.write_results()
+            if getattr(self, "work", None) and not os.environ.get("GRADER_KEEP"):
+                shutil.rmtree(self.work, ignore_errors=True)
+        self.summary(results)
+        return results
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--submission", type=Path, required=True, help="folder with opencl-functions.cpp and conv2d.cl")
+    parser.add_argument("--results", type=Path, required=True, help="where to write results.json")
+    opt = Options()
+    parser.add_argument("--timeout", type=float, default=opt.timeout_s, help="seconds per step")
+    parser.add_argument("--build-timeout", type=float, default=opt.build_timeout_s)
+    parser.add_argument("--perf-runs", type=int, default=opt.perf_runs, help="timed runs per layer")
+    parser.add_argument("--ref-cache", type=Path, default=opt.ref_cache, help="keep the reference build here")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    options = Options(args.timeout, args.build_timeout, args.perf_runs, args.ref_cache, args.quiet)
+    results = Grader(args.submission.resolve(), args.results.resolve(), options).run()
+    return 2 if any(t["name"] == "Grader error" for t in results["tests"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
