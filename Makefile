@@ -40,5 +40,11 @@ test-slow: build
 info: build
 	$(PY) -m utils.info
 
+handout: .venv/.requirements
+	$(PY) -m grading.handout --out build/handout
+
+autograder: .venv/.requirements
+	$(PY) -m grading.autograder --out build/autograder.zip
+
 clean:
 	rm -rf build opencl_functions/_core*.so

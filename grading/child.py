@@ -1,7 +1,7 @@
 """The grader's child: runs one step against the compiled opencl_functions found on
 sys.path (a student's build, or the reference's) and writes one result file per case.
 
-    python -m grading.child {cases,model,perf} INPUTS OUTDIR
+    python -m grading.child {cases,perf} INPUTS OUTDIR
 
 INPUTS is a torch.save'd dict the parent wrote; each result goes to OUTDIR/NNN.pt as
 {"y": tensor, ...} or {"error": text}. This process runs the student's code, so the
@@ -45,31 +45,27 @@ def _run_case(ocl, case: dict) -> dict:
     return {"y": y, "inputs_after": after}
 
 
+def _run_model(case: dict) -> dict:
+    from grading.cases import build_gpt2, build_resnet
+    from utils.patching import opencl_layers
+
+    model = build_resnet(case["config"]) if case["op"] == "resnet" else build_gpt2(case["config"])
+    model.load_state_dict(case["state_dict"])
+    with torch.no_grad(), opencl_layers():
+        out = model(case["input"])
+    return {"y": out if case["op"] == "resnet" else out.logits}
+
+
 def step_cases(inputs: dict, outdir: Path) -> None:
+    """conv2d and matmul cases, and models ("resnet", "gpt2") with the OpenCL layers patched in."""
     import opencl_functions as ocl
 
     for i, case in enumerate(inputs["cases"]):
         try:
-            result = _run_case(ocl, case)
+            result = _run_model(case) if case["op"] in ("resnet", "gpt2") else _run_case(ocl, case)
         except Exception as err:  # the student's error, reported as the case's failure
             result = _error(err)
         _save(outdir, i, result)
-
-
-def step_model(inputs: dict, outdir: Path) -> None:
-    from grading.cases import build_gpt2, build_resnet
-    from utils.patching import opencl_layers
-
-    case = inputs["case"]
-    try:
-        model = build_resnet(case["config"]) if case["op"] == "resnet" else build_gpt2(case["config"])
-        model.load_state_dict(case["state_dict"])
-        with torch.no_grad(), opencl_layers():
-            out = model(case["input"])
-        result = {"y": out if case["op"] == "resnet" else out.logits}
-    except Exception as err:
-        result = _error(err)
-    _save(outdir, 0, result)
 
 
 def _time_student(ocl, case: dict, warmup: int, runs: int) -> dict:
@@ -128,22 +124,28 @@ class NaiveConv2d:
 
 
 def step_perf(inputs: dict, outdir: Path) -> None:
+    """Times every layer with opencl_functions; then, when asked (reference runs only), the
+    naive baseline, whose OpenCL context is made only after the timed layers are done."""
     from grading.cases import perf_inputs
     import opencl_functions as ocl
 
-    naive = NaiveConv2d(ocl) if inputs["naive"] else None
+    results = {}
     for i in inputs["layers"]:
-        case = perf_inputs(i)
         try:
-            result = _time_student(ocl, case, inputs["warmup"], inputs["runs"])
-            if naive is not None:
-                result["naive"] = naive(case, inputs["warmup"], inputs["runs"])
+            results[i] = _time_student(ocl, perf_inputs(i), inputs["warmup"], inputs["runs"])
         except Exception as err:
-            result = _error(err)
-        _save(outdir, i, result)
+            results[i] = _error(err)
+        if not inputs["naive"]:
+            _save(outdir, i, results[i])
+    if inputs["naive"]:
+        naive = NaiveConv2d(ocl)
+        for i in inputs["layers"]:
+            if "error" not in results[i]:
+                results[i]["naive"] = naive(perf_inputs(i), inputs["warmup"], inputs["runs"])
+            _save(outdir, i, results[i])
 
 
-STEPS = {"cases": step_cases, "model": step_model, "perf": step_perf}
+STEPS = {"cases": step_cases, "perf": step_perf}
 
 
 def main() -> None:

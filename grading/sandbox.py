@@ -232,6 +232,7 @@ def run(
     _kill_session(proc.pid)
     proc.wait()
     reader.join(timeout=5)
+    proc.stdout.close()
     return Result(
         returncode=None if timed_out else proc.returncode,
         output=kept.decode(errors="replace"),
