@@ -15,8 +15,10 @@ timed in the same run (PERF_TIERS), only when conv2d and the ResNet are correct.
 
 Knobs (flags, or the environment for run_autograder): --timeout / GRADER_TIMEOUT seconds
 per step (default 120), --build-timeout / GRADER_BUILD_TIMEOUT (300), --perf-runs /
-GRADER_PERF_RUNS timed runs per layer (5), --ref-cache / GRADER_REF_CACHE a folder that
-keeps the reference build between runs, GRADER_USER the sandbox account.
+GRADER_PERF_RUNS timed runs per layer (5), --ref-cache / GRADER_REF_CACHE the folder that
+keeps the reference build and a warm kernel cache between runs (build/grader-cache),
+GRADER_USER the sandbox account, GRADER_PYTHON the children's interpreter, GRADER_KEEP=1
+keeps the temporary folder.
 """
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ class Options:
     timeout_s: float = float(os.environ.get("GRADER_TIMEOUT", 120))
     build_timeout_s: float = float(os.environ.get("GRADER_BUILD_TIMEOUT", 300))
     perf_runs: int = int(os.environ.get("GRADER_PERF_RUNS", 5))
-    ref_cache: Optional[Path] = Path(os.environ["GRADER_REF_CACHE"]) if os.environ.get("GRADER_REF_CACHE") else None
+    ref_cache: Optional[Path] = Path(os.environ.get("GRADER_REF_CACHE") or ROOT / "build" / "grader-cache")
     quiet: bool = False
 
 
@@ -221,7 +223,8 @@ class Grader:
         width = max(len(t.name) for t in self.tests)
         print()
         for t in self.tests:
-            print(f"  {'PASS' if t.status == 'passed' else 'FAIL'}  {t.name:<{width}}  {t.score:6.2f} / {t.max_score:g}")
+            mark = "PASS" if t.status == "passed" else "FAIL"
+            print(f"  {mark}  {t.name:<{width}}  {t.score:6.2f} / {t.max_score:g}")
         total = sum(t.max_score for t in self.tests)
         print(f"\n  score {results['score']:g} / {total:g} in {results['execution_time']:.0f} s")
         print(f"  results: {self.results}")
@@ -398,8 +401,12 @@ class Grader:
     def score_group(self, test: Test, cases: List[Dict], verdicts: List[Optional[str]], note: Optional[str]) -> None:
         lines = []
         for case, verdict in zip(cases, verdicts):
-            what = describe_case(case) if case["op"] in ("conv2d", "matmul") else f"{case['op']} {tuple(case['input'].shape)}"
-            lines.append(f"- {'ok' if verdict is None else 'FAIL'}: `{what}`" + ("" if verdict is None else f"\n  {verdict}"))
+            if case["op"] in ("conv2d", "matmul"):
+                what = describe_case(case)
+            else:
+                what = f"{case['op']} on input {tuple(case['input'].shape)}"
+            mark = "ok" if verdict is None else "FAIL"
+            lines.append(f"- {mark}: `{what}`" + ("" if verdict is None else f"\n  {verdict}"))
         passed = sum(v is None for v in verdicts)
         if note and passed < len(cases):
             lines.append("\n" + note)
@@ -499,7 +506,8 @@ class Grader:
                 share, label = NAIVE_TIER
         test.score = round(test.max_score * share, 2)
         test.status = "passed" if share == 1.0 else "failed"
-        tiers = "; ".join(f"≥ {t:.2f}× → {s:.0%}" for t, s, _ in PERF_TIERS) + f"; faster than naive → {NAIVE_TIER[0]:.0%}"
+        tiers = "; ".join(f"≥ {t:.2f}× → {s:.0%}" for t, s, _ in PERF_TIERS)
+        tiers += f"; faster than naive → {NAIVE_TIER[0]:.0%}"
         test.output = (
             f"Median kernel time of {self.opt.perf_runs} runs after {PERF_WARMUP} warm-ups, in ms "
             f"(OpenCL profiling events).\n\n| Layer | yours | reference | naive | speed vs reference | "

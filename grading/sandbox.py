@@ -36,7 +36,7 @@ class Limits:
     compiler map a lot of virtual memory without using it."""
 
     timeout_s: float = 120.0
-    nproc: int = 256  # processes and threads of the sandbox user (PoCL and torch start threads)
+    nproc: int = 64  # processes and threads of the sandbox user (PoCL and torch start a few threads)
     fsize_bytes: int = 256 * 1024 * 1024
     address_space_bytes: int = 16 * 1024**3
     cpu_s: Optional[int] = None  # default: 2 × timeout (the wall clock stops it first)

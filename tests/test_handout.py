@@ -84,3 +84,15 @@ def test_handout_builds_runs_and_fails_visibly(handout, ocl):
     assert run.returncode == 1, run.stdout + run.stderr
     assert "2 failed" in run.stdout, run.stdout
     assert str(ROOT) not in run.stdout  # it imported its own build, not the reference's
+
+
+def test_dockerfile_runs_the_tested_recipe(handout):
+    """The image is not built here; its steps must stay the ones the tests run on a tree:
+    scripts/setup.sh, make build, make run (and the handout's Makefile must have them)."""
+    docker = (ROOT / "Dockerfile").read_text()
+    assert "RUN bash scripts/setup.sh && make build" in docker
+    assert 'CMD ["make", "run"]' in docker
+    assert "/etc/OpenCL/vendors/nvidia.icd" in docker
+    dry = subprocess.run(["make", "-n", "build", "run"], cwd=handout, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "build_ext --inplace" in dry.stdout and "pytest tests.py" in dry.stdout

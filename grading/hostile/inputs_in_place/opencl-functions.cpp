@@ -1,4 +1,5 @@
-// Hostile submission for the grader's tests: zeroes its inputs x and weight in place, then returns the bias alone: a grader that computed its reference after the call, from the same memory, would accept it.
+// Hostile submission for the grader's tests: zeroes its inputs x and weight in place, then returns the bias alone: a
+// grader that computed its reference after the call, from the same memory, would accept it.
 // Host code for the two operations, the part of the C++ that students write:
 //   matmul: C = op(A) · op(B) through CLBlast's SGEMM.
 //   conv2d: the tiled kernel of conv2d.cl, launched over the output.

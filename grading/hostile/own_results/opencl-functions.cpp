@@ -1,4 +1,5 @@
-// Hostile submission for the grader's tests: writes a results.json of its own (score 100) wherever it can, and returns zeros.
+// Hostile submission for the grader's tests: writes a results.json of its own (score 100) wherever it can, and returns
+// zeros.
 // Host code for the two operations, the part of the C++ that students write:
 //   matmul: C = op(A) · op(B) through CLBlast's SGEMM.
 //   conv2d: the tiled kernel of conv2d.cl, launched over the output.

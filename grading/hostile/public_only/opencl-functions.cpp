@@ -1,4 +1,5 @@
-// Hostile submission for the grader's tests: computes conv2d only for the shape of tests.py's test (x 2x3x17x19, weight 5x3x3x3), zeros otherwise.
+// Hostile submission for the grader's tests: computes conv2d only for the shape of tests.py's test (x 2x3x17x19,
+// weight 5x3x3x3), zeros otherwise.
 // Host code for the two operations, the part of the C++ that students write:
 //   matmul: C = op(A) · op(B) through CLBlast's SGEMM.
 //   conv2d: the tiled kernel of conv2d.cl, launched over the output.

@@ -1,4 +1,5 @@
-// Hostile submission for the grader's tests: hunts for the reference solution and the grader's files; if it can read or write any, it returns zeros (so a breach shows as a lost score), else it computes correctly.
+// Hostile submission for the grader's tests: hunts for the reference solution and the grader's files; if it can read
+// or write any, it returns zeros (so a breach shows as a lost score), else it computes correctly.
 // Host code for the two operations, the part of the C++ that students write:
 //   matmul: C = op(A) · op(B) through CLBlast's SGEMM.
 //   conv2d: the tiled kernel of conv2d.cl, launched over the output.
