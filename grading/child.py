@@ -77,7 +77,9 @@ def _time_student(ocl, case: dict, warmup: int, runs: int) -> dict:
         if i >= warmup:
             kernel_ns.append(ocl.last_kernel_time_ns())
             wall_ns.append(wall)
-    return {"y": y, "kernel_ns": int(statistics.median(kernel_ns)), "wall_ns": int(statistics.median(wall_ns))}
+    # The fastest run: other load on the machine only ever adds time.
+    return {"y": y, "kernel_ns": min(kernel_ns), "wall_ns": min(wall_ns),
+            "kernel_ns_median": int(statistics.median(kernel_ns))}
 
 
 class NaiveConv2d:
@@ -120,7 +122,7 @@ class NaiveConv2d:
             if i >= warmup:
                 times.append(event.profile.end - event.profile.start)
         cl.enqueue_copy(self.queue, y, y_buf)
-        return {"y": torch.from_numpy(y), "kernel_ns": int(statistics.median(times))}
+        return {"y": torch.from_numpy(y), "kernel_ns": min(times)}
 
 
 def step_perf(inputs: dict, outdir: Path) -> None:

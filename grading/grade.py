@@ -11,7 +11,8 @@ process makes the inputs, computes torch's references, reads the children's outp
 
 Points (100): tests.py cases 10, hidden random conv2d 25 and matmul 15, models 20
 (ResNet 10, GPT-2 10), performance 30 by speed tiers relative to the reference solution
-timed in the same run (PERF_TIERS), only when conv2d and the ResNet are correct.
+timed in the same run, alternating with the submission (PERF_TIERS), only when conv2d and
+the ResNet are correct.
 
 Knobs (flags, or the environment for run_autograder): --timeout / GRADER_TIMEOUT seconds
 per step (default 120), --build-timeout / GRADER_BUILD_TIMEOUT (300), --perf-runs /
@@ -61,7 +62,7 @@ BUILD_SNIPPET = (
 POINTS = {"public": 10, "hidden_conv2d": 25, "hidden_matmul": 15, "resnet": 10, "gpt2": 10, "perf": 30}
 # (at least this fraction of the reference's speed, share of the performance points, label)
 PERF_TIERS = [
-    (0.80, 1.00, "as fast as the reference (within 20%)"),
+    (0.75, 1.00, "as fast as the reference (within 25%)"),
     (0.50, 0.75, "at least half the reference's speed"),
     (0.25, 0.50, "at least a quarter of the reference's speed"),
 ]
@@ -383,16 +384,17 @@ class Grader:
                 atol, rtol = C.MODEL_RTOL * float(ref.abs().max()), C.MODEL_RTOL
             else:
                 atol, rtol = tol[case["name"]]
-            problem = compare(got.get("y"), ref, atol, rtol)
+            # The inputs as the child saw them after the call: changing them is a failure of its
+            # own (the reference was computed from the grader's untouched copy either way).
+            problem = None
             after = got.get("inputs_after")
-            if problem is None and isinstance(after, dict):
-                for key, value in after.items():
-                    original = case.get(key)
-                    if isinstance(original, torch.Tensor) and not (
-                            isinstance(value, torch.Tensor) and torch.equal(value, original)):
-                        problem = f"changed its input {key} in place (inputs are read-only)"
-                        break
-            verdicts.append(problem)
+            for key, value in (after.items() if isinstance(after, dict) else ()):
+                original = case.get(key)
+                if isinstance(original, torch.Tensor) and not (
+                        isinstance(value, torch.Tensor) and torch.equal(value, original)):
+                    problem = f"changed its input {key} in place (inputs are read-only)"
+                    break
+            verdicts.append(problem or compare(got.get("y"), ref, atol, rtol))
         note = None
         if not result.ok:
             note = f"The child process {result.describe()}. Its output:\n```\n{result.output_tail(3000)}\n```"
@@ -457,19 +459,19 @@ class Grader:
         if not all(t.status == "passed" for t in needed):
             test.output = "Not run: performance counts only when every conv2d test and the ResNet pass."
             return
-        # Reference, submission, reference again: the reference's time is the mean of the two
-        # runs around the submission's, so a load that drifts during the step cancels out.
+        # Reference, submission, reference, submission: each side keeps its fastest run of a
+        # layer (load from elsewhere only adds time), and alternating cancels load that drifts.
         ref_home = self.ref_tree  # trusted: its kernel cache is the warmed one
-        self.log("performance: reference and naive baseline")
-        reference, r_result = self.perf_run(self.ref_tree, ref_home, trusted=True, naive=True)
-        self.log("performance: submission")
-        student, s_result = self.perf_run(self.tree, self.home, trusted=False)
-        self.log("performance: reference again")
-        again, _ = self.perf_run(self.ref_tree, ref_home, trusted=True)
-        for i, r in reference.items():
-            if "error" not in r and "error" not in again[i]:
-                r["kernel_ns"] = (int(r["kernel_ns"]) + int(again[i]["kernel_ns"])) // 2
-                r["wall_ns"] = (int(r["wall_ns"]) + int(again[i]["wall_ns"])) // 2
+        runs = []
+        for round_ in (1, 2):
+            self.log(f"performance: reference{' and naive baseline' if round_ == 1 else ''} ({round_}/2)")
+            runs.append(("reference", self.perf_run(self.ref_tree, ref_home, trusted=True, naive=round_ == 1)))
+            self.log(f"performance: submission ({round_}/2)")
+            runs.append(("student", self.perf_run(self.tree, self.home, trusted=False)))
+            if not runs[-1][1][1].ok:
+                break  # one failed or hung run is enough; no second one
+        reference, r_result = self._fastest([r for who, r in runs if who == "reference"])
+        student, s_result = self._fastest([r for who, r in runs if who == "student"])
 
         rows, ratios, s_times, r_times, n_times, problems = [], [], [], [], [], []
         for i, layer in enumerate(C.PERF_LAYERS):
@@ -509,8 +511,8 @@ class Grader:
         tiers = "; ".join(f"≥ {t:.2f}× → {s:.0%}" for t, s, _ in PERF_TIERS)
         tiers += f"; faster than naive → {NAIVE_TIER[0]:.0%}"
         test.output = (
-            f"Median kernel time of {self.opt.perf_runs} runs after {PERF_WARMUP} warm-ups, in ms "
-            f"(OpenCL profiling events).\n\n| Layer | yours | reference | naive | speed vs reference | "
+            f"Fastest kernel time of 2 × {self.opt.perf_runs} runs (after {PERF_WARMUP} warm-ups each), in ms, "
+            f"from OpenCL profiling events; the reference and yours ran alternately.\n\n| Layer | yours | reference | naive | speed vs reference | "
             f"speedup vs naive |\n|---|---|---|---|---|---|\n" + "\n".join(rows) +
             f"\n\nGeometric mean: **{speed:.2f}× the reference's speed**, {vs_naive:.1f}× the naive kernel's: "
             f"{label}, {share:.0%} of the points.\n\nTiers (speed relative to the reference solution timed in this "
@@ -521,6 +523,22 @@ class Grader:
             {"name": "conv2d time (ms, geo-mean)", "value": round(geo(s_times) / 1e6, 3), "order": "asc"},
         ]
         self.log(f"performance: {speed:.2f}× the reference, {vs_naive:.1f}× naive → {share:.0%}")
+
+    @staticmethod
+    def _fastest(runs: List[Tuple[Dict[int, Dict], sandbox.Result]]) -> Tuple[Dict[int, Dict], sandbox.Result]:
+        """Per layer, the first run's result with the fastest kernel and wall times of all runs;
+        an error in any run stands."""
+        merged, first_result = runs[0]
+        bad = next((r for _, r in runs if not r.ok), first_result)
+        for i, layer in merged.items():
+            others = [found[i] for found, _ in runs[1:]]
+            error = next((o for o in [layer] + others if "error" in o), None)
+            if error is not None:
+                merged[i] = error
+                continue
+            for key in ("kernel_ns", "wall_ns"):
+                layer[key] = min(int(o.get(key, 0)) for o in [layer] + others)
+        return merged, bad
 
     def _layer_ns(self, result: Dict, layer: Optional[str]) -> int:
         """Kernel time of a layer; wall time when the kernel time is missing or implausibly small
