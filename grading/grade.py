@@ -239,12 +239,15 @@ class Grader:
 
     # ---- sandbox plumbing
 
-    def sandbox_env(self, tree: Path, home: Path) -> Dict[str, str]:
+    def sandbox_env(self, tree: Path, home: Path, kernel_cache: Optional[Path] = None) -> Dict[str, str]:
+        """The whole environment of a child: nothing of the grader's own leaks in."""
         env = {
             "PATH": os.path.dirname(self.python) + ":/usr/local/bin:/usr/bin:/bin",
             "HOME": str(home),
             "TMPDIR": str(home),
-            "POCL_CACHE_DIR": str(home / POCL_CACHE),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "POCL_CACHE_DIR": str(kernel_cache or home / POCL_CACHE),
+            "PYOPENCL_NO_CACHE": "1",
             "PYTHONPATH": os.pathsep.join([str(tree)] + self.extra_path),
             "PYTHONDONTWRITEBYTECODE": "1",
             "LANG": "C.UTF-8",
@@ -257,8 +260,8 @@ class Grader:
     def limits(self, timeout_s: float) -> sandbox.Limits:
         return sandbox.Limits(timeout_s=timeout_s)
 
-    def run_child(self, step: str, inputs: Dict, tree: Path, home: Path, trusted: bool = False
-                  ) -> Tuple[sandbox.Result, Path]:
+    def run_child(self, step: str, inputs: Dict, tree: Path, home: Path, trusted: bool = False,
+                  kernel_cache: Optional[Path] = None) -> Tuple[sandbox.Result, Path]:
         """Writes inputs where the child can read them, runs grading.child, returns the result
         and the folder of its output files."""
         io_dir = Path(tempfile.mkdtemp(prefix=f"io-{step}-", dir=self.work))
@@ -271,8 +274,8 @@ class Grader:
         if not trusted:
             sandbox.give_to_sandbox(out_dir, self.user)
         argv = [self.python, "-m", "grading.child", step, str(inputs_path), str(out_dir)]
-        result = sandbox.run(argv, tree, self.sandbox_env(tree, home), self.limits(self.opt.timeout_s), self.user,
-                             as_sandbox=not trusted)
+        env = self.sandbox_env(tree, home, kernel_cache)
+        result = sandbox.run(argv, tree, env, self.limits(self.opt.timeout_s), self.user, as_sandbox=not trusted)
         return result, out_dir
 
     # ---- steps
@@ -367,7 +370,9 @@ class Grader:
         self.log("warming the kernel cache")
         cases = C.public_cases() + C.random_matmul_cases(0) + C.random_conv2d_cases(0)
         cases += [C.model_case("resnet", 0), C.model_case("gpt2", 0)]
-        self.run_child("cases", {"cases": cases}, tree, tree, trusted=True)
+        home = self.work / "warm-home"
+        home.mkdir(mode=0o700, exist_ok=True)
+        self.run_child("cases", {"cases": cases}, tree, home, trusted=True, kernel_cache=tree / POCL_CACHE)
 
     def run_cases(self, step_name: str, cases: List[Dict], tol: Dict[str, Tuple[float, float]]
                   ) -> Tuple[List[Optional[str]], Optional[str]]:
@@ -452,7 +457,8 @@ class Grader:
                  ) -> Tuple[Dict[int, Dict], sandbox.Result]:
         inputs = {"layers": list(range(len(C.PERF_LAYERS))), "warmup": PERF_WARMUP, "runs": self.opt.perf_runs,
                   "naive": naive}
-        result, out_dir = self.run_child("perf", inputs, tree, home, trusted=trusted)
+        cache = tree / POCL_CACHE if trusted else None
+        result, out_dir = self.run_child("perf", inputs, tree, home, trusted=trusted, kernel_cache=cache)
         found = {}
         for i in inputs["layers"]:
             case = C.perf_inputs(i)
@@ -468,7 +474,9 @@ class Grader:
             return
         # Reference, submission, reference, submission: each side keeps its fastest run of a
         # layer (load from elsewhere only adds time), and alternating cancels load that drifts.
-        ref_home = self.ref_tree  # trusted: its kernel cache is the warmed one
+        # Trusted: the reference uses the warmed kernel cache itself, with a home of its own.
+        ref_home = self.work / "reference-home"
+        ref_home.mkdir(mode=0o700, exist_ok=True)
         runs = []
         for round_ in (1, 2):
             self.log(f"performance: reference{' and naive baseline' if round_ == 1 else ''} ({round_}/2)")

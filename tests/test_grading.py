@@ -26,8 +26,14 @@ STUDENT_FILES = ("opencl-functions.cpp", "conv2d.cl")
 
 @pytest.fixture(scope="session")
 def ref_cache(tmp_path_factory):
-    """One reference build (and warm kernel cache) for every grading in the session."""
-    return tmp_path_factory.mktemp("ref-cache")
+    """One reference build and warm kernel cache for every grading in the session, made as
+    Gradescope's setup.sh makes it (--prepare-only)."""
+    cache = tmp_path_factory.mktemp("ref-cache")
+    proc = subprocess.run([sys.executable, "-m", "grading.grade", "--prepare-only", "--ref-cache", str(cache)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    assert list(cache.glob("*/opencl_functions/_core*.so"))
+    return cache
 
 
 def grade(submission: Path, results: Path, ref_cache: Path, *flags: str) -> dict:
