@@ -361,6 +361,10 @@ class Grader:
         if tree.exists():
             shutil.rmtree(tree)
         staging.rename(tree)
+        if self.opt.ref_cache:  # builds of older grader or reference sources are stale now
+            for old in self.opt.ref_cache.iterdir():
+                if old != tree and len(old.name) == 16 and all(c in "0123456789abcdef" for c in old.name):
+                    shutil.rmtree(old, ignore_errors=True)
         return tree
 
     def warm_kernel_cache(self, tree: Path) -> None:
