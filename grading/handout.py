@@ -46,6 +46,8 @@ COMMENT_BY_NAME = {"Makefile": "#", "Dockerfile": "#", "run_autograder": "#"}
 
 # A marker line: optional indentation, a comment opener, the marker, then anything.
 MARKER = re.compile(r"^\s*(?P<prefix>//|#)\s*(?P<kind>BEGIN|END)\s+(?P<region>SOLUTION|PROMPT)\b")
+# A marker after code on the same line: an error, never silently kept.
+INLINE_MARKER = re.compile(r"\S.*(//|#)\s*(BEGIN|END)\s+(SOLUTION|PROMPT)\b")
 
 
 class MarkerError(ValueError):
@@ -65,6 +67,8 @@ def strip_regions(text: str, where: str, prefix: str) -> str:
     while i < len(lines):
         m = MARKER.match(lines[i])
         if not m:
+            if INLINE_MARKER.search(lines[i]):
+                raise MarkerError(f"{where}:{i + 1}: a marker must stand alone on its comment line")
             out.append(lines[i])
             i += 1
             continue

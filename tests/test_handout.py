@@ -36,6 +36,7 @@ def test_region_without_prompt_becomes_todo():
         ([f"// {B} PROMPT", f"// {E} PROMPT"], "f.cpp:1: BEGIN PROMPT without an open BEGIN SOLUTION"),
         ([f"// {B} SOLUTION", f"// {E} SOLUTION", f"// {B} PROMPT"], "f.cpp:3: BEGIN PROMPT is never closed"),
         ([f"# {B} SOLUTION", f"# {E} SOLUTION"], "f.cpp:1: marker uses '#'"),
+        (["x;", f"y;  // {B} SOLUTION", f"// {E} SOLUTION"], "f.cpp:2: a marker must stand alone"),
     ],
 )
 def test_bad_markers_name_file_and_line(lines, message):
