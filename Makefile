@@ -68,5 +68,11 @@ bird: build
 networks: build
 	$(PY) -m extras.validate_networks $(ARGS)
 
+handout: .venv/.requirements
+	$(PY) -m grading.handout --out build/handout
+
+autograder: .venv/.requirements
+	$(PY) -m grading.autograder --out build/autograder.zip
+
 clean:
 	rm -rf build opencl_functions/_core*.so

@@ -66,6 +66,11 @@ def naive_conv2d(
     return _from_file("conv2d_naive", 0, x, weight, bias, stride, dilation, groups)
 
 
+def has_v1() -> bool:
+    """Whether the first tiled kernel is here (the reference tree; not the student handout)."""
+    return os.path.exists(os.path.join(KERNELS, "conv2d_v1.cl"))
+
+
 def tiled_v1_conv2d(
     x: torch.Tensor,
     weight: torch.Tensor,

@@ -1,0 +1,165 @@
+"""What the grader checks, made in the grader's own process:
+
+- PUBLIC_*: the cases of tests.py, with the same shapes and seeds (keep them in step);
+- random_conv2d_cases / random_matmul_cases: fresh shapes and values from a new seed
+  every run, so no submission can have seen them;
+- model_cases: a small ResNet and a small GPT-2 built from a config with random weights;
+- PERF_LAYERS: the fixed ResNet-style conv2d layers the performance step times.
+
+Each case is a plain dict of tensors, ints and strings (what torch.load(weights_only=True)
+reads back). `reference(case)` computes torch's answer; the child only ever gets inputs.
+"""
+from __future__ import annotations
+
+import random
+from typing import Dict, List
+
+import torch
+import torch.nn.functional as F
+
+Case = Dict[str, object]
+
+# Tolerance: |out - ref| <= atol + rtol * |ref|, elementwise (tests.py uses 1e-4 for its sizes).
+PUBLIC_TOL = (1e-4, 1e-4)
+HIDDEN_TOL = (1e-3, 1e-3)
+MODEL_RTOL = 1e-3  # models: atol is MODEL_RTOL * max|ref| (logits grow with depth)
+
+
+def _conv_case(name: str, gen: torch.Generator, batch, c_in, h, w, c_out, k_h, k_w, stride, dilation, groups,
+               bias=True) -> Case:
+    return {
+        "op": "conv2d",
+        "name": name,
+        "x": torch.randn(batch, c_in, h, w, generator=gen),
+        "weight": torch.randn(c_out, c_in // groups, k_h, k_w, generator=gen),
+        "bias": torch.randn(c_out, generator=gen) if bias else None,
+        "stride": list(stride),
+        "dilation": list(dilation),
+        "groups": groups,
+    }
+
+
+def public_cases() -> List[Case]:
+    """tests.py's test_conv2d_small and test_matmul_small, value for value."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 3, 17, 19), torch.randn(5, 3, 3, 3), torch.randn(5)
+    conv = {"op": "conv2d", "name": "test_conv2d_small", "x": x, "weight": w, "bias": b,
+            "stride": [1, 1], "dilation": [1, 1], "groups": 1}
+    torch.manual_seed(0)
+    a, bm = torch.randn(7, 33), torch.randn(33, 9)
+    matmul = {"op": "matmul", "name": "test_matmul_small", "a": a, "b": bm, "b_transposed": 0}
+    return [conv, matmul]
+
+
+def random_conv2d_cases(seed: int, count: int = 8) -> List[Case]:
+    """Awkward shapes: sizes 1 to 40ish, odd kernels, strides, dilations and groups."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(count):
+        groups = rng.choice([1, 1, 1, 2, 3])
+        c_in = groups * rng.randint(1, 12)
+        c_out = groups * rng.randint(1, 20)
+        k_h, k_w = rng.choice([(1, 1), (3, 3), (3, 3), (5, 5), (1, 3), (3, 2), (7, 7)])
+        stride = (rng.choice([1, 1, 2]), rng.choice([1, 1, 2, 3]))
+        dilation = (rng.choice([1, 1, 2]), rng.choice([1, 1, 2]))
+        h = dilation[0] * (k_h - 1) + 1 + rng.randint(0, 30)
+        w = dilation[1] * (k_w - 1) + 1 + rng.randint(0, 30)
+        batch = rng.randint(1, 3)
+        cases.append(_conv_case(f"conv2d_{i}", gen, batch, c_in, h, w, c_out, k_h, k_w, stride, dilation, groups,
+                                bias=rng.random() < 0.75))
+    return cases
+
+
+def random_matmul_cases(seed: int, count: int = 6) -> List[Case]:
+    """Sizes 1 to 300, some with b given transposed (as nn.Linear's weight.t())."""
+    rng = random.Random(seed + 1)
+    gen = torch.Generator().manual_seed(seed + 1)
+    cases = []
+    for i in range(count):
+        m, n, k = (1 if rng.random() < 0.2 else rng.randint(2, 300) for _ in range(3))
+        transposed = rng.random() < 0.5
+        b = torch.randn(n, k, generator=gen) if transposed else torch.randn(k, n, generator=gen)
+        cases.append({"op": "matmul", "name": f"matmul_{i}", "a": torch.randn(m, k, generator=gen), "b": b,
+                      "b_transposed": int(transposed)})
+    return cases
+
+
+def reference(case: Case) -> torch.Tensor:
+    """torch's answer for a conv2d or matmul case (the child computes the same with OpenCL)."""
+    if case["op"] == "conv2d":
+        return F.conv2d(case["x"], case["weight"], case["bias"], stride=tuple(case["stride"]),
+                        dilation=tuple(case["dilation"]), groups=case["groups"])
+    b = case["b"].t() if case["b_transposed"] else case["b"]
+    return case["a"] @ b
+
+
+# ---------------------------------------------------------------------------------------
+# Models
+
+RESNET_CONFIG = {"layers": [1, 1, 1, 1], "num_classes": 10, "width_per_group": 64}
+GPT2_CONFIG = {"vocab_size": 211, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4,
+               "bos_token_id": 210, "eos_token_id": 210}
+
+
+def build_resnet(config: Dict[str, object]) -> torch.nn.Module:
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    return ResNet(BasicBlock, list(config["layers"]), num_classes=config["num_classes"],
+                  width_per_group=config["width_per_group"]).eval()
+
+
+def build_gpt2(config: Dict[str, object]) -> torch.nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(**config, attn_implementation="eager")).eval()
+
+
+def model_case(kind: str, seed: int) -> Case:
+    """A model with random weights (and, for ResNet, random batch-norm statistics) and an input."""
+    torch.manual_seed(seed)
+    if kind == "resnet":
+        model = build_resnet(RESNET_CONFIG)
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+        inputs = torch.randn(2, 3, 37, 41)
+        config = RESNET_CONFIG
+    else:
+        model = build_gpt2(GPT2_CONFIG)
+        inputs = torch.randint(0, GPT2_CONFIG["vocab_size"], (2, 19))
+        config = GPT2_CONFIG
+    return {"op": kind, "name": kind, "config": dict(config), "state_dict": model.state_dict(), "input": inputs}
+
+
+def model_reference(case: Case) -> torch.Tensor:
+    model = build_resnet(case["config"]) if case["op"] == "resnet" else build_gpt2(case["config"])
+    model.load_state_dict(case["state_dict"])
+    with torch.no_grad():
+        out = model(case["input"])
+    return out if case["op"] == "resnet" else out.logits
+
+
+# ---------------------------------------------------------------------------------------
+# Performance: ResNet-18-style layers at batch 1, at a quarter of ImageNet's resolution
+# (inputs already padded).
+# (name, batch, c_in, h, w, c_out, k, stride)
+PERF_LAYERS = [
+    ("64→64 3x3 28²", 1, 64, 30, 30, 64, 3, 1),
+    ("64→128 3x3/2 14²", 1, 64, 30, 30, 128, 3, 2),
+    ("64→128 1x1/2 14²", 1, 64, 28, 28, 128, 1, 2),
+    ("128→128 3x3 14²", 1, 128, 16, 16, 128, 3, 1),
+    ("256→256 3x3 7²", 1, 256, 9, 9, 256, 3, 1),
+]
+PERF_SEED = 1234
+
+
+def perf_inputs(index: int) -> Case:
+    """Layer `index` of PERF_LAYERS with its fixed inputs (made from PERF_SEED, the same in
+    every process)."""
+    name, batch, c_in, h, w, c_out, k, stride = PERF_LAYERS[index]
+    gen = torch.Generator().manual_seed(PERF_SEED + index)
+    case = _conv_case(name, gen, batch, c_in, h, w, c_out, k, k, (stride, stride), (1, 1), 1)
+    case["weight"] = case["weight"] / (c_in * k * k) ** 0.5
+    return case

@@ -1,0 +1,99 @@
+"""The handout generator (grading.handout): solution regions become their prompt or a
+TODO, markers never reach the handout, bad markers are errors naming file:line, and the
+generated tree builds, runs and fails tests.py visibly."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grading.handout import ROOT, MARKER, MarkerError, make_handout, strip_regions
+
+B, E = "BEGIN", "END"  # spelled apart so this file holds no marker lines itself
+
+
+def cpp(*lines: str) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def test_prompt_replaces_solution():
+    text = cpp("int f() {", f"  // {B} SOLUTION", "  return 42;", f"  // {E} SOLUTION",
+               f"  // {B} PROMPT", "  // TODO: return the answer", "  return 0;", f"  // {E} PROMPT", "}")
+    assert strip_regions(text, "f.cpp", "//") == cpp("int f() {", "  // TODO: return the answer", "  return 0;", "}")
+
+
+def test_region_without_prompt_becomes_todo():
+    text = cpp("def f():", f"    # {B} SOLUTION", "    return 42", f"    # {E} SOLUTION", "", "x = 1")
+    assert strip_regions(text, "f.py", "#") == cpp("def f():", "    # TODO: write this part.", "", "x = 1")
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ([f"// {B} SOLUTION", "x;"], "f.cpp:1: BEGIN SOLUTION is never closed"),
+        (["x;", f"// {E} SOLUTION"], "f.cpp:2: END SOLUTION without an open"),
+        ([f"// {B} SOLUTION", f"// {B} SOLUTION", f"// {E} SOLUTION"], "f.cpp:2: BEGIN SOLUTION inside the SOLUTION"),
+        ([f"// {B} PROMPT", f"// {E} PROMPT"], "f.cpp:1: BEGIN PROMPT without an open BEGIN SOLUTION"),
+        ([f"// {B} SOLUTION", f"// {E} SOLUTION", f"// {B} PROMPT"], "f.cpp:3: BEGIN PROMPT is never closed"),
+        ([f"# {B} SOLUTION", f"# {E} SOLUTION"], "f.cpp:1: marker uses '#'"),
+        (["x;", f"y;  // {B} SOLUTION", f"// {E} SOLUTION"], "f.cpp:2: a marker must stand alone"),
+    ],
+)
+def test_bad_markers_name_file_and_line(lines, message):
+    with pytest.raises(MarkerError, match=message):
+        strip_regions(cpp(*lines), "f.cpp", "//")
+
+
+def test_bad_marker_stops_the_handout(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "good.cl").write_text(cpp(f"// {B} SOLUTION", "x;", f"// {E} SOLUTION"))
+    (src / "bad.py").write_text(cpp("a = 1", f"# {E} SOLUTION"))
+    with pytest.raises(MarkerError, match="bad.py:2"):
+        make_handout(tmp_path / "out", root=src, files=["good.cl", "bad.py"])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory):
+    out = tmp_path_factory.mktemp("handout") / "handout"
+    make_handout(out)
+    return out
+
+
+def test_handout_has_no_markers_and_no_staff_files(handout):
+    files = [p for p in handout.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            assert not MARKER.match(line), f"{path}:{n}"
+    assert not (handout / "grading" / "hostile").exists()
+    assert not (handout / "grading" / "grade.py").exists()
+    assert not (handout / "tests" / "test_grading.py").exists()
+    host = (handout / "opencl_functions" / "opencl-functions.cpp").read_text()
+    assert "clblast::Gemm(" not in host and "TODO" in host
+    assert "barrier(" not in (handout / "opencl_functions" / "conv2d.cl").read_text()
+
+
+def test_handout_builds_runs_and_fails_visibly(handout, ocl):
+    build = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=handout,
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests.py"], cwd=handout,
+                         capture_output=True, text=True, timeout=600)
+    # Exit status 1: tests ran and failed (not an error in collection, not a crash).
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "2 failed" in run.stdout, run.stdout
+    assert str(ROOT) not in run.stdout  # it imported its own build, not the reference's
+
+
+def test_dockerfile_runs_the_tested_recipe(handout):
+    """The image is not built here; its steps must stay the ones the tests run on a tree:
+    scripts/setup.sh, make build, make run (and the handout's Makefile must have them)."""
+    docker = (ROOT / "Dockerfile").read_text()
+    assert "RUN bash scripts/setup.sh && make build" in docker
+    assert 'CMD ["make", "run"]' in docker
+    assert "/etc/OpenCL/vendors/nvidia.icd" in docker
+    dry = subprocess.run(["make", "-n", "build", "run"], cwd=handout, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "build_ext --inplace" in dry.stdout and "pytest tests.py" in dry.stdout
