@@ -57,6 +57,16 @@ _MAX_ELEMENTS = 2**31 - 1
 IntPair = Union[int, Sequence[int]]
 
 
+# When True, ocl_matmul and ocl_conv2d outputs start as NaN, so elements a kernel never
+# writes fail a comparison instead of passing on stale memory. tests.py and the grader
+# turn it on; it costs one fill of the output per call.
+fill_outputs_with_nan = False
+
+
+def _new_output(*shape: int) -> torch.Tensor:
+    return torch.full(shape, float("nan")) if fill_outputs_with_nan else torch.empty(shape)
+
+
 def last_kernel_time_ns() -> int:
     """Kernel time of the last ocl_matmul or ocl_conv2d call, from OpenCL profiling events."""
     return _core.last_kernel_time_ns()
@@ -145,7 +155,7 @@ def ocl_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.zeros(out_shape)
     a_flat, lda, a_trans = _gemm_operand(a2)
     b_flat, ldb, b_trans = _gemm_operand(b)
-    out = torch.empty(m, n)
+    out = _new_output(m, n)
     _core.matmul(a_flat.numpy(), b_flat.numpy(), out.numpy(), m, n, k, lda, ldb, a_trans, b_trans)
     return out.reshape(out_shape)
 
@@ -208,7 +218,7 @@ def ocl_conv2d(
     x = x.detach().contiguous()
     weight = weight.detach().contiguous()
     bias_np = bias.detach().contiguous().numpy() if bias is not None else None
-    out = torch.empty(batch, c_out, h_out, w_out)
+    out = _new_output(batch, c_out, h_out, w_out)
     if weight_handle or bias_handle:
         _core.conv2d_resident(x.numpy(), weight.numpy(), bias_np, out.numpy(), *stride, *dilation, groups,
                               weight_handle, bias_handle)
