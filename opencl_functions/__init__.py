@@ -165,6 +165,45 @@ def conv2d_output_size(size: int, kernel: int, stride: int, dilation: int) -> in
     return (size - dilation * (kernel - 1) - 1) // stride + 1
 
 
+def _conv_geometry(
+    input_shape: Tuple[int, ...],
+    weight_shape: Tuple[int, ...],
+    stride: IntPair,
+    dilation: IntPair,
+    groups: int,
+    input_name: str,
+    weight_name: str,
+) -> Tuple[Tuple[int, int], Tuple[int, int], int, Tuple[int, int, int, int]]:
+    """Checks that an input (B, C_in, H, W), already padded, and a weight
+    (C_out, C_in/groups, K_h, K_w) make one convolution; returns the checked
+    (stride, dilation, groups) and the output shape (B, C_out, H_out, W_out)."""
+    stride = _pair(stride, "stride")
+    dilation = _pair(dilation, "dilation")
+    groups = _int(groups, "groups", "an int", groups)
+    if groups < 1:
+        raise ValueError(f"groups must be positive, got {groups}")
+    batch, c_in, h, w = input_shape
+    c_out, cin_per_group, k_h, k_w = weight_shape
+    if c_in != cin_per_group * groups:
+        raise ValueError(
+            f"{input_name} has {c_in} channels but {weight_name} {weight_shape} with groups={groups} expects "
+            f"{cin_per_group * groups} (C_in/groups={cin_per_group} per group)"
+        )
+    if c_out % groups:
+        raise ValueError(f"{weight_name} has {c_out} output channels, not divisible by groups={groups}")
+    if k_h < 1 or k_w < 1:
+        raise ValueError(f"{weight_name} must have a kernel of at least 1x1, got shape {weight_shape}")
+    extent_h, extent_w = dilation[0] * (k_h - 1) + 1, dilation[1] * (k_w - 1) + 1
+    if extent_h > h or extent_w > w:
+        raise ValueError(
+            f"kernel {k_h}x{k_w} with dilation {dilation} spans {extent_h}x{extent_w}, "
+            f"larger than the padded input {h}x{w}"
+        )
+    out_shape = (batch, c_out, conv2d_output_size(h, k_h, stride[0], dilation[0]),
+                 conv2d_output_size(w, k_w, stride[1], dilation[1]))
+    return stride, dilation, groups, out_shape
+
+
 def ocl_conv2d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -179,33 +218,12 @@ def ocl_conv2d(
     _check_tensor(weight, "weight", ndim=4)
     if bias is not None:
         _check_tensor(bias, "bias", ndim=1)
-    stride = _pair(stride, "stride")
-    dilation = _pair(dilation, "dilation")
-    groups = _int(groups, "groups", "an int", groups)
-    if groups < 1:
-        raise ValueError(f"groups must be positive, got {groups}")
-
-    batch, c_in, h, w = x.shape
-    c_out, cin_per_group, k_h, k_w = weight.shape
-    if c_in != cin_per_group * groups:
-        raise ValueError(
-            f"x has {c_in} channels but weight {tuple(weight.shape)} with groups={groups} expects "
-            f"{cin_per_group * groups} (C_in/groups={cin_per_group} per group)"
-        )
-    if c_out % groups:
-        raise ValueError(f"weight has {c_out} output channels, not divisible by groups={groups}")
+    stride, dilation, groups, (batch, c_out, h_out, w_out) = _conv_geometry(
+        tuple(x.shape), tuple(weight.shape), stride, dilation, groups, "x", "weight"
+    )
+    c_in = x.shape[1]
     if bias is not None and bias.shape[0] != c_out:
         raise ValueError(f"bias must have C_out={c_out} elements, got shape {tuple(bias.shape)}")
-    if k_h < 1 or k_w < 1:
-        raise ValueError(f"weight must have a kernel of at least 1x1, got shape {tuple(weight.shape)}")
-    extent_h, extent_w = dilation[0] * (k_h - 1) + 1, dilation[1] * (k_w - 1) + 1
-    if extent_h > h or extent_w > w:
-        raise ValueError(
-            f"kernel {k_h}x{k_w} with dilation {dilation} spans {extent_h}x{extent_w}, "
-            f"larger than the padded input {h}x{w}"
-        )
-    h_out = conv2d_output_size(h, k_h, stride[0], dilation[0])
-    w_out = conv2d_output_size(w, k_w, stride[1], dilation[1])
     _check_output_size((batch, c_out, h_out, w_out))
 
     if batch == 0 or c_out == 0:
@@ -240,42 +258,20 @@ def _conv2d_backward_checks(
     variant: str,
     input_name: str,
     weight_name: str,
-) -> Tuple[Tuple[int, int], Tuple[int, int]]:
-    """Validates one convolution's shapes for a backward call; returns (stride, dilation)."""
+) -> Tuple[Tuple[int, int], Tuple[int, int], int]:
+    """Validates one convolution's shapes for a backward call; returns (stride, dilation, groups)."""
     _check_tensor(grad_out, "grad_out", ndim=4)
     for shape, name in ((input_shape, input_name), (weight_shape, weight_name)):
         if len(shape) != 4 or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
             raise TypeError(f"{name} must be 4 ints, got {tuple(shape)!r}")
-    stride = _pair(stride, "stride")
-    dilation = _pair(dilation, "dilation")
-    if not isinstance(groups, int) or isinstance(groups, bool):
-        raise TypeError(f"groups must be an int, got {groups!r}")
-    if groups < 1:
-        raise ValueError(f"groups must be positive, got {groups}")
     if variant not in _VARIANTS:
         raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
-    batch, c_in, h, w = input_shape
-    c_out, cin_per_group, k_h, k_w = weight_shape
-    if c_in != cin_per_group * groups:
-        raise ValueError(
-            f"{input_name} has {c_in} channels but {weight_name} {tuple(weight_shape)} with groups={groups} "
-            f"expects {cin_per_group * groups}"
-        )
-    if c_out % groups:
-        raise ValueError(f"{weight_name} has {c_out} output channels, not divisible by groups={groups}")
-    if k_h < 1 or k_w < 1:
-        raise ValueError(f"{weight_name} must have a kernel of at least 1x1, got {tuple(weight_shape)}")
-    extent_h, extent_w = dilation[0] * (k_h - 1) + 1, dilation[1] * (k_w - 1) + 1
-    if extent_h > h or extent_w > w:
-        raise ValueError(
-            f"kernel {k_h}x{k_w} with dilation {dilation} spans {extent_h}x{extent_w}, "
-            f"larger than the padded input {h}x{w}"
-        )
-    expected = (batch, c_out, conv2d_output_size(h, k_h, stride[0], dilation[0]),
-                conv2d_output_size(w, k_w, stride[1], dilation[1]))
+    stride, dilation, groups, expected = _conv_geometry(
+        input_shape, weight_shape, stride, dilation, groups, input_name, weight_name
+    )
     if tuple(grad_out.shape) != expected:
         raise ValueError(f"grad_out must be {expected} (B, C_out, H_out, W_out), got {tuple(grad_out.shape)}")
-    return stride, dilation
+    return stride, dilation, groups
 
 
 def ocl_conv2d_backward_input(
@@ -293,7 +289,7 @@ def ocl_conv2d_backward_input(
     or lets the channel counts decide ('auto')."""
     _check_tensor(weight, "weight", ndim=4)
     input_shape = tuple(input_shape)
-    stride, dilation = _conv2d_backward_checks(
+    stride, dilation, groups = _conv2d_backward_checks(
         input_shape, tuple(weight.shape), grad_out, stride, dilation, groups, variant, "input_shape", "weight"
     )
     grad_input = torch.zeros(input_shape)
@@ -320,7 +316,7 @@ def ocl_conv2d_backward_weight(
     (B, C_out, H_out, W_out). variant as in ocl_conv2d_backward_input."""
     _check_tensor(x, "x", ndim=4)
     weight_shape = tuple(weight_shape)
-    stride, dilation = _conv2d_backward_checks(
+    stride, dilation, groups = _conv2d_backward_checks(
         tuple(x.shape), weight_shape, grad_out, stride, dilation, groups, variant, "x", "weight_shape"
     )
     grad_weight = torch.zeros(weight_shape)

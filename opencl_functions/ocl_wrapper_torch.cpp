@@ -77,49 +77,7 @@ void matmul(const py::buffer& a_buf, const py::buffer& b_buf, const py::buffer& 
   run_op([&] { oclf::matmul(args); });
 }
 
-void conv2d(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& bias_obj, const py::buffer& y_buf,
-            int stride_h, int stride_w, int dilation_h, int dilation_w, int groups) {
-  FloatView x = float_view(x_buf, "x", 4, false);
-  FloatView w = float_view(w_buf, "weight", 4, false);
-  FloatView y = float_view(y_buf, "out", 4, true);
-  const float* bias = nullptr;
-  if (!bias_obj.is_none()) {
-    FloatView b = float_view(bias_obj.cast<py::buffer>(), "bias", 1, false);
-    if (b.shape[0] != w.shape[0]) throw py::value_error("bias must have C_out elements");
-    bias = b.data;
-  }
-  oclf::Conv2dArgs p{};
-  p.x = x.data;
-  p.weight = w.data;
-  p.bias = bias;
-  p.y = y.data;
-  p.batch = int(x.shape[0]);
-  p.c_in = int(x.shape[1]);
-  p.h = int(x.shape[2]);
-  p.w = int(x.shape[3]);
-  p.c_out = int(w.shape[0]);
-  p.k_h = int(w.shape[2]);
-  p.k_w = int(w.shape[3]);
-  p.stride_h = stride_h;
-  p.stride_w = stride_w;
-  p.dilation_h = dilation_h;
-  p.dilation_w = dilation_w;
-  p.groups = groups;
-  if (groups < 1 || stride_h < 1 || stride_w < 1 || dilation_h < 1 || dilation_w < 1)
-    throw py::value_error("stride, dilation and groups must be positive");
-  if (p.c_out % groups || p.c_in != w.shape[1] * groups)
-    throw py::value_error("channels do not match groups");
-  if (x.size == 0 || w.size == 0 || y.size == 0) throw py::value_error("conv2d sizes must be positive");
-  p.h_out = (p.h - dilation_h * (p.k_h - 1) - 1) / stride_h + 1;
-  p.w_out = (p.w - dilation_w * (p.k_w - 1) - 1) / stride_w + 1;
-  if (p.h - dilation_h * (p.k_h - 1) - 1 < 0 || p.w - dilation_w * (p.k_w - 1) - 1 < 0)
-    throw py::value_error("kernel is larger than the padded input");
-  if (y.shape[0] != p.batch || y.shape[1] != p.c_out || y.shape[2] != p.h_out || y.shape[3] != p.w_out)
-    throw py::value_error("out must be (B, C_out, H_out, W_out)");
-  run_op([&] { oclf::conv2d(p); });
-}
-
-// Checked Conv2dArgs from buffers (the checks of conv2d above), for the bindings below.
+// Conv2dArgs from buffers, after checking that they describe one valid convolution.
 oclf::Conv2dArgs checked_conv2d_args(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& bias_obj,
                                const py::buffer& y_buf, int stride_h, int stride_w, int dilation_h, int dilation_w,
                                int groups) {
@@ -158,6 +116,13 @@ oclf::Conv2dArgs checked_conv2d_args(const py::buffer& x_buf, const py::buffer& 
   if (y.shape[0] != p.batch || y.shape[1] != p.c_out || y.shape[2] != p.h_out || y.shape[3] != p.w_out)
     throw py::value_error("out must be (B, C_out, H_out, W_out)");
   return p;
+}
+
+void conv2d(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& bias_obj, const py::buffer& y_buf,
+            int stride_h, int stride_w, int dilation_h, int dilation_w, int groups) {
+  oclf::Conv2dArgs p = checked_conv2d_args(x_buf, w_buf, bias_obj, y_buf, stride_h, stride_w, dilation_h, dilation_w,
+                                           groups);
+  run_op([&] { oclf::conv2d(p); });
 }
 
 py::dict device_info() {
