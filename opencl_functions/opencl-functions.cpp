@@ -48,8 +48,8 @@ void matmul(const MatmulArgs& p) {
 // Kernel choice (OCLF_CONV_KERNEL=tiled|cpu|gpu|depthwise forces one where it applies):
 //   depthwise convs (one input and one output channel per group): conv2d_depthwise;
 //   CPU devices: conv2d_cpu (v2) on weights packed by conv2d_pack_weights;
-//   other devices: conv2d_gpu (v3), with split-K when the output alone gives too few
-//   work-groups. Tile sizes of v3 come from OCLF_GPU_TILE="TM,TN,WM,WN,TK" if set.
+//   other devices: conv2d_gpu (v4), with split-K when the output alone gives too few
+//   work-groups. Tile sizes of v4 come from OCLF_GPU_TILE="TM,TN,WM,WN,TK" if set.
 static std::string forced_kernel() {
   const char* env = std::getenv("OCLF_CONV_KERNEL");
   return env ? env : "";
@@ -59,26 +59,47 @@ struct GpuTile {
   int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
 };
 
-// 64×64 tiles with 4×4 outputs per work-item had the best geometric mean over ResNet-50's
-// convs on the H100 (grading.tune) among 32×64, 64×64, 64×128, 128×64 and 128×128.
-static GpuTile gpu_tile() {
+// The v4 kernel needs WM, WN multiples of 4, and its loads must split evenly over the
+// work-items: TM·TK/4 and TK·TN/4 multiples of the work-group size, which TN/4 divides.
+static bool valid_tile(const GpuTile& t) {
+  if (t.tm <= 0 || t.tn <= 0 || t.wm <= 0 || t.wn <= 0 || t.tk <= 0) return false;
+  if (t.wm % 4 || t.wn % 4 || t.tm % t.wm || t.tn % t.wn || t.tk % 4) return false;
+  const int threads = (t.tm / t.wm) * (t.tn / t.wn);
+  return threads <= 1024 && (t.tm * t.tk / 4) % threads == 0 && (t.tk * t.tn / 4) % threads == 0 &&
+         threads % (t.tn / 4) == 0 && threads % t.tn == 0 && threads % t.tk == 0;
+}
+
+// Tile per layer shape, from OCLF_GPU_TILE="TM,TN,WM,WN,TK" if set.
+static GpuTile gpu_tile(int cout_g, size_t pixels) {
   GpuTile t;
   if (const char* env = std::getenv("OCLF_GPU_TILE")) {
-    if (std::sscanf(env, "%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.wm, &t.wn, &t.tk) != 5)
-      throw ocl::Error(std::string("OCLF_GPU_TILE must be TM,TN,WM,WN,TK, got ") + env, CL_INVALID_VALUE);
+    if (std::sscanf(env, "%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.wm, &t.wn, &t.tk) != 5 || !valid_tile(t))
+      throw ocl::Error(std::string("OCLF_GPU_TILE must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and "
+                                   "loads that split evenly over the work-group, got ") + env,
+                       CL_INVALID_VALUE);
     return t;
   }
+  (void)cout_g;
+  (void)pixels;
   return t;
 }
 
 static void conv2d_gpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
-  const size_t pixels = size_t(p.batch) * p.h_out * p.w_out;
-  const GpuTile t = gpu_tile();
-  const std::string options = "-cl-mad-enable -DTM=" + std::to_string(t.tm) + " -DTN=" + std::to_string(t.tn) +
-                              " -DWM=" + std::to_string(t.wm) + " -DWN=" + std::to_string(t.wn) +
-                              " -DTK=" + std::to_string(t.tk);
+  const int hw_out = p.h_out * p.w_out;
+  const size_t pixels = size_t(p.batch) * hw_out;
+  const GpuTile t = gpu_tile(cout_g, pixels);
+  std::string options = "-cl-mad-enable -DTM=" + std::to_string(t.tm) + " -DTN=" + std::to_string(t.tn) +
+                        " -DWM=" + std::to_string(t.wm) + " -DWN=" + std::to_string(t.wn) +
+                        " -DTK=" + std::to_string(t.tk);
+  std::string conv_options = options;
+  if (p.k_h <= 7 && p.k_w <= 7) conv_options += " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w);
+  if (k_dim % 4 == 0) conv_options += " -DVEC_W";
+  if (hw_out % 4 == 0) conv_options += " -DVEC_OUT";
+  if (hw_out % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.h == p.h_out &&
+      p.w == p.w_out)
+    conv_options += " -DPOINTWISE";
   // Split K when the output tiles alone would not fill the device twice over.
   const size_t tiles = round_up(cout_g, t.tm) / t.tm * (round_up(pixels, t.tn) / t.tn) * p.groups;
   const size_t wanted = 2 * size_t(rt.info().compute_units);
@@ -93,7 +114,7 @@ static void conv2d_gpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
   if (splits > 1) parts = ocl::Buffer(splits * y_len * sizeof(float), CL_MEM_READ_WRITE);
   const cl_mem out = splits > 1 ? parts.get() : y;
   const int has_bias = bias != nullptr && splits == 1;
-  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_gpu", options);
+  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_gpu", conv_options);
   ocl::set_args(kernel, x, w, bias, out, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
                 p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out, splits, k_chunk);
   const size_t global[3] = {round_up(pixels, t.tn) / t.wn, round_up(cout_g, t.tm) / t.wm,
