@@ -60,8 +60,9 @@ struct GpuTile {
   int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
 };
 
-// The v4 kernel needs WM, WN multiples of 4, and its loads must split evenly over the
-// work-items: TM·TK/4 and TK·TN/4 multiples of the work-group size, which TN/4 divides.
+// The v4 kernel needs WM, WN and TK multiples of 4, and its loads must split evenly over
+// the work-items: TM·TK/4 and TK·TN/4 multiples of the work-group size, which TN and TK
+// divide.
 static bool valid_tile(const GpuTile& t) {
   if (t.tm <= 0 || t.tn <= 0 || t.wm <= 0 || t.wn <= 0 || t.tk <= 0) return false;
   if (t.wm % 4 || t.wn % 4 || t.tm % t.wm || t.tn % t.wn || t.tk % 4) return false;
@@ -127,7 +128,8 @@ static void conv2d_gpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
   const size_t tiles = round_up(cout_g, t.tm) / t.tm * (round_up(pixels, t.tn) / t.tn) * p.groups;
   const size_t wanted = size_t(split_target()) * rt.info().compute_units;
   int splits = 1;
-  if (tiles < rt.info().compute_units) splits = int(std::min<size_t>({(wanted + tiles - 1) / tiles, size_t(k_dim / (4 * t.tk)), 16}));
+  if (tiles < rt.info().compute_units)
+    splits = int(std::min<size_t>({(wanted + tiles - 1) / tiles, size_t(k_dim / (4 * t.tk)), 16}));
   splits = std::max(splits, 1);
   const int k_chunk = int(round_up((k_dim + splits - 1) / splits, t.tk));
   splits = (k_dim + k_chunk - 1) / k_chunk;
