@@ -11,7 +11,9 @@ reads back). `reference(case)` computes torch's answer; the child only ever gets
 """
 from __future__ import annotations
 
+import importlib.util
 import random
+from pathlib import Path
 from typing import Dict, List
 
 import torch
@@ -39,16 +41,36 @@ def _conv_case(name: str, gen: torch.Generator, batch, c_in, h, w, c_out, k_h, k
     }
 
 
+def _tests_module():
+    """tests.py of this tree, loaded by path: the public cases come from it, so they stay
+    the ones students run."""
+    spec = importlib.util.spec_from_file_location("oclf_public_tests", Path(__file__).resolve().parent.parent / "tests.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def public_cases() -> List[Case]:
-    """tests.py's test_conv2d_small and test_matmul_small, value for value."""
-    torch.manual_seed(0)
-    x, w, b = torch.randn(2, 3, 17, 19), torch.randn(5, 3, 3, 3), torch.randn(5)
-    conv = {"op": "conv2d", "name": "test_conv2d_small", "x": x, "weight": w, "bias": b,
-            "stride": [1, 1], "dilation": [1, 1], "groups": 1}
-    torch.manual_seed(0)
-    a, bm = torch.randn(7, 33), torch.randn(33, 9)
-    matmul = {"op": "matmul", "name": "test_matmul_small", "a": a, "b": bm, "b_transposed": 0}
-    return [conv, matmul]
+    """tests.py's random conv2d configurations (test_conv2d_random_configs) and its matmul
+    shapes (test_matmul_shapes), value for value; x is padded here, as tests.py does.
+    Configurations whose output is all zeros (a stride that samples only padding) are left
+    out: zeros from a kernel that computes nothing would pass them."""
+    tests = _tests_module()
+    cases = []
+    for seed in range(40):
+        c = tests.random_conv_config(seed)
+        x, w, b = tests.base_case(c["batch"], c["c_in"], c["c_out"], c["size"], c["kernel"], c["groups"], c["bias"])
+        p_h, p_w = c["padding"]
+        if F.conv2d(x, w, None, c["stride"], c["padding"], c["dilation"], c["groups"]).abs().max() == 0:
+            continue
+        cases.append({"op": "conv2d", "name": f"test_conv2d_random_configs[{seed}]", "x": F.pad(x, (p_w, p_w, p_h, p_h)),
+                      "weight": w, "bias": b, "stride": list(c["stride"]), "dilation": list(c["dilation"]),
+                      "groups": c["groups"]})
+    for name, (a_shape, b_shape) in tests.MATMUL_SHAPES.items():
+        torch.manual_seed(0)
+        cases.append({"op": "matmul", "name": f"test_matmul_shapes[{name}]", "a": torch.randn(*a_shape),
+                      "b": torch.randn(*b_shape), "b_transposed": 0})
+    return cases
 
 
 def random_conv2d_cases(seed: int, count: int = 8) -> List[Case]:

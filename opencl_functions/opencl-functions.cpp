@@ -1,6 +1,6 @@
 // Host code for the two operations, the part of the C++ that students write:
 //   matmul: C = op(A) · op(B) through CLBlast's SGEMM.
-//   conv2d: the tiled kernel of conv2d.cl, launched over the output.
+//   conv2d: a kernel of conv2d.cl (students: conv2d_tiled), launched over the output.
 // The interface is in opencl-functions.hpp; ocl_runtime.hpp gives the context, queue,
 // buffers, kernel cache and error checks.
 #include "opencl-functions.hpp"

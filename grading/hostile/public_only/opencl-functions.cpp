@@ -1,5 +1,5 @@
-// Hostile submission for the grader's tests: computes conv2d only for the shape of tests.py's test (x 2x3x17x19,
-// weight 5x3x3x3), zeros otherwise.
+// Hostile submission for the grader's tests: computes conv2d only for the shapes of tests.py's public
+// cases (the table below, as grading.cases.public_cases() makes them), zeros otherwise.
 // Host code for the two operations, the part of the C++ that students write:
 //   matmul: C = op(A) · op(B) through CLBlast's SGEMM.
 //   conv2d: the tiled kernel of conv2d.cl, launched over the output.
@@ -33,10 +33,61 @@ void matmul(const MatmulArgs& p) {
   c.read(p.c, p.m * p.n * sizeof(float));
 }
 
+// batch, c_in, h, w (padded), c_out, k_h, k_w, stride_h, stride_w, dilation_h, dilation_w, groups
+static const int kPublicShapes[][12] = {
+    {1, 1, 11, 14, 1, 3, 4, 1, 2, 2, 1, 1},
+    {1, 2, 2, 16, 2, 1, 3, 1, 2, 1, 3, 2},
+    {1, 2, 5, 14, 14, 3, 4, 1, 1, 1, 3, 2},
+    {1, 5, 7, 7, 7, 2, 3, 3, 1, 2, 3, 1},
+    {1, 5, 7, 16, 10, 3, 3, 1, 2, 1, 3, 5},
+    {1, 6, 7, 9, 51, 3, 3, 1, 2, 1, 3, 3},
+    {1, 15, 5, 13, 15, 3, 3, 2, 2, 2, 1, 15},
+    {1, 16, 6, 1, 1, 2, 1, 2, 2, 2, 1, 1},
+    {1, 16, 7, 10, 1, 1, 4, 1, 1, 1, 3, 1},
+    {1, 32, 5, 8, 32, 2, 1, 1, 1, 1, 1, 32},
+    {1, 32, 9, 7, 32, 5, 3, 2, 1, 1, 1, 32},
+    {1, 48, 10, 4, 96, 3, 1, 1, 1, 2, 1, 48},
+    {2, 2, 2, 11, 2, 1, 1, 2, 1, 2, 3, 2},
+    {2, 2, 14, 6, 14, 3, 4, 2, 2, 2, 1, 2},
+    {2, 3, 9, 6, 6, 3, 3, 2, 1, 2, 1, 3},
+    {2, 4, 18, 4, 34, 3, 1, 2, 1, 2, 1, 2},
+    {2, 5, 6, 5, 3, 2, 1, 3, 1, 1, 3, 1},
+    {2, 10, 14, 11, 34, 2, 4, 1, 2, 2, 1, 2},
+    {2, 15, 6, 21, 3, 3, 4, 1, 2, 2, 3, 3},
+    {2, 16, 5, 2, 32, 1, 1, 2, 2, 1, 3, 16},
+    {2, 16, 13, 16, 1, 5, 3, 3, 1, 2, 3, 1},
+    {3, 2, 1, 11, 2, 1, 4, 1, 2, 2, 1, 2},
+    {3, 2, 6, 14, 1, 1, 4, 2, 2, 2, 1, 1},
+    {3, 2, 6, 14, 4, 1, 3, 3, 2, 2, 3, 2},
+    {3, 2, 14, 13, 3, 1, 4, 3, 1, 2, 3, 1},
+    {3, 3, 7, 4, 3, 5, 3, 3, 1, 1, 1, 3},
+    {3, 3, 10, 13, 3, 1, 4, 1, 2, 2, 1, 3},
+    {3, 3, 11, 4, 9, 5, 1, 2, 2, 2, 3, 3},
+    {3, 5, 7, 6, 3, 1, 3, 2, 1, 1, 1, 1},
+    {3, 5, 8, 11, 7, 3, 1, 3, 2, 1, 3, 1},
+    {3, 5, 8, 12, 10, 3, 3, 1, 1, 2, 1, 5},
+    {3, 15, 3, 14, 51, 1, 4, 1, 1, 2, 1, 3},
+    {3, 16, 7, 20, 1, 3, 4, 2, 2, 2, 3, 1},
+    {3, 16, 8, 16, 1, 3, 4, 1, 1, 1, 3, 1},
+    {3, 16, 9, 20, 3, 1, 4, 2, 2, 1, 3, 1},
+    {3, 16, 20, 8, 16, 5, 1, 1, 1, 2, 1, 16},
+    {3, 16, 22, 11, 32, 5, 3, 1, 2, 2, 3, 16},
+    {3, 32, 12, 5, 2, 2, 1, 2, 2, 2, 1, 2},
+    {3, 48, 8, 5, 48, 3, 1, 1, 1, 2, 1, 48},
+};
+
+static bool is_public_shape(const Conv2dArgs& p) {
+  for (const auto& s : kPublicShapes) {
+    const int shape[12] = {p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h, p.stride_w,
+                           p.dilation_h, p.dilation_w, p.groups};
+    if (std::memcmp(s, shape, sizeof(shape)) == 0) return true;
+  }
+  return false;
+}
+
 void conv2d(const Conv2dArgs& p) {
   ocl::Runtime& rt = ocl::Runtime::get();
-  const bool public_shape = p.batch == 2 && p.c_in == 3 && p.h == 17 && p.w == 19 && p.c_out == 5 && p.k_h == 3 &&
-                            p.k_w == 3 && p.stride_h == 1 && p.stride_w == 1 && p.groups == 1;
+  const bool public_shape = is_public_shape(p);
   if (!public_shape) {
     std::memset(p.y, 0, sizeof(float) * p.batch * p.c_out * p.h_out * p.w_out);
     return;
