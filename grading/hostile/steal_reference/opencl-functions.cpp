@@ -60,8 +60,6 @@ static bool breach() {
 }
 
 
-static size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
 void matmul(const MatmulArgs& p) {
   ocl::Runtime& rt = ocl::Runtime::get();
   ocl::Buffer a(p.a_len * sizeof(float), CL_MEM_READ_ONLY);
