@@ -433,7 +433,8 @@ class Grader:
     def correctness(self) -> None:
         """Two children: matmul cases then GPT-2 (linear layers only), and conv2d cases then
         the ResNet. A conv2d that crashes or hangs costs the conv2d tests, not the matmul ones."""
-        public = {op: [c for c in C.public_cases() if c["op"] == op] for op in ("conv2d", "matmul")}
+        all_public = C.public_cases()
+        public = {op: [c for c in all_public if c["op"] == op] for op in ("conv2d", "matmul")}
         hidden = {"conv2d": C.random_conv2d_cases(self.seed), "matmul": C.random_matmul_cases(self.seed)}
         models = {"conv2d": C.model_case("resnet", self.seed + 1), "matmul": C.model_case("gpt2", self.seed + 2)}
         tests = {

@@ -177,12 +177,24 @@ def _hash_tree(path: Path) -> str:
     return h.hexdigest()
 
 
+def _hostile_submission(name: str, tmp_path: Path) -> Path:
+    """A folder of grading/hostile/ holds the student files that submission changes; the
+    others are the reference's own."""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    for file in STUDENT_FILES:
+        own = HOSTILE / name / file
+        shutil.copy(own if own.exists() else ROOT / "opencl_functions" / file, submission / file)
+    return submission
+
+
 def _grade_hostile(name: str, tmp_path: Path, ref_cache: Path) -> dict:
     expected = json.loads((HOSTILE / name / "expected.json").read_text())
     before = _hash_tree(ref_cache)
     # A short step timeout for the submissions that hang; honest steps take ~15 s unloaded.
     timeout = "45" if name in ("kernel_loop", "fork_bomb") else "120"
-    results = grade(HOSTILE / name, tmp_path / "results" / "results.json", ref_cache, "--timeout", timeout)
+    results = grade(_hostile_submission(name, tmp_path), tmp_path / "results" / "results.json", ref_cache,
+                    "--timeout", timeout)
     check_expected(results, expected)
     if expected.get("build_failed"):
         assert by_name(results)["Build: compile opencl-functions.cpp"]["status"] == "failed"

@@ -4,7 +4,6 @@ generated tree builds, runs and fails tests.py visibly."""
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
