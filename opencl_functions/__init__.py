@@ -143,6 +143,7 @@ def ocl_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _check_tensor(b, "b", ndim=2)
     if a.shape[-1] != b.shape[0]:
         raise ValueError(f"a (..., M, K) and b (K, N) disagree on K: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    b_param = b  # before detach(), to find the parameter it views
     a, b = a.detach(), b.detach()
     k, n = b.shape
     out_shape = (*a.shape[:-1], n)
@@ -155,9 +156,20 @@ def ocl_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.zeros(out_shape)
     a_flat, lda, a_trans = _gemm_operand(a2)
     b_flat, ldb, b_trans = _gemm_operand(b)
+    b_handle = resident_handle(_parameter_behind(b_param, b_flat))
     out = _new_output(m, n)
-    _core.matmul(a_flat.numpy(), b_flat.numpy(), out.numpy(), m, n, k, lda, ldb, a_trans, b_trans)
+    _core.matmul(a_flat.numpy(), b_flat.numpy(), out.numpy(), m, n, k, lda, ldb, a_trans, b_trans, b_handle)
     return out.reshape(out_shape)
+
+
+def _parameter_behind(t: torch.Tensor, flat: torch.Tensor) -> Optional[torch.nn.Parameter]:
+    """The nn.Parameter whose whole storage span is `flat` (t itself, or t viewing it as
+    weight.t() does), so its resident copy can stand for `flat`; else None."""
+    base = t if isinstance(t, torch.nn.Parameter) else t._base
+    if (isinstance(base, torch.nn.Parameter) and base.is_contiguous() and base.data_ptr() == flat.data_ptr()
+            and base.numel() == flat.numel()):
+        return base
+    return None
 
 
 def conv2d_output_size(size: int, kernel: int, stride: int, dilation: int) -> int:

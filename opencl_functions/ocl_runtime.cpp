@@ -274,6 +274,8 @@ Runtime::Runtime() {
   info_.compute_units = device_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
   // Freed buffers are kept for reuse up to an eighth of device memory (at most 1 GiB).
   pool_limit_ = std::min<size_t>(info_.global_mem_size / 8, size_t(1) << 30);
+  const char* zero_copy = std::getenv("OCLF_ZERO_COPY");
+  zero_copy_ = info_.type == "CPU" && !(zero_copy && std::string(zero_copy) == "0");
 
   cl_int status = CL_SUCCESS;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(platform_), 0};
@@ -531,20 +533,52 @@ cl_mem Runtime::keep_derived(cl_mem resident, const std::string& tag, size_t byt
 Buffer::Buffer(size_t bytes, cl_mem_flags flags)
     : mem_(Runtime::get().acquire(bytes, flags)), bytes_(bytes), flags_(flags) {}
 
-Buffer::~Buffer() {
-  if (mem_) Runtime::get().release(mem_, bytes_, flags_);
+// Wraps host bytes on zero-copy devices, else a pooled buffer (filled when copy_in).
+Buffer Buffer::over_host(void* host, size_t bytes, cl_mem_flags flags, bool copy_in) {
+  Runtime& rt = Runtime::get();
+  if (!rt.zero_copy() || bytes == 0) {
+    Buffer buffer(bytes, flags);
+    if (copy_in) buffer.write(host, bytes);
+    return buffer;
+  }
+  cl_int status = CL_SUCCESS;
+  cl_mem mem = clCreateBuffer(rt.context(), flags | CL_MEM_USE_HOST_PTR, bytes, host, &status);
+  CL_CHECK(status);
+  return Buffer(mem, bytes, flags, host);
 }
 
-Buffer::Buffer(Buffer&& other) noexcept : mem_(other.mem_), bytes_(other.bytes_), flags_(other.flags_) {
+Buffer Buffer::input(const void* host, size_t bytes) {
+  return over_host(const_cast<void*>(host), bytes, CL_MEM_READ_ONLY, true);
+}
+
+Buffer Buffer::output(void* host, size_t bytes) { return over_host(host, bytes, CL_MEM_WRITE_ONLY, false); }
+
+Buffer::Buffer(cl_mem wrapped, size_t bytes, cl_mem_flags flags, void* host)
+    : mem_(wrapped), bytes_(bytes), flags_(flags), host_(host) {}
+
+void Buffer::free() {
+  if (!mem_) return;
+  if (host_)
+    clReleaseMemObject(mem_);
+  else
+    Runtime::get().release(mem_, bytes_, flags_);
+  mem_ = nullptr;
+}
+
+Buffer::~Buffer() { free(); }
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : mem_(other.mem_), bytes_(other.bytes_), flags_(other.flags_), host_(other.host_) {
   other.mem_ = nullptr;
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    if (mem_) Runtime::get().release(mem_, bytes_, flags_);
+    free();
     mem_ = other.mem_;
     bytes_ = other.bytes_;
     flags_ = other.flags_;
+    host_ = other.host_;
     other.mem_ = nullptr;
   }
   return *this;
@@ -557,7 +591,18 @@ void Buffer::write(const void* host, size_t bytes) {
 
 void Buffer::read(void* host, size_t bytes) const {
   if (bytes == 0) return;
-  CL_CHECK(clEnqueueReadBuffer(Runtime::get().queue(), mem_, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr));
+  cl_command_queue queue = Runtime::get().queue();
+  if (!host_) {
+    CL_CHECK(clEnqueueReadBuffer(queue, mem_, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr));
+    return;
+  }
+  // A wrapping buffer: mapping it makes the device's writes visible in the host bytes
+  // (usually in place; copied when the driver mapped elsewhere).
+  cl_int status = CL_SUCCESS;
+  void* mapped = clEnqueueMapBuffer(queue, mem_, CL_TRUE, CL_MAP_READ, 0, bytes, 0, nullptr, nullptr, &status);
+  CL_CHECK(status);
+  if (mapped != host) std::memcpy(host, mapped, bytes);
+  CL_CHECK(clEnqueueUnmapMemObject(queue, mem_, mapped, 0, nullptr, nullptr));
 }
 
 void Buffer::zero() {

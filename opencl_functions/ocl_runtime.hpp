@@ -69,6 +69,12 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(size_t bytes, cl_mem_flags flags);
+  // A buffer for host memory that a kernel reads (input) or writes (output). On devices
+  // that work in host memory (CPUs) it wraps the host bytes (CL_MEM_USE_HOST_PTR), so
+  // nothing is copied; elsewhere it is a pooled buffer, with input's bytes written to it.
+  // Read an output back with read(host, bytes): on a wrapping buffer that maps it.
+  static Buffer input(const void* host, size_t bytes);
+  static Buffer output(void* host, size_t bytes);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -84,9 +90,13 @@ class Buffer {
   void zero();
 
  private:
+  Buffer(cl_mem wrapped, size_t bytes, cl_mem_flags flags, void* host);
+  static Buffer over_host(void* host, size_t bytes, cl_mem_flags flags, bool copy_in);
+  void free();
   cl_mem mem_ = nullptr;
   size_t bytes_ = 0;
   cl_mem_flags flags_ = 0;
+  void* host_ = nullptr;  // the host bytes a wrapping buffer uses, else nullptr
 };
 
 // The device's description, as device_info() returns it.
@@ -114,6 +124,8 @@ class Runtime {
   cl_command_queue* queue_ptr() { return &queue_; }
   cl_device_id device() const { return device_; }
   const DeviceInfo& info() const { return info_; }
+  // Whether kernels work on host memory in place: CPU devices, unless OCLF_ZERO_COPY=0.
+  bool zero_copy() const { return zero_copy_; }
 
   // The kernel `name` from the .cl file `file` (a name inside the kernel folder), built
   // with `options`. Programs are cached by (path, modification time, size, options), so
@@ -170,6 +182,7 @@ class Runtime {
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
   DeviceInfo info_;
+  bool zero_copy_ = false;
   std::map<std::string, Program> programs_;
   std::vector<cl_event> events_;
   std::multimap<std::pair<size_t, cl_mem_flags>, cl_mem> pool_;

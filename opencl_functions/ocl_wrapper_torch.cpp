@@ -59,7 +59,7 @@ void run_op(F&& op) {
 }
 
 void matmul(const py::buffer& a_buf, const py::buffer& b_buf, const py::buffer& c_buf, size_t m, size_t n,
-            size_t k, size_t lda, size_t ldb, bool a_trans, bool b_trans) {
+            size_t k, size_t lda, size_t ldb, bool a_trans, bool b_trans, uint64_t b_handle) {
   FloatView a = float_view(a_buf, "a", 1, false);
   FloatView b = float_view(b_buf, "b", 1, false);
   FloatView c = float_view(c_buf, "out", 2, true);
@@ -74,7 +74,10 @@ void matmul(const py::buffer& a_buf, const py::buffer& b_buf, const py::buffer& 
   if (ldb < b_cols || (b_rows - 1) * ldb + b_cols > b.size)
     throw py::value_error("b is too small for its shape and leading dimension");
   oclf::MatmulArgs args{a.data, a.size, lda, a_trans, b.data, b.size, ldb, b_trans, c.data, m, n, k};
-  run_op([&] { oclf::matmul(args); });
+  run_op([&] {
+    if (b_handle) args.b_dev = ocl::Runtime::get().resident(b_handle);
+    oclf::matmul(args);
+  });
 }
 
 // Conv2dArgs from buffers, after checking that they describe one valid convolution.
@@ -243,9 +246,10 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<ocl::BuildError>(m, "KernelBuildError", opencl_error.ptr());
 
   m.def("matmul", &matmul, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("m"), py::arg("n"), py::arg("k"),
-        py::arg("lda"), py::arg("ldb"), py::arg("a_trans"), py::arg("b_trans"),
+        py::arg("lda"), py::arg("ldb"), py::arg("a_trans"), py::arg("b_trans"), py::arg("b_handle") = 0,
         "out (m, n) = op(a) · op(b) by CLBlast SGEMM. a and b are 1-D float32 spans holding row-major\n"
-        "matrices with leading dimensions lda and ldb; a_trans means a holds op(a) transposed.");
+        "matrices with leading dimensions lda and ldb; a_trans means a holds op(a) transposed.\n"
+        "b_handle, if not 0, is a resident copy of b's span (the host span must hold the same values).");
   m.def("conv2d", &conv2d, py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("out"), py::arg("stride_h"),
         py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("groups"),
         "out = conv2d(x, weight) + bias with conv2d.cl; x (B, C_in, H, W) is already padded.");

@@ -36,6 +36,9 @@ struct MatmulArgs {
   bool b_trans;
   float* c;
   size_t m, n, k;
+  // A device copy of B's b_len floats that stays between calls (a resident weight), or
+  // nullptr. The host pointer b is always valid.
+  cl_mem b_dev = nullptr;
 };
 
 // y = conv2d(x, weight) + bias, cross-correlation as in torch.nn.functional.conv2d with

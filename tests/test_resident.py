@@ -43,3 +43,33 @@ def test_plain_tensors_not_kept(ocl):
     start = ocl.resident_bytes()
     ocl.ocl_conv2d(torch.randn(1, 3, 5, 5), torch.randn(4, 3, 3, 3))
     assert ocl.resident_bytes() == start
+
+
+def test_linear_weight_resident_through_its_transpose(ocl):
+    """ocl_matmul(x, weight.t()) keeps the nn.Parameter behind the transposed view resident,
+    for one row (the GEMV path) and for many, and follows in-place changes."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(37, 21)
+    for rows in (1, 5):
+        x = torch.randn(rows, 37)
+        before = ocl.resident_bytes()
+        torch.testing.assert_close(ocl.ocl_matmul(x, lin.weight.t()), x @ lin.weight.detach().t(),
+                                   atol=1e-4, rtol=1e-4)
+        handle = ocl.resident_handle(lin.weight)
+        assert handle and ocl.resident_bytes() >= before
+        with torch.no_grad():
+            lin.weight.mul_(-2)
+        torch.testing.assert_close(ocl.ocl_matmul(x, lin.weight.t()), x @ lin.weight.detach().t(),
+                                   atol=1e-4, rtol=1e-4)
+        assert ocl.resident_handle(lin.weight) != handle
+
+
+def test_views_of_part_of_a_parameter_not_kept(ocl):
+    """A view of only some of a parameter (weight[:5].t()) is not its whole storage: it is
+    uploaded per call and computed right."""
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(9, 13))
+    x = torch.randn(3, 13)
+    start = ocl.resident_bytes()
+    torch.testing.assert_close(ocl.ocl_matmul(x, w[2:7].t()), x @ w.detach()[2:7].t(), atol=1e-4, rtol=1e-4)
+    assert ocl.resident_bytes() == start
