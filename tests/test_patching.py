@@ -244,6 +244,38 @@ def test_contexts_closed_out_of_order(ocl):
     assert patched_classes() == []
 
 
+def test_torch_threads_inside_and_restored(ocl):
+    """On a CPU OpenCL device torch runs on torch_threads threads inside the block (the
+    smallest any open context asks for), and its own setting comes back on exit, also
+    after an error; elsewhere, or with torch_threads=None, it is never touched."""
+    cpu = ocl.device_info()["type"] == "CPU"
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with opencl_layers(torch_threads=None):
+            assert torch.get_num_threads() == 2
+            with opencl_layers(torch_threads=3):
+                assert torch.get_num_threads() == (3 if cpu else 2)
+                with opencl_layers():
+                    assert torch.get_num_threads() == (1 if cpu else 2)
+                assert torch.get_num_threads() == (3 if cpu else 2)
+        assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError, match="inside"):
+            with opencl_layers():
+                raise RuntimeError("inside")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_torch_threads_must_be_positive_int(ocl, bad):
+    with pytest.raises(ValueError, match="torch_threads"):
+        with opencl_layers(torch_threads=bad):
+            pass
+    assert patched_classes() == []
+
+
 # ---------------------------------------------------------------------------------
 # Fallback for inputs OpenCL cannot take
 
