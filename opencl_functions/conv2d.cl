@@ -145,8 +145,8 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
                          const int C_out, const int K_h, const int K_w, const int stride_h,
                          const int stride_w, const int dilation_h, const int dilation_w,
                          const int groups, const int H_out, const int W_out) {
-  const int pb = get_global_id(0);
-  const int cb = get_global_id(1);
+  const int pb = get_global_id(1);
+  const int cb = get_global_id(0);
   const int b = get_global_id(2) / groups;
   const int g = get_global_id(2) - b * groups;
   const int cin_g = C_in / groups;
@@ -179,7 +179,7 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
         const floatv wv = VLOAD(COV)(0, wc);
         __global const float* xs = xr + kw * dilation_w;
 #pragma unroll
-        for (int j = 0; j < PX; ++j) acc[j] = mad(wv, (floatv)(xs[xoff[j]]), acc[j]);
+        for (int j = 0; j < PX; ++j) acc[j] = fma(wv, (floatv)(xs[xoff[j]]), acc[j]);
       }
     }
   }
@@ -236,7 +236,7 @@ __kernel void conv2d_depthwise(__global const float* restrict x, __global const 
   __global const float* ws = w + (size_t)c * K_h * K_w;
   float acc = has_bias ? bias[c] : 0.0f;
   for (int kh = 0; kh < K_h; ++kh)
-    for (int kw = 0; kw < K_w; ++kw) acc = mad(ws[kh * K_w + kw], xs[kh * dilation_h * W + kw * dilation_w], acc);
+    for (int kw = 0; kw < K_w; ++kw) acc = fma(ws[kh * K_w + kw], xs[kh * dilation_h * W + kw * dilation_w], acc);
   y[((size_t)bc * H_out + oh) * W_out + ow] = acc;
 }
 
@@ -274,7 +274,7 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
           for (int j = 0; j < COV; ++j) tmp[j] = xp[j * stride_w];
           v = VLOAD(COV)(0, tmp);
         }
-        acc = mad((floatv)(ws[kh * K_w + kw]), v, acc);
+        acc = fma((floatv)(ws[kh * K_w + kw]), v, acc);
       }
     }
     VSTORE(COV)(acc, 0, ys);
@@ -283,7 +283,7 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
       float acc = b0;
       for (int kh = 0; kh < K_h; ++kh)
         for (int kw = 0; kw < K_w; ++kw)
-          acc = mad(ws[kh * K_w + kw], xs[kh * dilation_h * W + j * stride_w + kw * dilation_w], acc);
+          acc = fma(ws[kh * K_w + kw], xs[kh * dilation_h * W + j * stride_w + kw * dilation_w], acc);
       ys[j] = acc;
     }
   }
