@@ -3,7 +3,7 @@ opencl_functions/clblast_params/<device slug>.json, which opencl_functions appli
 its first product (OCLF_CLBLAST_PARAMS=0 turns that off):
 
     python -m grading.clblast_tune [--out FILE] [--scale S] [--tuned DIR] [--force]
-    python -m grading.clblast_tune --compare [FILE]    # kernel times: CLBlast's defaults vs FILE
+    python -m grading.clblast_tune --compare [FILE]    # times: CLBlast's defaults vs FILE
 
 1. CLBlast's tuner binaries (Debian/Ubuntu: apt-get install clblast-utils), at the lowest
    priority, for the kernels behind ocl_matmul: the GEMM kernels (Xgemm, and XgemmDirect
@@ -14,11 +14,12 @@ its first product (OCLF_CLBLAST_PARAMS=0 turns that off):
    (GemmRoutine's XGEMM_MIN_INDIRECT_SIZE, direct when m·n·k < size³) that gives the least
    time over one GPT-2 forward's products. CLBlast's own clblast_tuner_routine_xgemm picks
    it from m=n=k cubes (64..2048) with the default kernels, which says little about ours.
-3. Kernel times of these products with CLBlast's defaults and with the new parameters,
+3. Wall times of these products (resident weights) with CLBlast's defaults and with the new parameters,
    interleaved; the file is written only when the new ones take less time in total
    (--force writes it anyway). It records the measurements beside the parameters.
 
-A run explores about 1400 configurations: ~15 min on 2 CPU cores with PoCL.
+A run explores about 1400 configurations, each tuner stopped at a time limit (20 min in all,
+--scale S times that); a stopped tuner keeps the results it has.
 """
 from __future__ import annotations
 
@@ -51,18 +52,21 @@ class Tuner:
     binary: str
     sizes: Dict[str, int]
     divisor: int  # explores 1/divisor of the configurations (CLBlast's -fraction divides)
+    limit_s: int  # stopped after this long; the results so far are read from its log
+    families: Tuple[str, ...]  # the kernel family of each of its phases, in order
 
 
 # Row-major products reach CLBlast as column-major ones with A and B swapped: the kernels'
-# m is our n and their n is our m. Xgemm needs sizes that are multiples of 128.
+# m is our n and their n is our m. Xgemm needs sizes that are multiples of 128. Some
+# configurations take minutes to compile on PoCL, hence the time limits.
 TUNERS = [
-    Tuner("clblast_tuner_xgemv", {"m": 1024, "n": 2048}, 1),
-    Tuner("clblast_tuner_copy_fast", {"m": 1024, "n": 1024}, 2),
-    Tuner("clblast_tuner_copy_pad", {"m": 1024, "n": 1024}, 2),
-    Tuner("clblast_tuner_transpose_fast", {"m": 1024, "n": 1024}, 2),
-    Tuner("clblast_tuner_transpose_pad", {"m": 1024, "n": 1024}, 2),
-    Tuner("clblast_tuner_xgemm_direct", {"m": 768, "n": 64, "k": 768}, 16),
-    Tuner("clblast_tuner_xgemm", {"m": 1024, "n": 128, "k": 768}, 256),
+    Tuner("clblast_tuner_xgemv", {"m": 1024, "n": 2048}, 1, 150, ("xgemv", "xgemv_fast", "xgemv_fast_rot")),
+    Tuner("clblast_tuner_copy_fast", {"m": 1024, "n": 1024}, 2, 60, ("copy",)),
+    Tuner("clblast_tuner_copy_pad", {"m": 1024, "n": 1024}, 2, 60, ("pad",)),
+    Tuner("clblast_tuner_transpose_fast", {"m": 1024, "n": 1024}, 2, 60, ("transpose",)),
+    Tuner("clblast_tuner_transpose_pad", {"m": 1024, "n": 1024}, 2, 60, ("padtranspose",)),
+    Tuner("clblast_tuner_xgemm_direct", {"m": 768, "n": 64, "k": 768}, 16, 360, ("xgemm_direct",) * 2),
+    Tuner("clblast_tuner_xgemm", {"m": 1024, "n": 128, "k": 768}, 256, 420, ("xgemm",) * 4),
 ]
 
 # The tuners' kernel families (file clblast_<family>_32.json, less any _<variant> number)
@@ -111,22 +115,57 @@ def tuner_command(t: Tuner, platform: int, device: int, scale: float) -> List[st
 
 
 def run_tuners(workdir: str, platform: int, device: int, scale: float) -> None:
-    """Runs every tuner at the lowest priority in workdir, where each writes its JSON files."""
+    """Runs every tuner at the lowest priority in workdir, where each writes its JSON files;
+    a tuner stopped at its time limit leaves its last phase's results in its log."""
     missing = [t.binary for t in TUNERS if shutil.which(t.binary) is None]
     if missing:
         sys.exit(MISSING.format(names=", ".join(missing)))
     for i, t in enumerate(TUNERS, 1):
         cmd = tuner_command(t, platform, device, scale)
         log = os.path.join(workdir, t.binary + ".log")
-        print(f"[{i}/{len(TUNERS)}] {' '.join(cmd)}", flush=True)
+        limit = t.limit_s * scale
+        print(f"[{i}/{len(TUNERS)}] {' '.join(cmd)}  (at most {limit:.0f} s)", flush=True)
         start = time.monotonic()
         with open(log, "w") as f:
-            done = subprocess.run(cmd, cwd=workdir, stdout=f, stderr=subprocess.STDOUT, preexec_fn=lambda: os.nice(19))
+            try:
+                done = subprocess.run(cmd, cwd=workdir, stdout=f, stderr=subprocess.STDOUT, timeout=limit,
+                                      preexec_fn=lambda: os.nice(19))
+            except subprocess.TimeoutExpired:
+                done = None
+        if done is None:
+            kept = results_from_log(log, t, workdir)
+            print(f"      stopped at the time limit; {kept} results of its last phase kept", flush=True)
+            continue
         if done.returncode != 0:
             with open(log) as f:
                 tail = f.read()[-2000:]
             sys.exit(f"{t.binary} failed (exit status {done.returncode}); the end of {log}:\n{tail}")
         print(f"      {time.monotonic() - start:.0f} s", flush=True)
+
+
+_ROW = re.compile(r"^\|\s*\d+ \|\s*\d+ \|([\d ]+)\|.*\|\s*([\d.]+) ms \|.*results match")
+
+
+def results_from_log(log: str, t: Tuner, workdir: str) -> int:
+    """Writes the results of the phase a stopped tuner was in, read from its log's table, as
+    a JSON file like the tuner's own; returns how many."""
+    with open(log, errors="replace") as f:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", f.read())
+    phases = text.split("* Parameters explored: ")[1:]
+    if not phases:
+        return 0
+    names, _, table = phases[-1].partition("\n")
+    names = names.split()
+    results = []
+    for line in table.splitlines():
+        match = _ROW.match(line)
+        if match and len(match.group(1).split()) == len(names):
+            values = [int(v) for v in match.group(1).split()]
+            results.append({"time": float(match.group(2)), "parameters": dict(zip(names, values))})
+    family = t.families[min(len(phases), len(t.families)) - 1]
+    with open(os.path.join(workdir, f"clblast_{family}_stopped_32.json"), "w") as f:
+        json.dump({"kernel_family": family, "results": results}, f)
+    return len(results)
 
 
 def best_parameters(workdir: str) -> Tuple[Dict[str, Dict[str, int]], Dict[str, float]]:
@@ -137,7 +176,7 @@ def best_parameters(workdir: str) -> Tuple[Dict[str, Dict[str, int]], Dict[str, 
     for path in sorted(glob.glob(os.path.join(workdir, "clblast_*_32.json"))):
         with open(path) as f:
             data = json.load(f)
-        family = re.sub(r"_\d+$", "", data.get("kernel_family", ""))
+        family = re.sub(r"_\d+$", "", data.get("kernel_family", ""))  # xgemm_11 -> xgemm
         kernel = FAMILY_KERNEL.get(family)
         if kernel is None:
             continue
@@ -157,17 +196,19 @@ def operands(p: Product) -> Tuple[torch.Tensor, torch.Tensor]:
     return a, torch.nn.Parameter(torch.randn(p.k, p.n, generator=gen), requires_grad=False)
 
 
-def kernel_ns(name: str, a: torch.Tensor, b: torch.Tensor, reps: int) -> float:
-    """The least kernel time of `reps` ocl_matmul(a, b) calls, after one untimed call that
-    is checked against torch."""
+def time_ns(name: str, a: torch.Tensor, b: torch.Tensor, reps: int) -> float:
+    """The least wall time of `reps` ocl_matmul(a, b) calls, after one untimed call that is
+    checked against torch. Wall time, not kernel time: CLBlast's event for an indirect GEMM
+    covers only its last kernel (the copy of C), not the pads, copies and Xgemm before it."""
     out, ref = opencl_functions.ocl_matmul(a, b), a @ b
     err = float((out - ref).abs().max() / (1 + ref.abs().max()))
     if not err < 1e-4:
         raise RuntimeError(f"{name}: ocl_matmul is wrong with these CLBlast parameters (error {err:.2e})")
     best = math.inf
     for _ in range(reps):
+        start = time.perf_counter_ns()
         opencl_functions.ocl_matmul(a, b)
-        best = min(best, opencl_functions.last_kernel_time_ns())
+        best = min(best, time.perf_counter_ns() - start)
     return best
 
 
@@ -182,7 +223,7 @@ def switch_over(ps: List[Product], reps: int) -> int:
     for mode, size in (("indirect", 0), ("direct", 1 << 20)):
         opencl_functions.set_clblast_parameters({"GemmRoutine": {"XGEMM_MIN_INDIRECT_SIZE": size}})
         for p in ps:
-            times[p.name, mode] = kernel_ns(p.name, *operands(p), reps)
+            times[p.name, mode] = time_ns(p.name, *operands(p), reps)
             print(f"      {p.name:<16} {mode:<8} {times[p.name, mode] / 1e6:9.3f} ms", flush=True)
     # Direct when m·n·k < size³: candidates just above each product's volume, and 0.
     candidates = [0] + sorted(math.ceil(round((p.m * p.n * p.k) ** (1 / 3), 6)) + 1 for p in ps)
@@ -194,7 +235,7 @@ def switch_over(ps: List[Product], reps: int) -> int:
 
 
 def compare(tuned: Dict[str, Dict[str, int]], defaults: Dict[str, Dict[str, int]], reps: int) -> Dict[str, Dict]:
-    """Kernel times of every product with CLBlast's defaults and with `tuned`, interleaved."""
+    """Times of every product with CLBlast's defaults and with `tuned`, interleaved."""
     rows = {}
     print(f"      {'product':<16} {'defaults ms':>12} {'tuned ms':>10} {'speedup':>8}")
     for p in products():
@@ -203,7 +244,7 @@ def compare(tuned: Dict[str, Dict[str, int]], defaults: Dict[str, Dict[str, int]
         for _ in range(reps):
             for label, params in (("defaults", defaults), ("tuned", tuned)):
                 opencl_functions.set_clblast_parameters(params)
-                best[label] = min(best[label], kernel_ns(p.name, a, b, 1))
+                best[label] = min(best[label], time_ns(p.name, a, b, 1))
         rows[p.name] = {"m": p.m, "k": p.k, "n": p.n, "count": p.count,
                         "defaults_ns": int(best["defaults"]), "tuned_ns": int(best["tuned"])}
         print(f"      {p.name:<16} {best['defaults'] / 1e6:12.3f} {best['tuned'] / 1e6:10.3f} "
@@ -251,7 +292,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.compare is not None:
         path = args.compare or default_path()
         tuned = dict(defaults, **opencl_functions.read_clblast_params(path))
-        print(f"Kernel times, CLBlast's defaults vs {path}:")
+        print(f"Wall times, CLBlast's defaults vs {path}:")
         print(json.dumps(summary(compare(tuned, defaults, args.reps))))
         return
 
@@ -271,7 +312,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     tuned["GemmRoutine"] = {"XGEMM_MIN_INDIRECT_SIZE": size}
     print(f"      XGEMM_MIN_INDIRECT_SIZE = {size} (CLBlast's: {defaults['GemmRoutine']})")
 
-    print("Kernel times, CLBlast's defaults vs tuned:", flush=True)
+    print("Wall times, CLBlast's defaults vs tuned:", flush=True)
     rows = compare(tuned, defaults, args.reps)
     result = summary(rows)
     print(json.dumps(result))
@@ -288,7 +329,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "tuners": {t.binary: " ".join(tuner_command(t, platform, device, args.scale)[1:]) for t in TUNERS},
         "tuner_best_ms": tuner_ms,
         "summary": result,
-        "kernel_ns": rows,
+        "wall_ns": rows,
         "kernels": dict(params, GemmRoutine=tuned["GemmRoutine"]),
     }
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
