@@ -74,6 +74,7 @@ def test_environment_picks_or_skips_the_file(ocl, tmp_path, monkeypatch):
     before = ocl.clblast_parameters(KERNELS)
     bad = write(tmp_path / "bad.json", {"Xgemm": {"KWG": 32}})
     monkeypatch.setattr(ocl, "_clblast_params_loaded", False)  # as in a fresh process
+    monkeypatch.setattr(ocl, "_clblast_params_path", None)
     monkeypatch.setenv("OCLF_CLBLAST_PARAMS", bad)
     assert ocl.clblast_params_file() == bad
     with pytest.raises(ValueError, match="bad.json.*'Xgemm'"):
