@@ -118,14 +118,15 @@ def test_tool_says_how_to_install_missing_tuners(tmp_path, monkeypatch):
 
 def test_tool_reads_a_stopped_tuners_log(tmp_path):
     ok, bad = "\x1b[32mresults match\x1b[0m", "\x1b[31mL2 error 1.00e+00\x1b[0m"
+    head = "|      64       1 |    512       1 |   OK    120 ms |"  # local, global, compile time
     log = tmp_path / "clblast_tuner_xgemv.log"
     log.write_text(
         "* Parameters explored: WGS1 WPT1 \n"
-        f"|    1 |    12 |   32    1 |      32       1 |    1024       1 |   OK   1356 ms |      4.02 ms |    2.1 | {ok} |\n"
+        f"|    1 |    12 |   32    1 {head}      4.02 ms |    2.1 | {ok} |\n"
         "* Parameters explored: WGS2 WPT2 VW2 \n"
-        f"|    1 |    30 |   64    2    2 |      64       1 |    512       1 |   OK    120 ms |      0.90 ms |    9.3 | {ok} |\n"
-        f"|    2 |    30 |  128    1    1 |     128       1 |   1024       1 |   OK    118 ms |      0.70 ms |   12.0 | {bad} |\n"
-        f"|    3 |    30 |   32    4    4 |      32       1 |    256       1 |   OK    131 ms |      0.80 ms |   10.5 | {ok} |\n"
+        f"|    1 |    30 |   64    2    2 {head}      0.90 ms |    9.3 | {ok} |\n"
+        f"|    2 |    30 |  128    1    1 {head}      0.70 ms |   12.0 | {bad} |\n"
+        f"|    3 |    30 |   32    4    4 {head}      0.80 ms |   10.5 | {ok} |\n"
         "|    4 |    30 |   16    8    8 |      16       1 |    128       1 |   OK 9000 ms |")
     tuner = next(t for t in clblast_tune.TUNERS if t.binary == "clblast_tuner_xgemv")
     assert clblast_tune.results_from_log(str(log), tuner, str(tmp_path)) == 2
