@@ -4,7 +4,8 @@ PY      := .venv/bin/python
 SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp)
 BUILT   := build/.core-built
 
-.PHONY: help setup build run test test-slow info sanity resnet gpt bird bird-model networks bench handout autograder clean
+.PHONY: help setup build run test test-slow info sanity resnet gpt bird bird-model networks bench clblast-tune handout \
+        autograder clean
 
 help:
 	@echo "make run         set up, build, run the student checks (tests.py)"
@@ -15,6 +16,7 @@ help:
 	@echo "make bird-model  retrain the shipped bird-song ResNet (extras/train_audio.py)"
 	@echo "make networks    forward+backward check of 20 torchvision networks (extras/validate_networks.py)"
 	@echo "make bench       conv2d and matmul benchmark (grading.bench)"
+	@echo "make clblast-tune  staff: tune CLBlast for the device (needs clblast-utils; ARGS=\"--scale 2\")"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 	@echo "make clean       remove build outputs (keeps .venv)"
 	@echo "Pick a device with OCL_DEVICE=P:D or part of its name (see make info)."
@@ -41,6 +43,10 @@ test-slow: build
 
 bench: build
 	$(PY) -m grading.bench --out out/bench
+
+# Runs CLBlast's tuners at the lowest priority; writes opencl_functions/clblast_params/<device>.json.
+clblast-tune: build
+	nice -n 19 $(PY) -m grading.clblast_tune $(ARGS)
 
 info: build
 	$(PY) -m utils.info

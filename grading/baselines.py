@@ -87,5 +87,6 @@ def tiled_v1_conv2d(
 def clblast_convgemm(x: torch.Tensor, weight: torch.Tensor, stride=(1, 1), dilation=(1, 1)) -> Tuple[torch.Tensor, int]:
     """conv2d by CLBlast's Convgemm (groups=1, no bias): (out, kernel time in ns)."""
     x, weight, _, out, stride, dilation = _prepare(x, weight, None, stride, dilation, 1)
+    opencl_functions.load_clblast_params()
     _core.convgemm(x.numpy(), weight.numpy(), out.numpy(), *stride, *dilation)
     return out, opencl_functions.last_kernel_time_ns()

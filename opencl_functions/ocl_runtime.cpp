@@ -2,6 +2,7 @@
 // program cache, buffer pool, profiling and CL_* error names. See ocl_runtime.hpp.
 #include "ocl_runtime.hpp"
 
+#include <clblast.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 namespace ocl {
 
@@ -135,6 +138,44 @@ void check(cl_int status, const char* call, const char* file, int line) {
 
 void check_clblast(int status, const char* call, const char* file, int line) {
   if (status != 0) throw Error(describe(clblast_status_name(status), status, call, file, line), status);
+}
+
+// ---------------------------------------------------------------------------------
+// CLBlast's tuning parameters
+
+KernelParameters clblast_parameters(const std::string& kernel) {
+  std::unordered_map<std::string, size_t> found;
+  const auto status =
+      clblast::RetrieveParameters(Runtime::get().device(), kernel, clblast::Precision::kSingle, found);
+  if (status != clblast::StatusCode::kSuccess || found.empty())
+    throw std::invalid_argument("CLBlast has no kernel '" + kernel + "' (" +
+                                clblast_status_name(static_cast<int>(status)) + ")");
+  return KernelParameters(found.begin(), found.end());
+}
+
+static std::string joined(const KernelParameters& params) {
+  std::string out;
+  for (const auto& p : params) out += (out.empty() ? "" : ", ") + p.first;
+  return out;
+}
+
+void clblast_override(const std::map<std::string, KernelParameters>& params) {
+  for (const auto& [kernel, given] : params) {
+    const KernelParameters current = clblast_parameters(kernel);
+    for (const auto& p : given)
+      if (!current.count(p.first))
+        throw std::invalid_argument("CLBlast kernel '" + kernel + "' has no parameter '" + p.first +
+                                    "' (its parameters: " + joined(current) + ")");
+    for (const auto& p : current)
+      if (!given.count(p.first))
+        throw std::invalid_argument("CLBlast kernel '" + kernel + "': parameter '" + p.first +
+                                    "' is missing (its parameters: " + joined(current) + ")");
+  }
+  const cl_device_id device = Runtime::get().device();
+  for (const auto& [kernel, given] : params) {
+    const std::unordered_map<std::string, size_t> values(given.begin(), given.end());
+    CLBLAST_CHECK(clblast::OverrideParameters(device, kernel, clblast::Precision::kSingle, values));
+  }
 }
 
 // ---------------------------------------------------------------------------------

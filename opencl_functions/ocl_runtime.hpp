@@ -50,6 +50,17 @@ void check_clblast(int status, const char* call, const char* file, int line);
 #define CL_CHECK(call) ::ocl::check((call), #call, __FILE__, __LINE__)
 #define CLBLAST_CHECK(call) ::ocl::check_clblast(static_cast<int>(call), #call, __FILE__, __LINE__)
 
+// CLBlast's tuning parameters (single precision) on the runtime's device, by CLBlast
+// kernel name: "Xgemm", "XgemmDirect", "GemmRoutine", "Xgemv", "XgemvFast", "Copy", ...
+using KernelParameters = std::map<std::string, size_t>;
+// The parameters CLBlast uses now for `kernel`: its database's, or the last override.
+// Throws std::invalid_argument for a kernel CLBlast does not know.
+KernelParameters clblast_parameters(const std::string& kernel);
+// Replaces the parameters of each kernel in `params` (the next CLBlast call compiles with
+// them). Every entry must name exactly its kernel's parameters; all are checked before any
+// is applied, so a bad entry changes nothing and throws std::invalid_argument naming it.
+void clblast_override(const std::map<std::string, KernelParameters>& params);
+
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
 // A null cl_mem passes a null pointer (arg_value itself null, which every driver takes).
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);

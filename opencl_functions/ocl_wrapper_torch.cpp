@@ -259,6 +259,24 @@ PYBIND11_MODULE(_core, m) {
         "Kernel time of the last operation, summed from OpenCL profiling events, in nanoseconds.");
   m.def("memory_stats", &memory_stats, "Device bytes held by live buffers and by the reuse pool.");
   m.def("clear_pool", [] { ocl::Runtime::get().clear_pool(); }, "Frees the pooled device buffers.");
+  m.def(
+      "clblast_parameters",
+      [](const std::string& kernel) {
+        ocl::Runtime& rt = ocl::Runtime::get();
+        std::lock_guard<std::mutex> lock(rt.mutex());
+        return ocl::clblast_parameters(kernel);
+      },
+      py::arg("kernel"), "CLBlast's current tuning parameters (single precision) of a kernel ('Xgemm', ...).");
+  m.def(
+      "clblast_override",
+      [](const std::map<std::string, ocl::KernelParameters>& params) {
+        ocl::Runtime& rt = ocl::Runtime::get();
+        std::lock_guard<std::mutex> lock(rt.mutex());
+        ocl::clblast_override(params);
+      },
+      py::arg("params"),
+      "Replaces CLBlast's tuning parameters: {kernel: {parameter: value}}, each entry complete.\n"
+      "Raises ValueError naming the kernel, and changes nothing, if an entry is unknown or incomplete.");
   m.def("set_default_kernel_dir", &ocl::Runtime::set_default_kernel_dir,
         "Folder of the .cl files when OCL_KERNEL_DIR is not set.");
   m.def("kernel_dir", &ocl::Runtime::kernel_dir, "Folder the .cl files are read from.");
