@@ -120,10 +120,11 @@ void convgemm(const oclf::Conv2dArgs& p) {
   x.write(p.x, x_len * sizeof(float));
   w.write(p.weight, w_len * sizeof(float));
   cl_event event = nullptr;
+  cl_event start = rt.marker();  // Convgemm may run im2col before its GEMM: time both
   CLBLAST_CHECK(clblast::Convgemm<float>(clblast::KernelMode::kCrossCorrelation, p.c_in, p.h, p.w, p.k_h, p.k_w, 0,
                                          0, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.c_out, p.batch,
                                          x.get(), 0, w.get(), 0, y.get(), 0, rt.queue_ptr(), &event));
-  rt.record(event);
+  rt.record(event, start);
   y.read(p.y, y_len * sizeof(float));
 }
 

@@ -148,8 +148,14 @@ class Runtime {
 
   // Enqueues an NDRange and records its event for profiling. `local` may be null.
   void launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local);
-  // Keeps an event (from CLBlast, say) for profiling; the runtime releases it.
-  void record(cl_event event);
+  // Keeps an event (from CLBlast, say) for profiling; the runtime releases it. Its time
+  // runs from its own start, or from the end of `since` (a marker()) when given.
+  void record(cl_event event, cl_event since = nullptr);
+  // Enqueues a marker and returns its event (the runtime releases it). CLBlast may run
+  // several kernels for one call and return only the last one's event: record that event
+  // with a marker taken before the call to time them all (the span also holds CLBlast's
+  // host time between its kernels, and on its first call its compilation).
+  cl_event marker();
   // Waits for the queue, sums the kernel time of the recorded events and forgets them.
   uint64_t finish_and_take_kernel_ns();
 
@@ -195,7 +201,12 @@ class Runtime {
   DeviceInfo info_;
   bool zero_copy_ = false;
   std::map<std::string, Program> programs_;
-  std::vector<cl_event> events_;
+  struct Timed {
+    cl_event event;
+    cl_event since;  // a marker whose end starts the span, or nullptr
+  };
+  std::vector<Timed> events_;
+  std::vector<cl_event> markers_;
   std::multimap<std::pair<size_t, cl_mem_flags>, cl_mem> pool_;
   struct Resident {
     cl_mem mem = nullptr;
