@@ -103,11 +103,11 @@ def test_tool_keeps_the_fastest_result_per_kernel(tmp_path):
     tuner_file("xgemm_1", "Xgemm", [(3.0, dict(XGEMM, MWG=64)), (2.0, XGEMM)])
     tuner_file("xgemm_2", "Xgemm", [(2.5, dict(XGEMM, MWG=128))])
     tuner_file("xgemm_direct_2", "XgemmDirectTN", [(1.0, XGEMM_DIRECT)])
-    tuner_file("xgemv_fast_rot", "XgemvFastRot", [(0.5, {"VW3": 4, "WGS3": 16, "WPT3": 16})])
+    copy = {"COPY_DIMX": 16, "COPY_DIMY": 8, "COPY_VW": 4, "COPY_WPT": 2}
+    tuner_file("copy", "Copy", [(0.5, copy)])
     params, times = clblast_tune.best_parameters(str(tmp_path))
-    assert params == {"Xgemm": XGEMM, "XgemmDirect": XGEMM_DIRECT,
-                      "XgemvFastRot": {"VW3": 4, "WGS3": 16, "WPT3": 16}}
-    assert times == {"Xgemm": 2.0, "XgemmDirect": 1.0, "XgemvFastRot": 0.5}
+    assert params == {"Xgemm": XGEMM, "XgemmDirect": XGEMM_DIRECT, "Copy": copy}
+    assert times == {"Xgemm": 2.0, "XgemmDirect": 1.0, "Copy": 0.5}
 
 
 def test_tool_says_how_to_install_missing_tuners(tmp_path, monkeypatch):
@@ -119,16 +119,29 @@ def test_tool_says_how_to_install_missing_tuners(tmp_path, monkeypatch):
 def test_tool_reads_a_stopped_tuners_log(tmp_path):
     ok, bad = "\x1b[32mresults match\x1b[0m", "\x1b[31mL2 error 1.00e+00\x1b[0m"
     head = "|      64       1 |    512       1 |   OK    120 ms |"  # local, global, compile time
-    log = tmp_path / "clblast_tuner_xgemv.log"
+    log = tmp_path / "clblast_tuner_xgemm_direct.log"
+    names = "WGD MDIMCD NDIMCD MDIMAD NDIMBD KWID VWMD VWND PADA PADB"
+
+    def row(i, values, ms, status):
+        return f"|    {i} |    30 | " + " ".join(f"{v:>4}" for v in values) + f" {head}      {ms} ms |    2.1 | {status} |\n"
+
     log.write_text(
-        "* Parameters explored: WGS1 WPT1 \n"
-        f"|    1 |    12 |   32    1 {head}      4.02 ms |    2.1 | {ok} |\n"
-        "* Parameters explored: WGS2 WPT2 VW2 \n"
-        f"|    1 |    30 |   64    2    2 {head}      0.90 ms |    9.3 | {ok} |\n"
-        f"|    2 |    30 |  128    1    1 {head}      0.70 ms |   12.0 | {bad} |\n"
-        f"|    3 |    30 |   32    4    4 {head}      0.80 ms |   10.5 | {ok} |\n"
-        "|    4 |    30 |   16    8    8 |      16       1 |    128       1 |   OK 9000 ms |")
-    tuner = next(t for t in clblast_tune.TUNERS if t.binary == "clblast_tuner_xgemv")
+        f"* Parameters explored: {names} \n" + row(1, [8, 8, 8, 8, 8, 2, 1, 1, 1, 1], "4.02", ok)
+        + f"* Parameters explored: {names} \n" + row(1, [16, 8, 8, 8, 8, 2, 1, 1, 1, 1], "0.90", ok)
+        + row(2, [32, 8, 8, 8, 8, 2, 1, 1, 1, 1], "0.70", bad) + row(3, [32, 8, 8, 8, 8, 2, 2, 2, 1, 1], "0.80", ok)
+        + "|    4 |    30 |   16    8    8 |      16       1 |    128       1 |   OK 9000 ms |")
+    tuner = next(t for t in clblast_tune.TUNERS if t.binary == "clblast_tuner_xgemm_direct")
     assert clblast_tune.results_from_log(str(log), tuner, str(tmp_path)) == 2
     params, times = clblast_tune.best_parameters(str(tmp_path))
-    assert params == {"XgemvFast": {"WGS2": 32, "WPT2": 4, "VW2": 4}} and times == {"XgemvFast": 0.8}
+    assert params == {"XgemmDirect": dict(zip(names.split(), [32, 8, 8, 8, 8, 2, 2, 2, 1, 1]))}
+    assert times == {"XgemmDirect": 0.8}
+
+
+@pytest.mark.parametrize("k,n", [(3072, 768), (768, 2304), (37, 21), (2048, 1000)])
+def test_one_row_products_with_the_device_file(ocl, k, n):
+    """One-row products (CLBlast's GEMV) with whatever parameter file the device has: a
+    GEMV entry tuned at one size once failed at 1×3072·3072×768."""
+    torch.manual_seed(0)
+    a, w = torch.randn(1, k), torch.randn(n, k)
+    for b in (w.t(), w.t().contiguous()):
+        torch.testing.assert_close(ocl.ocl_matmul(a, b), a @ b, atol=1e-3, rtol=1e-4)
