@@ -63,11 +63,9 @@ void conv2d_backward_input(const Conv2dShape& s, const float* grad_out, const fl
   const size_t dy_len = size_t(s.batch) * s.c_out * s.h_out * s.w_out;
   const size_t w_len = size_t(s.c_out) * cin_g * s.k_h * s.k_w;
   const size_t dx_len = size_t(s.batch) * s.c_in * s.h * s.w;
-  ocl::Buffer dy(dy_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer w(w_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer dx(dx_len * sizeof(float), CL_MEM_WRITE_ONLY);
-  dy.write(grad_out, dy_len * sizeof(float));
-  w.write(weight, w_len * sizeof(float));
+  ocl::Buffer dy = ocl::Buffer::input(grad_out, dy_len * sizeof(float));
+  ocl::Buffer w = ocl::Buffer::input(weight, w_len * sizeof(float));
+  ocl::Buffer dx = ocl::Buffer::output(grad_input, dx_len * sizeof(float));
 
   const size_t tile = tile_size();
   const size_t pixels = size_t(s.batch) * s.h * s.w;
@@ -103,10 +101,8 @@ void conv2d_backward_weight(const Conv2dShape& s, const float* x, const float* g
   const size_t k_dim = size_t(cin_g) * s.k_h * s.k_w;
   const size_t w_len = size_t(s.c_out) * k_dim;
   const size_t pixels = size_t(s.batch) * s.h_out * s.w_out;
-  ocl::Buffer xb(x_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer dy(dy_len * sizeof(float), CL_MEM_READ_ONLY);
-  xb.write(x, x_len * sizeof(float));
-  dy.write(grad_out, dy_len * sizeof(float));
+  ocl::Buffer xb = ocl::Buffer::input(x, x_len * sizeof(float));
+  ocl::Buffer dy = ocl::Buffer::input(grad_out, dy_len * sizeof(float));
 
   // Enough work-items to fill the device several times over.
   const size_t target_items = size_t(rt.info().compute_units) * 4096;
@@ -142,7 +138,7 @@ void conv2d_backward_weight(const Conv2dShape& s, const float* x, const float* g
     partial.read(grad_weight, w_len * sizeof(float));
     return;
   }
-  ocl::Buffer dw(w_len * sizeof(float), CL_MEM_WRITE_ONLY);
+  ocl::Buffer dw = ocl::Buffer::output(grad_weight, w_len * sizeof(float));
   cl_kernel sum = rt.kernel(kFile, "conv2d_sum_splits", build_options());
   const int n = static_cast<int>(w_len);
   ocl::set_args(sum, partial.get(), dw.get(), n, splits);
@@ -154,9 +150,8 @@ void conv2d_backward_weight(const Conv2dShape& s, const float* x, const float* g
 void conv2d_backward_bias(int batch, int c_out, int out_area, const float* grad_out, float* grad_bias) {
   ocl::Runtime& rt = ocl::Runtime::get();
   const size_t dy_len = size_t(batch) * c_out * out_area;
-  ocl::Buffer dy(dy_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer db(size_t(c_out) * sizeof(float), CL_MEM_WRITE_ONLY);
-  dy.write(grad_out, dy_len * sizeof(float));
+  ocl::Buffer dy = ocl::Buffer::input(grad_out, dy_len * sizeof(float));
+  ocl::Buffer db = ocl::Buffer::output(grad_bias, size_t(c_out) * sizeof(float));
   const size_t group = 64;  // BIAS_GROUP in conv2d_backward.cl
   cl_kernel kernel = rt.kernel(kFile, "conv2d_grad_bias", build_options());
   ocl::set_args(kernel, dy.get(), db.get(), batch, c_out, out_area);

@@ -80,16 +80,11 @@ void conv2d_from_file(const std::string& path, const std::string& name, const st
   const size_t x_len = size_t(p.batch) * p.c_in * p.h * p.w;
   const size_t w_len = size_t(p.c_out) * (p.c_in / p.groups) * p.k_h * p.k_w;
   const size_t y_len = size_t(p.batch) * p.c_out * p.h_out * p.w_out;
-  ocl::Buffer x(x_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer w(w_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer y(y_len * sizeof(float), CL_MEM_WRITE_ONLY);
+  ocl::Buffer x = ocl::Buffer::input(p.x, x_len * sizeof(float));
+  ocl::Buffer w = ocl::Buffer::input(p.weight, w_len * sizeof(float));
+  ocl::Buffer y = ocl::Buffer::output(p.y, y_len * sizeof(float));
   ocl::Buffer bias;
-  x.write(p.x, x_len * sizeof(float));
-  w.write(p.weight, w_len * sizeof(float));
-  if (p.bias) {
-    bias = ocl::Buffer(p.c_out * sizeof(float), CL_MEM_READ_ONLY);
-    bias.write(p.bias, p.c_out * sizeof(float));
-  }
+  if (p.bias) bias = ocl::Buffer::input(p.bias, p.c_out * sizeof(float));
   cl_kernel kernel = kernel_from_path(path, name, options);
   const cl_mem bias_mem = bias.get();
   const int has_bias = p.bias != nullptr;
@@ -114,11 +109,9 @@ void convgemm(const oclf::Conv2dArgs& p) {
   const size_t x_len = size_t(p.batch) * p.c_in * p.h * p.w;
   const size_t w_len = size_t(p.c_out) * p.c_in * p.k_h * p.k_w;
   const size_t y_len = size_t(p.batch) * p.c_out * p.h_out * p.w_out;
-  ocl::Buffer x(x_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer w(w_len * sizeof(float), CL_MEM_READ_ONLY);
-  ocl::Buffer y(y_len * sizeof(float), CL_MEM_READ_WRITE);
-  x.write(p.x, x_len * sizeof(float));
-  w.write(p.weight, w_len * sizeof(float));
+  ocl::Buffer x = ocl::Buffer::input(p.x, x_len * sizeof(float));
+  ocl::Buffer w = ocl::Buffer::input(p.weight, w_len * sizeof(float));
+  ocl::Buffer y(y_len * sizeof(float), CL_MEM_READ_WRITE);  // a device buffer: CLBlast may read C too
   cl_event event = nullptr;
   cl_event start = rt.marker();  // Convgemm may run im2col before its GEMM: time both
   CLBLAST_CHECK(clblast::Convgemm<float>(clblast::KernelMode::kCrossCorrelation, p.c_in, p.h, p.w, p.k_h, p.k_w, 0,

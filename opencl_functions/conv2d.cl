@@ -98,10 +98,12 @@ void conv2d_tiled(__global const float* restrict x, __global const float* restri
 // packed by conv2d_pack_weights into blocks of COV output channels,
 //   wp is (groups, co_blocks, C_in/groups, K_h, K_w, COV), zero past C_out/groups,
 // so one vector load gives one tap (ci, kh, kw) of COV output channels. Work-item
-// (pb, cb, b·groups+g) computes COV output channels × PX consecutive output pixels
+// (cb, pb, b·groups+g) computes COV output channels × PX consecutive output pixels
 // (flattened oh·W_out+ow of image b), accumulating PX vectors in registers: each tap
-// is one vector load and PX broadcast multiply-adds. NDRange: (ceil(H_out·W_out/PX),
-// co_blocks, B·groups). Built with -DKH=.. -DKW=.. (the kernel size) so the tap loops unroll.
+// is one vector load and PX broadcast multiply-adds. NDRange: (co_blocks,
+// ceil(H_out·W_out/PX), B·groups): channel blocks first, so the work-items that read the
+// same input pixels run together. Built with -DKH=.. -DKW=.. (the kernel size) so the tap
+// loops unroll.
 
 #ifndef COV
 #define COV 16
