@@ -68,8 +68,9 @@ def public_cases() -> List[Case]:
                       "groups": c["groups"]})
     for name, (a_shape, b_shape) in tests.MATMUL_SHAPES.items():
         torch.manual_seed(0)
-        cases.append({"op": "matmul", "name": f"test_matmul_shapes[{name}]", "a": torch.randn(*a_shape),
-                      "b": torch.randn(*b_shape), "b_transposed": 0})
+        a, b = torch.randn(*a_shape), torch.randn(*b_shape)
+        cases.append({"op": "matmul", "name": f"test_matmul_shapes[{name}]", "m": a.numel() // a_shape[-1],
+                      "n": b_shape[1], "k": a_shape[-1], "a": a, "a_layout": "plain", "b": b, "b_layout": "plain"})
     return cases
 
 
@@ -80,7 +81,7 @@ def random_conv2d_cases(seed: int, count: int = 8) -> List[Case]:
     cases = []
     for i in range(count):
         groups = rng.choice([1, 1, 1, 2, 3])
-        c_in = groups * rng.randint(1, 12)
+        c_in = groups * (rng.choice([7, 11, 13]) if i == 0 else rng.randint(1, 12))  # case 0: K = C_in·k_h·k_w odd
         c_out = groups * rng.randint(1, 20)
         k_h, k_w = rng.choice([(1, 1), (3, 3), (3, 3), (5, 5), (1, 3), (3, 2), (7, 7)])
         stride = (rng.choice([1, 1, 2]), rng.choice([1, 1, 2, 3]))
@@ -93,18 +94,57 @@ def random_conv2d_cases(seed: int, count: int = 8) -> List[Case]:
     return cases
 
 
-def random_matmul_cases(seed: int, count: int = 6) -> List[Case]:
-    """Sizes 1 to 300, some with b given transposed (as nn.Linear's weight.t())."""
+# How an operand is given to ocl_matmul: the stored tensor and the view the child passes.
+#   plain     stored as the operand itself (row-major)
+#   t         stored transposed: the operand is stored.t() (nn.Linear's weight.t())
+#   strided   stored with 3 extra columns: the operand is stored[:, :cols] (row stride > cols)
+#   batched   (a only) stored (2, rows/2, cols): the operand is a 3-D tensor, rows folded into M
+LAYOUTS = ("plain", "t", "strided", "batched")
+
+
+def stored_operand(rows: int, cols: int, layout: str, gen: torch.Generator) -> torch.Tensor:
+    """The tensor to store for an operand of shape (rows, cols) given in `layout`."""
+    if layout == "t":
+        return torch.randn(cols, rows, generator=gen)
+    if layout == "strided":
+        return torch.randn(rows, cols + 3, generator=gen)
+    if layout == "batched":
+        return torch.randn(2, rows // 2, cols, generator=gen)
+    return torch.randn(rows, cols, generator=gen)
+
+
+def operand(stored: torch.Tensor, layout: str, cols: int) -> torch.Tensor:
+    """The view of `stored` that the child passes (and the reference multiplies)."""
+    if layout == "t":
+        return stored.t()
+    if layout == "strided":
+        return stored[:, :cols]
+    return stored
+
+
+def random_matmul_cases(seed: int, count: int = 8) -> List[Case]:
+    """Sizes 1 to 300 with every layout the interface allows: one-row and one-column
+    products, either operand transposed or strided, a batched 3-D a."""
     rng = random.Random(seed + 1)
     gen = torch.Generator().manual_seed(seed + 1)
     cases = []
     for i in range(count):
         m, n, k = (1 if rng.random() < 0.2 else rng.randint(2, 300) for _ in range(3))
-        transposed = rng.random() < 0.5
-        b = torch.randn(n, k, generator=gen) if transposed else torch.randn(k, n, generator=gen)
-        cases.append({"op": "matmul", "name": f"matmul_{i}", "a": torch.randn(m, k, generator=gen), "b": b,
-                      "b_transposed": int(transposed)})
+        if i == 0:
+            m = 1  # one row: the GEMV path of a linear layer on one token
+        elif i == 1:
+            n = 1  # one column
+        a_layout = rng.choice(LAYOUTS if m % 2 == 0 else LAYOUTS[:3])
+        b_layout = rng.choice(LAYOUTS[:3])
+        cases.append({"op": "matmul", "name": f"matmul_{i}", "m": m, "n": n, "k": k,
+                      "a": stored_operand(m, k, a_layout, gen), "a_layout": a_layout,
+                      "b": stored_operand(k, n, b_layout, gen), "b_layout": b_layout})
     return cases
+
+
+def matmul_operands(case: Case):
+    """(a, b) as the child passes them to ocl_matmul."""
+    return (operand(case["a"], case["a_layout"], case["k"]), operand(case["b"], case["b_layout"], case["n"]))
 
 
 def reference(case: Case) -> torch.Tensor:
@@ -112,8 +152,8 @@ def reference(case: Case) -> torch.Tensor:
     if case["op"] == "conv2d":
         return F.conv2d(case["x"], case["weight"], case["bias"], stride=tuple(case["stride"]),
                         dilation=tuple(case["dilation"]), groups=case["groups"])
-    b = case["b"].t() if case["b_transposed"] else case["b"]
-    return case["a"] @ b
+    a, b = matmul_operands(case)
+    return a @ b
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,14 +214,13 @@ PERF_LAYERS = [
     ("128→128 3x3 14²", 1, 128, 16, 16, 128, 3, 1),
     ("256→256 3x3 7²", 1, 256, 9, 9, 256, 3, 1),
 ]
-PERF_SEED = 1234
 
 
-def perf_inputs(index: int) -> Case:
-    """Layer `index` of PERF_LAYERS with its fixed inputs (made from PERF_SEED, the same in
-    every process)."""
+def perf_inputs(index: int, seed: int) -> Case:
+    """Layer `index` of PERF_LAYERS with fresh inputs made from `seed` (the grader draws a new
+    seed for every timed run, so no run can reuse an earlier one's output)."""
     name, batch, c_in, h, w, c_out, k, stride = PERF_LAYERS[index]
-    gen = torch.Generator().manual_seed(PERF_SEED + index)
+    gen = torch.Generator().manual_seed(seed)
     case = _conv_case(name, gen, batch, c_in, h, w, c_out, k, k, (stride, stride), (1, 1), 1)
     case["weight"] = case["weight"] / (c_in * k * k) ** 0.5
     return case

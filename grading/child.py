@@ -1,18 +1,23 @@
 """The grader's child: runs one step against the compiled opencl_functions found on
-sys.path (a student's build, or the reference's) and writes one result file per case.
+sys.path (a student's build, or a ladder rung's) and writes its results as files.
 
-    python -m grading.child {cases,perf} INPUTS OUTDIR
+    python -m grading.child cases INPUTS OUTDIR
+    python -m grading.child perf  INPUTS OUTDIR GO_FD DONE_FD
 
-INPUTS is a torch.save'd dict the parent wrote; each result goes to OUTDIR/NNN.pt as
+INPUTS is a torch.save'd dict the parent wrote; results go to OUTDIR/NNN.pt as
 {"y": tensor, ...} or {"error": text}. This process runs the student's code, so the
 parent trusts none of it: it reads the files back with size limits and compares them
 with references it computed itself. Nothing here is graded by what it prints.
+
+The perf step is timed by the parent's clock, not by this process: before each call it
+writes "r" (ready: the inputs are in place) to DONE_FD and waits for "g" on GO_FD; the
+parent starts its clock and writes "g"; after the call and a copy of its output, this
+process writes "d" (or "e" on an error) and the parent stops its clock.
 """
 from __future__ import annotations
 
-import statistics
+import os
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -32,15 +37,19 @@ def _error(err: BaseException) -> dict:
     return {"error": text[-ERROR_CHARS:]}
 
 
+def _conv2d(ocl, case: dict) -> torch.Tensor:
+    return ocl.ocl_conv2d(case["x"], case["weight"], case["bias"], stride=tuple(case["stride"]),
+                          dilation=tuple(case["dilation"]), groups=case["groups"])
+
+
 def _run_case(ocl, case: dict) -> dict:
+    from grading.cases import matmul_operands
+
     if case["op"] == "conv2d":
-        x, w, b = case["x"], case["weight"], case["bias"]
-        y = ocl.ocl_conv2d(x, w, b, stride=tuple(case["stride"]), dilation=tuple(case["dilation"]),
-                           groups=case["groups"])
-        after = {"x": x, "weight": w} if b is None else {"x": x, "weight": w, "bias": b}
+        y = _conv2d(ocl, case)
+        after = {key: case[key] for key in ("x", "weight", "bias") if case[key] is not None}
     else:
-        b = case["b"].t() if case["b_transposed"] else case["b"]
-        y = ocl.ocl_matmul(case["a"], b)
+        y = ocl.ocl_matmul(*matmul_operands(case))
         after = {"a": case["a"], "b": case["b"]}
     return {"y": y, "inputs_after": after}
 
@@ -69,60 +78,41 @@ def step_cases(inputs: dict, outdir: Path) -> None:
         _save(outdir, i, result)
 
 
-def _time_student(ocl, case: dict, warmup: int, runs: int) -> dict:
-    kernel_ns, wall_ns = [], []
-    for i in range(warmup + runs):
-        start = time.perf_counter_ns()
-        y = ocl.ocl_conv2d(case["x"], case["weight"], case["bias"], stride=tuple(case["stride"]))
-        wall = time.perf_counter_ns() - start
-        if i >= warmup:
-            kernel_ns.append(ocl.last_kernel_time_ns())
-            wall_ns.append(wall)
-    # The fastest run: other load on the machine only ever adds time.
-    return {"y": y, "kernel_ns": min(kernel_ns), "wall_ns": min(wall_ns),
-            "kernel_ns_median": int(statistics.median(kernel_ns))}
-
-
-def _time_naive(case: dict, warmup: int, runs: int) -> dict:
-    """The naive baseline (grading.baselines, one output per work-item), fastest of the runs."""
-    from grading.baselines import naive_conv2d
-
-    times = []
-    for i in range(warmup + runs):
-        y, kernel_ns = naive_conv2d(case["x"], case["weight"], case["bias"], stride=tuple(case["stride"]))
-        if i >= warmup:
-            times.append(kernel_ns)
-    return {"y": y, "kernel_ns": min(times)}
-
-
-def step_perf(inputs: dict, outdir: Path) -> None:
-    """Times every layer with opencl_functions; then, when asked (reference runs only), the
-    naive baseline, after the timed layers are done."""
-    from grading.cases import perf_inputs
+def step_perf(inputs: dict, outdir: Path, go_fd: int, done_fd: int) -> None:
+    """Each layer's runs, each with its own inputs, each call timed by the parent. Saves per
+    layer {"y": [outputs], "kernel_ns": [profiled kernel time]} or {"error": ...}."""
     import opencl_functions as ocl
 
-    results = {}
-    for i in inputs["layers"]:
-        try:
-            results[i] = _time_student(ocl, perf_inputs(i), inputs["warmup"], inputs["runs"])
-        except Exception as err:
-            results[i] = _error(err)
-        if not inputs["naive"]:
-            _save(outdir, i, results[i])
-    if inputs["naive"]:
-        for i in inputs["layers"]:
-            if "error" not in results[i]:
-                results[i]["naive"] = _time_naive(perf_inputs(i), inputs["warmup"], inputs["runs"])
-            _save(outdir, i, results[i])
-
-
-STEPS = {"cases": step_cases, "perf": step_perf}
+    ocl.fill_outputs_with_nan = True
+    go = os.fdopen(go_fd, "rb", buffering=0)
+    done = os.fdopen(done_fd, "wb", buffering=0)
+    for i, layer in enumerate(inputs["layers"]):
+        outputs, kernel_ns = [], []
+        for case in layer["runs"]:
+            done.write(b"r")
+            if go.read(1) != b"g":
+                return  # the parent gave up on this step
+            try:
+                y = _conv2d(ocl, case).clone()  # a copy now: writes that land after the call do not count
+            except Exception as err:
+                done.write(b"e")
+                _save(outdir, i, _error(err))
+                return
+            done.write(b"d")
+            outputs.append(y)
+            kernel_ns.append(ocl.last_kernel_time_ns())
+        _save(outdir, i, {"y": outputs, "kernel_ns": kernel_ns})
 
 
 def main() -> None:
     step, inputs_path, outdir = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     inputs = torch.load(inputs_path, weights_only=True)
-    STEPS[step](inputs, outdir)
+    if step == "perf":
+        step_perf(inputs, outdir, int(sys.argv[4]), int(sys.argv[5]))
+    elif step == "cases":  # also under Oclgrind, for the race and memory check
+        step_cases(inputs, outdir)
+    else:
+        sys.exit(f"unknown step {step!r}")
 
 
 if __name__ == "__main__":

@@ -1,21 +1,29 @@
 """Runs untrusted commands (a student's build, and Python children that load the
 student's compiled code) in a child process, never in the grader's own:
 
-- as an unprivileged user when the grader runs as root (GRADER_USER, default
-  "oclf-sandbox" when that user exists, else "nobody");
-- in a session of its own, whose every process is killed when the step ends or its
-  wall-clock timeout passes;
+- as the dedicated account "oclf-sandbox" when the grader runs as root (GRADER_USER names
+  another; "nobody" is never used: other services share it);
+- contained: in a PID namespace of its own when the kernel allows it (util-linux's
+  `unshare --pid --fork --kill-child`, then `setpriv` to drop to the sandbox user), so
+  every process it starts, setsid() or not, dies with the step; otherwise every process
+  of the sandbox user is killed after the step. Either way the grader checks that the
+  sandbox user owns no process before and after each step (`processes_of`);
 - with resource limits: processes (against fork bombs), file size, CPU time, address
-  space and no core dumps;
+  space and no core dumps, and a wall-clock timeout;
 - with its stdout and stderr merged and capped: the first OUTPUT_KEEP bytes are kept,
   the rest counted and dropped;
 - with a clean environment (nothing of the grader's leaks in).
+
+`start` returns a Running step (the grader's timing protocol talks to it over pipes
+passed in `pass_fds`); `run` starts and waits.
 """
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import resource
+import shutil
 import signal
 import site
 import subprocess
@@ -27,7 +35,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 OUTPUT_KEEP = 64 * 1024
-DEFAULT_USER_CANDIDATES = ("oclf-sandbox", "nobody")
+SANDBOX_USER = "oclf-sandbox"
 
 
 @dataclass
@@ -73,17 +81,43 @@ class Result:
         return text
 
 
+class SandboxError(RuntimeError):
+    """The machine cannot sandbox students' code as required (no account, stray processes)."""
+
+
 def sandbox_user() -> Optional[pwd.struct_passwd]:
     """The account children run as, or None when the grader is not root (it cannot switch)."""
     if os.geteuid() != 0:
         return None
-    names = [os.environ["GRADER_USER"]] if os.environ.get("GRADER_USER") else list(DEFAULT_USER_CANDIDATES)
-    for name in names:
-        try:
-            return pwd.getpwnam(name)
-        except KeyError:
-            continue
-    raise RuntimeError(f"no sandbox user: none of {names} exists (set GRADER_USER)")
+    name = os.environ.get("GRADER_USER") or SANDBOX_USER
+    if name == "nobody":
+        raise SandboxError("GRADER_USER=nobody: other services share that account; use a dedicated one")
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        raise SandboxError(f"no sandbox account {name!r}: create it with `useradd --system --no-create-home "
+                           f"--shell /usr/sbin/nologin {name}` (scripts/setup.sh does) or set GRADER_USER") from None
+
+
+@functools.lru_cache(maxsize=None)
+def pid_namespaces() -> bool:
+    """Whether `unshare --pid` works here (root, and a kernel and container that allow it)."""
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
+        return False
+    try:
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def containment() -> str:
+    """How this machine contains a step, in words (the grader reports it)."""
+    if os.geteuid() != 0:
+        return "session kill (not root: no account switch, no namespace)"
+    if pid_namespaces():
+        return "PID namespace per step (unshare), then a check that the sandbox user owns no process"
+    return "kill every process of the sandbox user after each step (no PID namespaces here)"
 
 
 def _others_can_run(path: str) -> bool:
@@ -114,7 +148,7 @@ def python_for(user: Optional[pwd.struct_passwd]) -> Tuple[str, List[str]]:
     else:
         python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     if not _others_can_run(python):
-        raise RuntimeError(f"the sandbox user cannot run {python} (set GRADER_PYTHON)")
+        raise SandboxError(f"the sandbox user cannot run {python} (set GRADER_PYTHON)")
     return python, [p for p in site.getsitepackages() if os.path.isdir(p)]
 
 
@@ -128,17 +162,32 @@ def give_to_sandbox(path: Path, user: Optional[pwd.struct_passwd]) -> None:
             os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
-def _threads_of(uid: int) -> int:
-    """Threads now running under uid: the base for RLIMIT_NPROC when the user cannot change."""
-    count = 0
+def _proc_status(pid: str) -> Dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.split(":", 1) for line in f if ":" in line)
+
+
+def processes_of(uid: int) -> List[int]:
+    """Processes whose real or effective uid is `uid`."""
+    pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            with open(f"/proc/{pid}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-            if int(fields["Uid"].split()[0]) == uid:
-                count += int(fields["Threads"])
+            uids = _proc_status(pid)["Uid"].split()
+        except (OSError, KeyError, ValueError):
+            continue
+        if str(uid) in uids[:2]:
+            pids.append(int(pid))
+    return pids
+
+
+def _threads_of(uid: int) -> int:
+    """Threads now running under uid: the base for RLIMIT_NPROC when the user cannot change."""
+    count = 0
+    for pid in processes_of(uid):
+        try:
+            count += int(_proc_status(str(pid))["Threads"])
         except (OSError, KeyError, ValueError):
             continue
     return count
@@ -161,18 +210,128 @@ def _session_members(sid: int) -> List[int]:
     return pids
 
 
-def _kill_session(sid: int) -> None:
-    """SIGKILLs every process of the session until none is left (fork bombs respawn)."""
+def _kill_all(find) -> List[int]:
+    """SIGKILLs what find() lists until it lists nothing (fork bombs respawn); returns what
+    is left after 50 rounds (empty when all died)."""
     for _ in range(50):
-        members = _session_members(sid)
+        members = find()
         if not members:
-            return
+            return []
         for pid in members:
             try:
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.02)
+    return find()
+
+
+def kill_user(uid: int) -> None:
+    """Kills every process of the sandbox user; raises SandboxError if some survive."""
+    left = _kill_all(lambda: processes_of(uid))
+    if left:
+        raise SandboxError(f"processes {left} of uid {uid} survived SIGKILL")
+
+
+class Running:
+    """A started step: wait for it with finish(); kill() stops it early."""
+
+    def __init__(self, proc: subprocess.Popen, limits: Limits, uid: Optional[int]) -> None:
+        self.proc, self.limits, self.uid = proc, limits, uid
+        self.start = time.monotonic()
+        self.kept = bytearray()
+        self.total = 0
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+
+    def _drain(self) -> None:
+        while True:
+            chunk = self.proc.stdout.read1(1 << 16)
+            if not chunk:
+                return
+            self.total += len(chunk)
+            room = OUTPUT_KEEP - len(self.kept)
+            if room > 0:
+                self.kept.extend(chunk[:room])
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.limits.timeout_s - (time.monotonic() - self.start))
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+
+    def finish(self) -> Result:
+        """Waits for the step up to its timeout, then stops it and everything it started."""
+        timed_out = False
+        try:
+            self.proc.wait(timeout=self.remaining_s())
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        _kill_all(lambda: _session_members(self.proc.pid))  # the namespace's init and helpers
+        self.proc.wait()
+        if self.uid is not None:
+            kill_user(self.uid)
+        self.reader.join(timeout=5)
+        self.proc.stdout.close()
+        return Result(
+            returncode=None if timed_out else self.proc.returncode,
+            output=self.kept.decode(errors="replace"),
+            output_bytes=self.total,
+            timed_out=timed_out,
+            wall_s=time.monotonic() - self.start,
+        )
+
+
+def start(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Dict[str, str],
+    limits: Limits,
+    user: Optional[pwd.struct_passwd] = None,
+    as_sandbox: bool = True,
+    pass_fds: Sequence[int] = (),
+) -> Running:
+    """Starts argv in cwd with exactly `env`, as `user` when as_sandbox (None: the grader's
+    own user), under `limits`, contained as containment() says. Never raises for what the
+    command does; raises SandboxError when the sandbox user already owns processes."""
+    run_as = user if as_sandbox else None
+    if run_as is not None and processes_of(run_as.pw_uid):
+        raise SandboxError(f"the sandbox user {run_as.pw_name} owns processes {processes_of(run_as.pw_uid)}; "
+                           f"grading refuses to start while it does")
+    uid = run_as.pw_uid if run_as else os.getuid()
+    nproc = limits.nproc if run_as else _threads_of(uid) + limits.nproc
+    cpu = limits.cpu_s or int(2 * limits.timeout_s) + 5
+    command = list(argv)
+    namespaced = pid_namespaces()
+    if namespaced:
+        drop = []
+        if run_as:
+            drop = ["setpriv", f"--reuid={run_as.pw_uid}", f"--regid={run_as.pw_gid}", "--clear-groups",
+                    "--no-new-privs", "--"]
+        command = ["unshare", "--pid", "--fork", "--kill-child", "--"] + drop + command
+
+    def preexec() -> None:
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_bytes, limits.fsize_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes))
+        if as_sandbox:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if run_as and not namespaced:
+            os.setgroups([])
+            os.setgid(run_as.pw_gid)
+            os.setuid(run_as.pw_uid)
+        os.umask(0o077)
+
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, preexec_fn=preexec, close_fds=True, pass_fds=tuple(pass_fds),
+    )
+    return Running(proc, limits, run_as.pw_uid if run_as else None)
 
 
 def run(
@@ -183,60 +342,5 @@ def run(
     user: Optional[pwd.struct_passwd] = None,
     as_sandbox: bool = True,
 ) -> Result:
-    """Runs argv in cwd with exactly `env`, as `user` (None: the grader's own user),
-    under `limits`. Always returns; never raises for what the command did."""
-    run_as = user if as_sandbox else None
-    uid = run_as.pw_uid if run_as else os.getuid()
-    nproc = limits.nproc if run_as else _threads_of(uid) + limits.nproc
-    cpu = limits.cpu_s or int(2 * limits.timeout_s) + 5
-
-    def preexec() -> None:
-        os.setsid()
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_bytes, limits.fsize_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes))
-        if as_sandbox:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        if run_as:
-            os.setgroups([])
-            os.setgid(run_as.pw_gid)
-            os.setuid(run_as.pw_uid)
-        os.umask(0o077)
-
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, preexec_fn=preexec, close_fds=True,
-    )
-    kept = bytearray()
-    total = [0]
-
-    def drain() -> None:
-        while True:
-            chunk = proc.stdout.read1(1 << 16)
-            if not chunk:
-                return
-            total[0] += len(chunk)
-            room = OUTPUT_KEEP - len(kept)
-            if room > 0:
-                kept.extend(chunk[:room])
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=limits.timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    _kill_session(proc.pid)
-    proc.wait()
-    reader.join(timeout=5)
-    proc.stdout.close()
-    return Result(
-        returncode=None if timed_out else proc.returncode,
-        output=kept.decode(errors="replace"),
-        output_bytes=total[0],
-        timed_out=timed_out,
-        wall_s=time.monotonic() - start,
-    )
+    """Runs argv to its end (or its timeout) as start() does; returns how it ended."""
+    return start(argv, cwd, env, limits, user, as_sandbox).finish()

@@ -89,7 +89,7 @@ void conv2d_tiled(__global const float* restrict x, __global const float* restri
   // END PROMPT
 }
 
-// BEGIN SOLUTION
+// BEGIN STAFF
 // ---------------------------------------------------------------------------------
 // Faster kernels, picked by opencl-functions.cpp per device and shape. Same arguments
 // as conv2d_tiled unless noted; x, w, y, bias have the same layouts.
@@ -290,9 +290,9 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
     }
   }
 }
-// END SOLUTION
+// END STAFF
 
-// BEGIN SOLUTION
+// BEGIN STAFF
 // ---------------------------------------------------------------------------------
 // v4 conv2d_gpu: implicit GEMM for GPUs, Y_g = W_g · X_g as in conv2d_tiled, with a
 // TM×TN output tile per work-group (TM output channels × TN pixels of B·H_out·W_out) and
@@ -553,4 +553,4 @@ __kernel void conv2d_sum_splits(__global const float* restrict parts, __global c
   for (int k = 0; k < splits; ++k) s += parts[(size_t)k * total + i];
   y[i] = s;
 }
-// END SOLUTION
+// END STAFF

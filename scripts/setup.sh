@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One-time setup for a fresh machine, shared by the Makefile, .ci/run and the Dockerfile:
-#   1. Debian/Ubuntu packages: an OpenCL driver (PoCL), the ICD loader, headers, CLBlast;
-#   2. a virtual environment in .venv with requirements.txt installed.
+#   1. Debian/Ubuntu packages: an OpenCL driver (PoCL), the ICD loader, headers, CLBlast,
+#      Oclgrind (make check) and binutils (nm, for the allowed-calls check);
+#   2. as root, the account "oclf-sandbox" that the grader runs students' code as;
+#   3. a virtual environment in .venv with requirements.txt installed.
 # Building the extension is the Makefile's job (make build).
 # Without root and with packages missing, it stops and prints the command to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(pocl-opencl-icd ocl-icd-opencl-dev opencl-headers libclblast-dev clinfo)
+APT_PACKAGES=(pocl-opencl-icd ocl-icd-opencl-dev opencl-headers libclblast-dev clinfo oclgrind binutils)
 VENV=${VENV:-.venv}
 
 missing=()
@@ -35,6 +37,11 @@ if ((${#missing[@]})); then
     echo "    sudo sh -c '$cmd'" >&2
     exit 1
   fi
+fi
+
+# The grader's sandbox account (grading/sandbox.py); never "nobody", which other services share.
+if [ "$(id -u)" = 0 ] && ! id oclf-sandbox >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin oclf-sandbox
 fi
 
 stamp="$VENV/.requirements"

@@ -1,0 +1,193 @@
+"""The trees the grader builds and runs:
+
+- the reference tree: the library, the child harness and the staff kernels, built whole
+  as the grader's own user (trusted) and cached by a hash of its sources;
+- program trees: a submission (a student's, or a ladder rung's) as its two student files
+  over the reference's library, with only opencl-functions.cpp compiled and the
+  reference's other objects reused, then the allowed-calls check (grading.symbols) on its
+  object. A student's tree holds no staff files: no reference kernels, no ladder kernels.
+
+The ladder's rungs (grading/ladder/*.toml) are built once per reference build, next to it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+from grading import fixtures, sandbox, symbols
+from grading.workspace import POCL_CACHE, ROOT, Workspace
+
+# The reference tree: the library, the child harness and what the ladder's rungs read.
+TREE_FILES = ["setup.py", "opencl_functions", "utils", "grading/__init__.py", "grading/child.py",
+              "grading/cases.py", "grading/kernels"]
+TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".json"}
+# A program tree: the library and the child harness only (no staff kernels).
+PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", "grading/__init__.py", "grading/child.py",
+                 "grading/cases.py"]
+STUDENT_FILES = {"opencl-functions.cpp": "opencl_functions", "conv2d.cl": "opencl_functions"}
+OBJECT = Path("build/tmp/opencl_functions/opencl-functions.o")
+BUILD_SNIPPET = (
+    "import sys\n"
+    "from pybind11.setup_helpers import ParallelCompile, naive_recompile\n"
+    "ParallelCompile(default=2, needs_recompile=naive_recompile).install()\n"
+    "sys.argv = ['setup.py', '-q', 'build_ext', '--inplace', '--build-temp', 'build/tmp']\n"
+    "exec(compile(open('setup.py').read(), 'setup.py', 'exec'))\n"
+)
+
+
+def _sources(root: Path, names: List[str]) -> List[Path]:
+    paths = []
+    for rel in names:
+        src = root / rel
+        paths += [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.suffix in TREE_SUFFIXES)
+    return paths
+
+
+def _copy(src_root: Path, dst: Path, names: List[str]) -> None:
+    for p in _sources(src_root, names):
+        target = dst / p.relative_to(src_root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, target)
+
+
+def sources_hash() -> str:
+    """What the reference build and the ladder depend on: their sources, the ladder's
+    fixtures, Python's and torch's versions."""
+    h = hashlib.sha256()
+    paths = _sources(ROOT, TREE_FILES) + sorted(fixtures.LADDER_DIR.glob("*.toml"))
+    for p in paths:
+        h.update(p.relative_to(ROOT).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    h.update(sys.version.encode() + torch.__version__.encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Program:
+    """A built submission: its tree, and whether it built and passed the allowed-calls check."""
+
+    name: str
+    tree: Path
+    built: bool
+    output: str = ""  # the compiler's output when the build failed
+    refusals: List[symbols.Refusal] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.built and not self.refusals
+
+
+class Builder:
+    """Builds the reference, the ladder and submissions for one grading."""
+
+    def __init__(self, ws: Workspace, warm: Optional[Callable[[Path, Path], None]] = None) -> None:
+        """warm(tree, kernel_cache) fills a new reference build's kernel cache, if given."""
+        self.ws, self.warm = ws, warm
+
+    def _compile(self, tree: Path, user_build: bool) -> sandbox.Result:
+        env = self.ws.env(tree, tree if not user_build else tree.parent / (tree.name + "-home"))
+        return sandbox.run([self.ws.python, "-c", BUILD_SNIPPET], tree, env,
+                           self.ws.limits(self.ws.opt.build_timeout_s), self.ws.user, as_sandbox=user_build)
+
+    def reference(self) -> Path:
+        """The reference tree, built as the grader's own user and readable by it alone; with
+        a cache folder, a build of the same sources is reused (the ladder is built with it)."""
+        cache = self.ws.opt.ref_cache
+        if cache:
+            home = cache / sources_hash()
+            if (home / "ready").exists():
+                self.ws.log("reference and ladder builds: cached")
+                return home / "reference"
+            cache.mkdir(parents=True, exist_ok=True)
+            os.chmod(cache, 0o700)
+        else:
+            home = self.ws.work / "reference-build"
+        self.ws.log("building the reference solution")
+        staging = Path(tempfile.mkdtemp(prefix="ref-", dir=home.parent))
+        os.chmod(staging, 0o700)
+        tree = staging / "reference"
+        _copy(ROOT, tree, TREE_FILES)
+        result = self._compile(tree, user_build=False)
+        if not result.ok:
+            raise RuntimeError(f"the reference solution does not build:\n{result.output_tail()}")
+        if self.warm is not None:
+            self.warm(tree, staging / POCL_CACHE)
+        for rung in fixtures.ladder():
+            if rung.name == "reference":
+                continue
+            self.ws.log(f"building ladder rung {rung.name}")
+            program = self.program(rung.name, rung.files(), staging / "ladder" / rung.name, trusted=True, base=tree)
+            if not program.ok:
+                raise RuntimeError(f"ladder rung {rung.name} does not build or calls what it may not: "
+                                   f"{program.output[-3000:]} {[str(r) for r in program.refusals]}")
+        (staging / "ready").touch()
+        if home.exists():
+            shutil.rmtree(home)
+        staging.rename(home)
+        if cache:  # builds of older grader or reference sources are stale now
+            for old in cache.iterdir():
+                if old != home and len(old.name) == 16 and all(c in "0123456789abcdef" for c in old.name):
+                    shutil.rmtree(old, ignore_errors=True)
+        return home / "reference"
+
+    @staticmethod
+    def ladder_tree(reference: Path, name: str) -> Path:
+        return reference if name == "reference" else reference.parent / "ladder" / name
+
+    @staticmethod
+    def kernel_cache(reference: Path) -> Path:
+        """The warm kernel cache of a reference build, shared by the ladder's rungs."""
+        return reference.parent / POCL_CACHE
+
+    def program(self, name: str, files: Dict[str, str], dest: Path, trusted: bool, base: Path) -> Program:
+        """Builds a submission given as its student files' text over the reference tree
+        `base`: as the sandbox user unless trusted. Never raises for what the code does."""
+        _copy(base, dest, PROGRAM_FILES)
+        for file_name, folder in STUDENT_FILES.items():
+            (dest / folder / file_name).write_text(files[file_name])
+        for obj in (base / "build" / "tmp").rglob("*.o"):  # the reference's objects of the other files
+            if obj.name != OBJECT.name:
+                target = dest / obj.relative_to(base)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(obj, target)
+        if not trusted:
+            sandbox.give_to_sandbox(dest, self.ws.user)
+            home = dest.parent / (dest.name + "-home")
+            home.mkdir(mode=0o700, exist_ok=True)
+            sandbox.give_to_sandbox(home, self.ws.user)
+        result = self._compile(dest, user_build=not trusted)
+        built = result.ok and any((dest / "opencl_functions").glob("_core*.so")) and (dest / OBJECT).is_file()
+        program = Program(name, dest, built, "" if built else f"The build {result.describe()}. Compiler output:\n\n"
+                          f"```\n{result.output_tail(12000)}\n```", wall_s=result.wall_s)
+        if built:
+            program.refusals = symbols.check_object(dest / OBJECT)
+        return program
+
+    def submission(self, files: Dict[str, Path], reference: Path) -> Program:
+        """The student's submission, built in the sandbox; its kernel cache starts from the
+        reference's warm one (a copy: nothing it writes reaches the reference)."""
+        dest = self.ws.work / "student"
+        program = self.program("submission", {n: p.read_text(errors="replace") for n, p in files.items()}, dest,
+                               trusted=False, base=reference)
+        home = self.home("student")
+        if self.kernel_cache(reference).is_dir():
+            shutil.copytree(self.kernel_cache(reference), home / POCL_CACHE, symlinks=False, dirs_exist_ok=True)
+            sandbox.give_to_sandbox(home, self.ws.user)
+        return program
+
+    def home(self, name: str) -> Path:
+        """The home folder of a program's children (made once, owned by whoever runs them)."""
+        home = self.ws.work / f"{name}-home"
+        if not home.exists():
+            home.mkdir(mode=0o700)
+            if name == "student":
+                sandbox.give_to_sandbox(home, self.ws.user)
+        return home

@@ -1,0 +1,141 @@
+"""The allowed-calls check on the student's host code: every symbol that the object of
+opencl-functions.cpp leaves undefined (`nm -u`) must be on an allowlist, so the
+convolution runs in the student's own OpenCL code and nothing escapes the grader's step.
+
+    python -m grading.symbols [OBJECT]     (make run and make check run it; so does the grader)
+
+Allowed: the OpenCL API, CLBlast's GEMM and GEMV, the course runtime (namespace
+RUNTIME_NAMESPACE), and the C and C++ standard libraries' strings, containers, memory,
+math, exceptions, printing, file reading, getenv and clocks (students print and time their
+code while they optimise it). Anything else fails, with the symbol and the rule named:
+Python's C API and pybind11 (torch from the host), loading code at run time, processes,
+threads, the network, signals and other system calls, CLBlast's other routines (Convgemm
+would do the convolution), and the library's functions outside the runtime.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+RUNTIME_NAMESPACE = "ocl"
+ROOT = Path(__file__).resolve().parent.parent
+
+# (pattern on the demangled name, reason) for what is refused; checked before the allowlist.
+REFUSED = [
+    (r"^_?Py|pybind11::|^torch::|^at::|^c10::",
+     "calls into Python or torch: the convolution must run in your own OpenCL code"),
+    (r"^(dlopen|dlmopen|dlsym|dlvsym|dlclose|dlerror|dlinfo)$", "loads code at run time"),
+    (r"^(fork|vfork|_Fork|clone|clone3|execve|execv|execvp|execvpe|execl|execlp|execle|fexecve|system|popen|"
+     r"posix_spawnp?|daemon|setsid|setpgid|setpgrp|wait|waitpid|wait4)$",
+     "starts, waits for or detaches processes"),
+    (r"^pthread_|^thrd_|std::thread|std::jthread|std::async|std::__future_base",
+     "starts threads (the grader times each call of your code from outside it)"),
+    (r"^(socket|socketpair|connect|bind|listen|accept|accept4|send|sendto|sendmsg|recv|recvfrom|recvmsg|"
+     r"getaddrinfo|gethostbyname|shutdown)$", "uses the network"),
+    (r"^(kill|tgkill|raise|ptrace|prctl|syscall|setuid|setgid|setreuid|setregid|setresuid|setresgid|seteuid|"
+     r"setegid|chroot|unshare|setns|mount|signal|sigaction|alarm|setitimer|timer_create|mprotect|"
+     r"process_vm_writev|process_vm_readv)$",
+     "touches processes, signals or memory protection"),
+    (r"^clblast::StatusCode clblast::(?!(Gemm|Gemv)<float>\()|^clblast::(?!StatusCode )",
+     "calls a CLBlast routine other than GEMM and GEMV (Convgemm or Im2col would do the convolution for you)"),
+    (r"^(typeinfo for |typeinfo name for |vtable for )?(oclf|baselines)::",
+     "calls a library function outside the course runtime (only the ocl:: runtime is yours to use)"),
+]
+
+_C_LIBRARY = (
+    # memory and strings
+    "memcpy memmove memset memcmp memchr strlen strnlen strcmp strncmp strcpy strncpy strcat strncat strchr "
+    "strrchr strstr strdup strndup strtok strtok_r strerror strspn strcspn toupper tolower isspace isdigit isalpha "
+    "malloc calloc realloc free posix_memalign aligned_alloc abort exit atexit qsort bsearch "
+    "strtol strtoll strtoul strtoull strtod strtof atoi atol atoll atof "
+    # printing and files
+    "printf fprintf sprintf snprintf vprintf vfprintf vsprintf vsnprintf puts fputs putchar fputc putc fwrite "
+    "fflush perror stdout stderr stdin sscanf fopen fclose fread fseek ftell rewind fgets fgetc getc feof ferror "
+    "getenv "
+    # clocks
+    "time clock clock_gettime gettimeofday "
+    # math
+    "sqrt sqrtf cbrt cbrtf exp expf exp2 exp2f log logf log2 log2f log10 log10f pow powf fabs fabsf floor floorf "
+    "ceil ceilf round roundf trunc truncf fmod fmodf fmin fminf fmax fmaxf lround lroundf llround llroundf "
+    "sin sinf cos cosf tan tanf tanh tanhf erf erff hypot hypotf ldexp frexp"
+).split()
+ALLOWED = [
+    r"^cl[A-Z]\w*$",  # the OpenCL API
+    r"^clblast::StatusCode clblast::(Gemm|Gemv)<float>\(",
+    rf"^(typeinfo for |typeinfo name for |vtable for )?{RUNTIME_NAMESPACE}::",
+    # the C++ standard library and its support
+    r"^(typeinfo for |typeinfo name for |vtable for )?(std::|__gnu_cxx::|__cxxabiv1::)",
+    r"^typeinfo for (char|int|unsigned|long|float|double|bool|void|short)",
+    r"^operator (new|delete)",
+    r"^(__cxa_\w+|__gxx_personality_v0|_Unwind_\w+|__dynamic_cast|__stack_chk_fail|_GLOBAL_OFFSET_TABLE_|"
+    r"__dso_handle|__tls_get_addr|__assert_fail|__errno_location|__ctype_b_loc|__ctype_toupper_loc|"
+    r"__ctype_tolower_loc)$",
+    # the C library, also as glibc's checked (_chk) and versioned (__isoc99_, __isoc23_) names
+    rf"^(__isoc99_|__isoc23_|__)?({'|'.join(_C_LIBRARY)})(_chk)?$",
+]
+UNLISTED = ("is not on the list of allowed calls: the OpenCL API, CLBlast's GEMM and GEMV, the course runtime "
+            f"({RUNTIME_NAMESPACE}::), and the C/C++ standard library's strings, containers, memory, math, "
+            "exceptions, printing, files, getenv and clocks")
+
+
+@dataclass
+class Refusal:
+    symbol: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"opencl-functions.cpp calls `{self.symbol}`, which {self.reason}."
+
+
+def undefined_symbols(obj: Path) -> List[str]:
+    """The demangled names `nm -u` lists for an object file."""
+    out = subprocess.run(["nm", "-u", "-C", str(obj)], capture_output=True, text=True, check=True).stdout
+    return [line.split(None, 1)[-1].strip() for line in out.splitlines() if line.strip()]
+
+
+def judge(symbol: str) -> Optional[str]:
+    """None when `symbol` is allowed, else the reason it is not."""
+    for pattern, reason in REFUSED:
+        if re.search(pattern, symbol):
+            return reason
+    if any(re.search(pattern, symbol) for pattern in ALLOWED):
+        return None
+    return UNLISTED
+
+
+def check(symbols: Sequence[str]) -> List[Refusal]:
+    """Every refused symbol, with its reason."""
+    return [Refusal(s, reason) for s in symbols if (reason := judge(s)) is not None]
+
+
+def check_object(obj: Path) -> List[Refusal]:
+    return check(undefined_symbols(obj))
+
+
+def find_object(root: Path = ROOT) -> Optional[Path]:
+    """The newest object of opencl-functions.cpp under root/build (setup.py's build folder)."""
+    found = sorted((root / "build").rglob("opencl-functions.o"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("object", nargs="?", type=Path, help="default: the newest build/**/opencl-functions.o")
+    args = parser.parse_args(argv)
+    obj = args.object or find_object()
+    if obj is None or not obj.is_file():
+        print("symbols: no object of opencl-functions.cpp found; run make build first", file=sys.stderr)
+        return 2
+    refusals = check_object(obj)
+    for refusal in refusals:
+        print(f"not allowed: {refusal}", file=sys.stderr)
+    return 1 if refusals else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
