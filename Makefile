@@ -4,11 +4,12 @@ PY      := .venv/bin/python
 SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp)
 BUILT   := build/.core-built
 
-.PHONY: help setup build run test test-slow info sanity resnet gpt bird bird-model networks bench clblast-tune handout \
-        autograder clean
+.PHONY: help setup build run check test test-slow info sanity resnet gpt bird bird-model networks bench clblast-tune \
+        calibrate handout autograder clean
 
 help:
 	@echo "make run         set up, build, run the student checks (tests.py)"
+	@echo "make check       your kernel under Oclgrind: data races and out-of-bounds accesses"
 	@echo "make test        set up, build, run the whole test suite (what CI runs)"
 	@echo "make test-slow   the opt-in slow checks too"
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
@@ -17,6 +18,7 @@ help:
 	@echo "make networks    forward+backward check of 20 torchvision networks (extras/validate_networks.py)"
 	@echo "make bench       conv2d and matmul benchmark (grading.bench)"
 	@echo "make clblast-tune  staff: tune CLBlast for the device (needs clblast-utils; ARGS=\"--scale 2\")"
+	@echo "make calibrate   staff: time the grader's ladder of kernels here and print the scale"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 	@echo "make clean       remove build outputs (keeps .venv)"
 	@echo "Pick a device with OCL_DEVICE=P:D or part of its name (see make info)."
@@ -32,8 +34,14 @@ $(BUILT): .venv/.requirements $(SOURCES)
 
 build: $(BUILT)
 
+# The allowed-calls check first (what the grader's build step checks), then the tests.
 run: build
+	$(PY) -m grading.symbols
 	$(PY) -m pytest tests.py
+
+check: build
+	$(PY) -m grading.symbols
+	$(PY) -m grading.check
 
 test: build
 	$(PY) -m pytest
@@ -47,6 +55,9 @@ bench: build
 # Runs CLBlast's tuners at the lowest priority; writes opencl_functions/clblast_params/<device>.json.
 clblast-tune: build
 	nice -n 19 $(PY) -m grading.clblast_tune $(ARGS)
+
+calibrate: build
+	$(PY) -m grading.calibrate
 
 info: build
 	$(PY) -m utils.info

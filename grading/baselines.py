@@ -3,8 +3,6 @@ selected OpenCL device through the same queue and timed with OpenCL profiling ev
 
     naive_conv2d(x, weight, bias, stride, dilation, groups) -> (out, kernel_ns)
         one output per work-item (grading/kernels/conv2d_naive.cl)
-    tiled_v1_conv2d(x, weight, bias, stride, dilation, groups) -> (out, kernel_ns)
-        the first tiled kernel (grading/kernels/conv2d_v1.cl), the starting point
     clblast_convgemm(x, weight, stride, dilation) -> (out, kernel_ns)
         CLBlast's Convgemm, groups=1, no bias
 
@@ -64,24 +62,6 @@ def naive_conv2d(
 ) -> Tuple[torch.Tensor, int]:
     """conv2d by the naive one-output-per-work-item kernel: (out, kernel time in ns)."""
     return _from_file("conv2d_naive", 0, x, weight, bias, stride, dilation, groups)
-
-
-def has_v1() -> bool:
-    """Whether the first tiled kernel is here (the reference tree; not the student handout)."""
-    return os.path.exists(os.path.join(KERNELS, "conv2d_v1.cl"))
-
-
-def tiled_v1_conv2d(
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    bias: Optional[torch.Tensor] = None,
-    stride=(1, 1),
-    dilation=(1, 1),
-    groups: int = 1,
-) -> Tuple[torch.Tensor, int]:
-    """conv2d by the first tiled kernel (v1): (out, kernel time in ns)."""
-    tile = 16 if opencl_functions.device_info()["max_work_group_size"] >= 256 else 8
-    return _from_file("conv2d_v1", tile, x, weight, bias, stride, dilation, groups)
 
 
 def clblast_convgemm(x: torch.Tensor, weight: torch.Tensor, stride=(1, 1), dilation=(1, 1)) -> Tuple[torch.Tensor, int]:

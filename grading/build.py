@@ -34,6 +34,11 @@ PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", "grading/__init__.py",
                  "grading/cases.py"]
 STUDENT_FILES = {"opencl-functions.cpp": "opencl_functions", "conv2d.cl": "opencl_functions"}
 OBJECT = Path("build/tmp/opencl_functions/opencl-functions.o")
+# The student's file is compiled on its own, with only the OpenCL, CLBlast and course headers
+# on its include path (no Python, no pybind11), as setup.py would compile it otherwise.
+COMPILE = ["g++", "-std=c++17", "-O2", "-fPIC", "-Wall", "-Wno-deprecated-declarations",
+           "-DCL_TARGET_OPENCL_VERSION=120", "-Iopencl_functions", "-c", "opencl_functions/opencl-functions.cpp",
+           "-o", str(OBJECT)]
 BUILD_SNIPPET = (
     "import sys\n"
     "from pybind11.setup_helpers import ParallelCompile, naive_recompile\n"
@@ -92,10 +97,10 @@ class Builder:
         """warm(tree, kernel_cache) fills a new reference build's kernel cache, if given."""
         self.ws, self.warm = ws, warm
 
-    def _compile(self, tree: Path, user_build: bool) -> sandbox.Result:
-        env = self.ws.env(tree, tree if not user_build else tree.parent / (tree.name + "-home"))
-        return sandbox.run([self.ws.python, "-c", BUILD_SNIPPET], tree, env,
-                           self.ws.limits(self.ws.opt.build_timeout_s), self.ws.user, as_sandbox=user_build)
+    def _run(self, argv: List[str], tree: Path, user_build: bool) -> sandbox.Result:
+        home = tree if not user_build else tree.parent / (tree.name + "-home")
+        return sandbox.run(argv, tree, self.ws.env(tree, home), self.ws.limits(self.ws.opt.build_timeout_s),
+                           self.ws.user, as_sandbox=user_build)
 
     def reference(self) -> Path:
         """The reference tree, built as the grader's own user and readable by it alone; with
@@ -115,20 +120,18 @@ class Builder:
         os.chmod(staging, 0o700)
         tree = staging / "reference"
         _copy(ROOT, tree, TREE_FILES)
-        result = self._compile(tree, user_build=False)
+        result = self._run([self.ws.python, "-c", BUILD_SNIPPET], tree, user_build=False)
         if not result.ok:
             raise RuntimeError(f"the reference solution does not build:\n{result.output_tail()}")
         if self.warm is not None:
             self.warm(tree, staging / POCL_CACHE)
         for rung in fixtures.ladder():
-            if rung.name == "reference":
-                continue
             self.ws.log(f"building ladder rung {rung.name}")
             program = self.program(rung.name, rung.files(), staging / "ladder" / rung.name, trusted=True, base=tree)
             if not program.ok:
                 raise RuntimeError(f"ladder rung {rung.name} does not build or calls what it may not: "
                                    f"{program.output[-3000:]} {[str(r) for r in program.refusals]}")
-        (staging / "ready").touch()
+        (staging / "ready").touch()  # the ladder's "reference" rung is a program like the others
         if home.exists():
             shutil.rmtree(home)
         staging.rename(home)
@@ -140,7 +143,7 @@ class Builder:
 
     @staticmethod
     def ladder_tree(reference: Path, name: str) -> Path:
-        return reference if name == "reference" else reference.parent / "ladder" / name
+        return reference.parent / "ladder" / name
 
     @staticmethod
     def kernel_cache(reference: Path) -> Path:
@@ -163,13 +166,17 @@ class Builder:
             home = dest.parent / (dest.name + "-home")
             home.mkdir(mode=0o700, exist_ok=True)
             sandbox.give_to_sandbox(home, self.ws.user)
-        result = self._compile(dest, user_build=not trusted)
-        built = result.ok and any((dest / "opencl_functions").glob("_core*.so")) and (dest / OBJECT).is_file()
-        program = Program(name, dest, built, "" if built else f"The build {result.describe()}. Compiler output:\n\n"
-                          f"```\n{result.output_tail(12000)}\n```", wall_s=result.wall_s)
-        if built:
-            program.refusals = symbols.check_object(dest / OBJECT)
-        return program
+        compiled = self._run(COMPILE, dest, user_build=not trusted)
+        if not compiled.ok or not (dest / OBJECT).is_file():
+            return Program(name, dest, False, f"The compiler {compiled.describe()}. Its output:\n\n"
+                           f"```\n{compiled.output_tail(12000)}\n```", wall_s=compiled.wall_s)
+        refusals = symbols.check_object(dest / OBJECT)
+        if refusals:
+            return Program(name, dest, True, refusals=refusals, wall_s=compiled.wall_s)
+        linked = self._run([self.ws.python, "-c", BUILD_SNIPPET], dest, user_build=not trusted)
+        built = linked.ok and any((dest / "opencl_functions").glob("_core*.so"))
+        return Program(name, dest, built, "" if built else f"Linking {linked.describe()}. Output:\n\n"
+                       f"```\n{linked.output_tail(12000)}\n```", wall_s=compiled.wall_s + linked.wall_s)
 
     def submission(self, files: Dict[str, Path], reference: Path) -> Program:
         """The student's submission, built in the sandbox; its kernel cache starts from the

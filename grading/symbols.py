@@ -67,9 +67,9 @@ _C_LIBRARY = (
 ALLOWED = [
     r"^cl[A-Z]\w*$",  # the OpenCL API
     r"^clblast::StatusCode clblast::(Gemm|Gemv)<float>\(",
-    rf"^(typeinfo for |typeinfo name for |vtable for )?{RUNTIME_NAMESPACE}::",
+    rf"^(typeinfo for |typeinfo name for |vtable for |VTT for )?{RUNTIME_NAMESPACE}::",
     # the C++ standard library and its support
-    r"^(typeinfo for |typeinfo name for |vtable for )?(std::|__gnu_cxx::|__cxxabiv1::)",
+    r"^(typeinfo for |typeinfo name for |vtable for |VTT for |construction vtable for .* in )?(std::|__gnu_cxx::|__cxxabiv1::)",
     r"^typeinfo for (char|int|unsigned|long|float|double|bool|void|short)",
     r"^operator (new|delete)",
     r"^(__cxa_\w+|__gxx_personality_v0|_Unwind_\w+|__dynamic_cast|__stack_chk_fail|_GLOBAL_OFFSET_TABLE_|"

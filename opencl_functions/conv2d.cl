@@ -7,23 +7,61 @@
 //   y      is (B, C_out, H_out, W_out)           output
 //
 // Per group g, the convolution is a matrix product Y_g = W_g · X_g where
-//   W_g is (C_out/groups) × Kdim, Kdim = (C_in/groups)·K_h·K_w: the weights, row-major,
-//   X_g is Kdim × (B·H_out·W_out): column n holds the input patch under output pixel n
-//        (never stored: each element is read from x where it lies, "implicit im2col").
+//   Y_g is (C_out/groups) × N, N = B·H_out·W_out: column n is output pixel n, counted
+//        over the whole batch (n = (b·H_out + oh)·W_out + ow);
+//   W_g is (C_out/groups) × K, K = K_h·K_w·(C_in/groups): the weights;
+//   X_g is K × N: column n holds the input patch under output pixel n. It is never
+//        stored: each element is read from x where it lies ("implicit im2col").
+// We order K tap by tap: k = (kh·K_w + kw)·(C_in/groups) + ci. For one tap (kh, kw),
+// the rows of X_g are the input channels shifted by (kh·dilation_h, kw·dilation_w), so a
+// block of TK consecutive k is TK input channels of one tap: no division per element to
+// find (ci, kh, kw) from k.
 //
-// NDRange: dim 0 covers output pixels n (B·H_out·W_out, rounded up to TILE), dim 1
-// covers output channels m of the group (rounded up to TILE), dim 2 is the group.
-// A TILE×TILE work-group computes a TILE×TILE tile of Y_g: work-item (tx, ty) computes
-// output pixel n = group0·TILE + tx of channel m = group1·TILE + ty. The K dimension is
-// walked in steps of TILE; each step, the work-group stages a TILE×TILE block of W_g and
-// of X_g in local memory (one element per work-item), then accumulates from it.
-// Out-of-range elements are loaded as zeros, so any size works.
+// Tiling. A work-group of LX × LY work-items computes a TM × TN tile of Y_g:
+// TM = LY·WM output channels starting at m0 = get_group_id(1)·TM, and
+// TN = LX·WN output pixels starting at n0 = get_group_id(0)·TN.
+// Work-item (tx, ty) computes WM × WN outputs, kept in registers (acc):
+//   channels m0 + ty·WM + i   (i < WM, consecutive channels),
+//   pixels   n0 + tx + j·LX   (j < WN, so neighbouring work-items have neighbouring pixels:
+//                              their loads and stores of x and y are coalesced).
+// The K dimension is walked in steps of TK (taps outside, input channels inside). Each
+// step, the work-group stages in local memory
+//   Ws[k][m] = W_g[m0 + m][step's k]   (TK × TM): work-item (tx, ty) loads k = tx for its
+//                                       own WM channels;
+//   Xs[k][n] = X_g[step's k][n0 + n]   (TK × TN): work-item (tx, ty) loads rows
+//                                       k = ty + r·LY for its own WN pixels;
+// waits at a barrier, accumulates from local memory, and waits again before the next
+// step overwrites the tiles.
+// Out-of-range channels and input channels are loaded as zeros; out-of-range pixels read
+// the last pixel (valid memory) and are not stored. So any size works.
+//
+// Launch: local (LX, LY, 1),
+//         global (ceil(N / TN)·LX, ceil((C_out/groups) / TM)·LY, groups).
+// Build options: -DLX=16 -DLY=8 -DWM=4 -DWN=4 -DTK=16 (the defaults below); TK must equal
+// LX and be a multiple of LY. Offsets are int: x, w and y must have < 2^31 elements.
 
-#ifndef TILE
-#define TILE 16
+#ifndef LX
+#define LX 16
 #endif
+#ifndef LY
+#define LY 8
+#endif
+#ifndef WM
+#define WM 4
+#endif
+#ifndef WN
+#define WN 4
+#endif
+#ifndef TK
+#define TK 16
+#endif
+#if TK != LX || TK % LY != 0
+#error "conv2d_tiled needs TK == LX and TK a multiple of LY"
+#endif
+#define TM (LY * WM)  // output channels per work-group
+#define TN (LX * WN)  // output pixels per work-group
 
-__kernel __attribute__((reqd_work_group_size(TILE, TILE, 1)))
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
 void conv2d_tiled(__global const float* restrict x, __global const float* restrict w,
                   __global const float* restrict bias, __global float* restrict y,
                   const int has_bias, const int B, const int C_in, const int H, const int W,
@@ -31,61 +69,89 @@ void conv2d_tiled(__global const float* restrict x, __global const float* restri
                   const int stride_w, const int dilation_h, const int dilation_w,
                   const int groups, const int H_out, const int W_out) {
   // BEGIN SOLUTION
-  const int tx = get_local_id(0);
-  const int ty = get_local_id(1);
-  const int g = get_global_id(2);
-  const int cin_g = C_in / groups;
-  const int cout_g = C_out / groups;
+  const int tx = get_local_id(0), ty = get_local_id(1);
+  const int g = get_group_id(2);
+  const int cin_g = C_in / groups, cout_g = C_out / groups;
   const int k_area = K_h * K_w;
-  const int k_dim = cin_g * k_area;
-  const int pixels = B * H_out * W_out;
+  const int hw = H * W, hw_out = H_out * W_out;
+  const int pixels = B * hw_out;
+  const int m0 = get_group_id(1) * TM;  // first output channel (within the group) of the tile
+  const int n0 = get_group_id(0) * TN;  // first output pixel of the tile
 
-  // This work-item's output: pixel n of channel m (both may lie past the end).
-  const int n = get_group_id(0) * TILE + tx;
-  const int m = get_group_id(1) * TILE + ty;
+  // Where this work-item's pixels n0 + tx + j·LX read input channel 0 of the group at
+  // tap (0, 0). Pixels past the end read the last pixel instead (never stored).
+  int x_off[WN];
+  for (int j = 0; j < WN; ++j) {
+    const int n = min(n0 + tx + j * LX, pixels - 1);
+    const int b = n / hw_out, p = n - b * hw_out;
+    const int oh = p / W_out, ow = p - oh * W_out;
+    x_off[j] = (b * C_in + g * cin_g) * hw + oh * stride_h * W + ow * stride_w;
+  }
+  // This work-item's first channel; channel m0 + ty·WM + i has its weights at
+  // w[w_row + i·cin_g·k_area ..].
+  const int m_first = m0 + ty * WM;
+  const int w_row = (g * cout_g + m_first) * cin_g * k_area;
 
-  // The pixel whose patch this work-item loads into Xs: column tx of the tile.
-  const int ow = n % W_out;
-  const int oh = (n / W_out) % H_out;
-  const int b = n / (W_out * H_out);
-  __global const float* x_patch = x + ((size_t)(b * C_in + g * cin_g) * H + oh * stride_h) * W + ow * stride_w;
-  // The weight row this work-item loads into Ws: row ty of the tile.
-  const int m_load = get_group_id(1) * TILE + ty;
-  __global const float* w_row = w + (size_t)(g * cout_g + m_load) * k_dim;
+  __local float Ws[TK][TM + 1];  // +1: the column-wise stores below hit different banks
+  __local float Xs[TK][TN];
 
-  __local float Ws[TILE][TILE + 1];  // [m][k]; +1 avoids bank conflicts
-  __local float Xs[TILE][TILE + 1];  // [k][n]
+  float acc[WN][WM];
+  for (int j = 0; j < WN; ++j)
+    for (int i = 0; i < WM; ++i) acc[j][i] = 0.0f;
 
-  float acc = 0.0f;
-  for (int k0 = 0; k0 < k_dim; k0 += TILE) {
-    const int kw_idx = k0 + tx;  // Ws column loaded by this work-item
-    Ws[ty][tx] = (m_load < cout_g && kw_idx < k_dim) ? w_row[kw_idx] : 0.0f;
+  for (int kh = 0; kh < K_h; ++kh) {
+    for (int kw = 0; kw < K_w; ++kw) {
+      const int x_tap = kh * dilation_h * W + kw * dilation_w;  // input offset of the tap
+      const int w_tap = kh * K_w + kw;                          // weight offset of the tap
+      for (int c0 = 0; c0 < cin_g; c0 += TK) {
+        // Stage the weights: Ws[tx][ty·WM + i] = w[g·cout_g + m_first + i][c0 + tx][kh][kw].
+        const int ci_w = c0 + tx;
+        for (int i = 0; i < WM; ++i)
+          Ws[tx][ty * WM + i] = (ci_w < cin_g && m_first + i < cout_g)
+                                    ? w[w_row + i * cin_g * k_area + ci_w * k_area + w_tap]
+                                    : 0.0f;
+        // Stage the inputs: Xs[k][tx + j·LX] = input channel c0 + k under pixel n0 + tx + j·LX.
+        for (int r = 0; r < TK / LY; ++r) {
+          const int k = ty + r * LY;
+          const int ci = c0 + k;
+          for (int j = 0; j < WN; ++j)
+            Xs[k][tx + j * LX] = ci < cin_g ? x[x_off[j] + ci * hw + x_tap] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // the tiles are complete
 
-    const int kx_idx = k0 + ty;  // Xs row loaded by this work-item
-    float v = 0.0f;
-    if (n < pixels && kx_idx < k_dim) {
-      const int ci = kx_idx / k_area;
-      const int r = kx_idx - ci * k_area;
-      const int kh = r / K_w;
-      const int kw = r - kh * K_w;
-      v = x_patch[((size_t)ci * H + kh * dilation_h) * W + kw * dilation_w];
+        // Multiply: this work-item's WM × WN block of the tile product.
+        for (int kk = 0; kk < TK; ++kk) {
+          for (int j = 0; j < WN; ++j) {
+            const float xv = Xs[kk][tx + j * LX];
+            for (int i = 0; i < WM; ++i) acc[j][i] += Ws[kk][ty * WM + i] * xv;
+          }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // everyone is done with the tiles
+      }
     }
-    Xs[ty][tx] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    for (int t = 0; t < TILE; ++t) acc += Ws[ty][t] * Xs[t][tx];
-    barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  if (n < pixels && m < cout_g) {
-    const int co = g * cout_g + m;
-    if (has_bias) acc += bias[co];
-    y[((size_t)(b * C_out + co) * H_out + oh) * W_out + ow] = acc;
+  // Store the block: y[b][g·cout_g + m][oh][ow] for pixel n = b·hw_out + oh·W_out + ow.
+  for (int i = 0; i < WM; ++i) {
+    const int m = m_first + i;
+    if (m < cout_g) {
+      const int co = g * cout_g + m;
+      const float bias_co = has_bias ? bias[co] : 0.0f;
+      for (int j = 0; j < WN; ++j) {
+        const int n = n0 + tx + j * LX;
+        if (n < pixels) {
+          const int b = n / hw_out;
+          y[(b * C_out + co) * hw_out + (n - b * hw_out)] = acc[j][i] + bias_co;
+        }
+      }
+    }
   }
   // END SOLUTION
   // BEGIN PROMPT
-  // TODO: compute the outputs of this work-group's tile, staging blocks of the weights
-  // and of the input patches in local memory (see the comment at the top of the file).
+  // TODO: compute this work-group's TM × TN tile of outputs as the comment at the top of
+  // the file describes: per step of TK along K, stage the weights (Ws) and the input
+  // patches (Xs) in local memory, wait at a barrier, accumulate this work-item's WM × WN
+  // outputs in registers, wait again; then add the bias and store the outputs.
   // END PROMPT
 }
 
@@ -295,48 +361,48 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
 // BEGIN STAFF
 // ---------------------------------------------------------------------------------
 // v4 conv2d_gpu: implicit GEMM for GPUs, Y_g = W_g · X_g as in conv2d_tiled, with a
-// TM×TN output tile per work-group (TM output channels × TN pixels of B·H_out·W_out) and
-// (TN/WN)×(TM/WM) work-items each computing WM×WN outputs in registers (WM, WN multiples
-// of 4). Work-item (tx, ty) owns the channel quads ty + i·LY and the pixel quads
-// tx + j·LX (quad q = 4 consecutive rows or columns 4q..4q+3), so it reads its operands
+// GTM×GTN output tile per work-group (GTM output channels × GTN pixels of B·H_out·W_out) and
+// (GTN/GWN)×(GTM/GWM) work-items each computing GWM×GWN outputs in registers (GWM, GWN multiples
+// of 4). Work-item (tx, ty) owns the channel quads ty + i·GLY and the pixel quads
+// tx + j·GLX (quad q = 4 consecutive rows or columns 4q..4q+3), so it reads its operands
 // from local memory as float4, and neighbouring work-items read neighbouring float4s
-// (no bank conflicts). The K dimension is walked in steps of TK with two local buffers:
+// (no bank conflicts). The K dimension is walked in steps of GTK with two local buffers:
 // each step computes from one buffer while the next step's tiles, loaded into registers
 // before the computation, are stored into the other; one barrier per step.
 // Build options beside the tile sizes:
 //   KH, KW     the kernel's size when known, so that the im2col index math uses constants;
 //   VEC_W      k_dim % 4 == 0: weights are read as float4 along K (aligned: K steps start
-//              at multiples of TK);
+//              at multiples of GTK);
 //   POINTWISE  1×1, stride 1, H_out·W_out % 4 == 0 (so H = H_out, W = W_out): X_g is
 //              C_in × pixels per image, read as float4 along pixels, no index math;
 //   VEC_OUT    H_out·W_out % 4 == 0: outputs are written as float4.
 // Split-K: NDRange dim 2 is groups·splits; split s sums the K range [s·k_chunk,
 // (s+1)·k_chunk) and writes its partial sums to y + s·B·C_out·H_out·W_out
 // (conv2d_sum_splits adds them up and adds the bias). With splits = 1 it writes y.
-// NDRange: (ceil(pixels/TN)·TN/WN, ceil(C_out/groups / TM)·TM/WM, groups·splits).
+// NDRange: (ceil(pixels/GTN)·GTN/GWN, ceil(C_out/groups / GTM)·GTM/GWM, groups·splits).
 // v3 (one buffer, scalar local reads, 4×4 per work-item) reached 1.5–7 TFLOP/s on the
 // H100 over ResNet-50's convs; v4 replaced it.
 
-#ifndef TM
-#define TM 64
+#ifndef GTM
+#define GTM 64
 #endif
-#ifndef TN
-#define TN 64
+#ifndef GTN
+#define GTN 64
 #endif
-#ifndef WM
-#define WM 4
+#ifndef GWM
+#define GWM 4
 #endif
-#ifndef WN
-#define WN 4
+#ifndef GWN
+#define GWN 4
 #endif
-#ifndef TK
-#define TK 16
+#ifndef GTK
+#define GTK 16
 #endif
-#define LX (TN / WN)
-#define LY (TM / WM)
-#define THREADS (LX * LY)
-#define TM4 (TM / 4)
-#define TN4 (TN / 4)
+#define GLX (GTN / GWN)
+#define GLY (GTM / GWM)
+#define G_THREADS (GLX * GLY)
+#define GTM4 (GTM / 4)
+#define GTN4 (GTN / 4)
 #ifdef KH
 #define K_H_ KH
 #define K_W_ KW
@@ -345,17 +411,17 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
 #define K_W_ K_w
 #endif
 #ifdef VEC_W
-#define A_PER (TM * TK / 4 / THREADS)  // weight float4s loaded per work-item and step
+#define G_A_PER (GTM * GTK / 4 / G_THREADS)  // weight float4s loaded per work-item and step
 #else
-#define A_PER (TM * TK / THREADS)      // weights loaded per work-item and step
+#define G_A_PER (GTM * GTK / G_THREADS)      // weights loaded per work-item and step
 #endif
 #ifdef POINTWISE
-#define B_PER (TK * TN4 / THREADS)     // input float4s loaded per work-item and step
+#define G_B_PER (GTK * GTN4 / G_THREADS)     // input float4s loaded per work-item and step
 #else
-#define B_PER (TK * TN / THREADS)      // inputs loaded per work-item and step
+#define G_B_PER (GTK * GTN / G_THREADS)      // inputs loaded per work-item and step
 #endif
 
-__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+__kernel __attribute__((reqd_work_group_size(GLX, GLY, 1)))
 void conv2d_gpu(__global const float* restrict x, __global const float* restrict w,
                 __global const float* restrict bias, __global float* restrict y,
                 const int has_bias, const int B, const int C_in, const int H, const int W,
@@ -363,7 +429,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
                 const int stride_w, const int dilation_h, const int dilation_w,
                 const int groups, const int H_out, const int W_out, const int splits, const int k_chunk) {
   const int tx = get_local_id(0), ty = get_local_id(1);
-  const int tid = ty * LX + tx;
+  const int tid = ty * GLX + tx;
   const int g = get_group_id(2) / splits;
   const int split = get_group_id(2) - g * splits;
   const int cin_g = C_in / groups, cout_g = C_out / groups;
@@ -371,38 +437,38 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   const int k_dim = cin_g * k_area;
   const int hw_out = H_out * W_out;
   const int pixels = B * hw_out;
-  const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
+  const int m0 = get_group_id(1) * GTM, n0 = get_group_id(0) * GTN;
   const int k_begin = split * k_chunk;
   const int k_end = min(k_dim, k_begin + k_chunk);
 
   // As[buf][k][m] and Bs[buf][k][n], as float4 quads along m and n; A rows padded by one
   // quad so that the transposing stores of weights spread over the banks.
-  __local float4 As[2][TK][TM4 + 1];
-  __local float4 Bs[2][TK][TN4];
+  __local float4 As[2][GTK][GTM4 + 1];
+  __local float4 Bs[2][GTK][GTN4];
 
   __global const float* w_group = w + (size_t)g * cout_g * k_dim;
 #ifdef VEC_W
-  // Weight loads: float4 (m, k..k+3), m = tid / (TK/4) + i·THREADS/(TK/4).
-  const int a_k = (tid % (TK / 4)) * 4, a_row0 = tid / (TK / 4);
-  float4 a_reg[A_PER];
+  // Weight loads: float4 (m, k..k+3), m = tid / (GTK/4) + i·G_THREADS/(GTK/4).
+  const int a_k = (tid % (GTK / 4)) * 4, a_row0 = tid / (GTK / 4);
+  float4 a_reg[G_A_PER];
 #else
-  // Weight loads: (m, k), k = tid % TK, m = tid / TK + i·THREADS/TK.
-  const int a_k = tid % TK, a_row0 = tid / TK;
-  float a_reg[A_PER];
+  // Weight loads: (m, k), k = tid % GTK, m = tid / GTK + i·G_THREADS/GTK.
+  const int a_k = tid % GTK, a_row0 = tid / GTK;
+  float a_reg[G_A_PER];
 #endif
 
 #ifdef POINTWISE
   // Input loads: the float4 of pixels n..n+3 (one image) of row k of X_g,
-  // n = n0 + 4·(tid % TN4), k = tid / TN4 + i·THREADS/TN4.
-  const int b_q = tid % TN4, b_row0 = tid / TN4;
+  // n = n0 + 4·(tid % GTN4), k = tid / GTN4 + i·G_THREADS/GTN4.
+  const int b_q = tid % GTN4, b_row0 = tid / GTN4;
   const int n_load = n0 + 4 * b_q;
   const bool n_ok = n_load < pixels;
   const int nb = n_ok ? n_load / hw_out : 0;
   __global const float* x_col = x + (size_t)(nb * C_in + g * cin_g) * hw_out + (n_load - nb * hw_out);
-  float4 b_reg[B_PER];
+  float4 b_reg[G_B_PER];
 #else
-  // Input loads: pixel column b_col of the tile (fixed), rows b_row0 + i·THREADS/TN.
-  const int b_col = tid % TN, b_row0 = tid / TN;
+  // Input loads: pixel column b_col of the tile (fixed), rows b_row0 + i·G_THREADS/GTN.
+  const int b_col = tid % GTN, b_row0 = tid / GTN;
   const int n_load = n0 + b_col;
   const bool n_ok = n_load < pixels;
   const int nb = n_ok ? n_load / hw_out : 0;
@@ -410,50 +476,50 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   const int noh = np / W_out;
   __global const float* x_patch =
       x + ((size_t)(nb * C_in + g * cin_g) * H + noh * stride_h) * W + (np - noh * W_out) * stride_w;
-  float b_reg[B_PER];
+  float b_reg[G_B_PER];
 #endif
 
-  float acc[WM][WN];
-  for (int i = 0; i < WM; ++i)
-    for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
+  float acc[GWM][GWN];
+  for (int i = 0; i < GWM; ++i)
+    for (int j = 0; j < GWN; ++j) acc[i][j] = 0.0f;
 
 #ifdef VEC_W
 #define LOAD_A(k0)                                                                            \
-  for (int i = 0; i < A_PER; ++i) {                                                           \
-    const int m = m0 + a_row0 + i * (THREADS / (TK / 4)), k = (k0) + a_k;                     \
+  for (int i = 0; i < G_A_PER; ++i) {                                                           \
+    const int m = m0 + a_row0 + i * (G_THREADS / (GTK / 4)), k = (k0) + a_k;                     \
     __global const float4* src = (__global const float4*)(w_group + (size_t)m * k_dim + k);     \
     a_reg[i] = (m < cout_g && k < k_end) ? *src : (float4)(0.0f);                              \
   }
 #define STORE_A(buf)                                                                          \
-  for (int i = 0; i < A_PER; ++i) {                                                           \
-    __local float* col = (__local float*)As[buf][a_k] + a_row0 + i * (THREADS / (TK / 4));     \
+  for (int i = 0; i < G_A_PER; ++i) {                                                           \
+    __local float* col = (__local float*)As[buf][a_k] + a_row0 + i * (G_THREADS / (GTK / 4));     \
     col[0] = a_reg[i].x;                                                                      \
-    col[(TM4 + 1) * 4] = a_reg[i].y;                                                          \
-    col[(TM4 + 1) * 8] = a_reg[i].z;                                                          \
-    col[(TM4 + 1) * 12] = a_reg[i].w;                                                         \
+    col[(GTM4 + 1) * 4] = a_reg[i].y;                                                          \
+    col[(GTM4 + 1) * 8] = a_reg[i].z;                                                          \
+    col[(GTM4 + 1) * 12] = a_reg[i].w;                                                         \
   }
 #else
 #define LOAD_A(k0)                                                                            \
-  for (int i = 0; i < A_PER; ++i) {                                                           \
-    const int m = m0 + a_row0 + i * (THREADS / TK), k = (k0) + a_k;                           \
+  for (int i = 0; i < G_A_PER; ++i) {                                                           \
+    const int m = m0 + a_row0 + i * (G_THREADS / GTK), k = (k0) + a_k;                           \
     a_reg[i] = (m < cout_g && k < k_end) ? w_group[(size_t)m * k_dim + k] : 0.0f;              \
   }
 #define STORE_A(buf)                                                                          \
-  for (int i = 0; i < A_PER; ++i) ((__local float*)As[buf][a_k])[a_row0 + i * (THREADS / TK)] = a_reg[i];
+  for (int i = 0; i < G_A_PER; ++i) ((__local float*)As[buf][a_k])[a_row0 + i * (G_THREADS / GTK)] = a_reg[i];
 #endif
 
 #ifdef POINTWISE
 #define LOAD_B(k0)                                                                            \
-  for (int i = 0; i < B_PER; ++i) {                                                           \
-    const int k = (k0) + b_row0 + i * (THREADS / TN4);                                        \
+  for (int i = 0; i < G_B_PER; ++i) {                                                           \
+    const int k = (k0) + b_row0 + i * (G_THREADS / GTN4);                                        \
     b_reg[i] = (n_ok && k < k_end) ? *(__global const float4*)(x_col + (size_t)k * hw_out) : (float4)(0.0f); \
   }
 #define STORE_B(buf)                                                                          \
-  for (int i = 0; i < B_PER; ++i) Bs[buf][b_row0 + i * (THREADS / TN4)][b_q] = b_reg[i];
+  for (int i = 0; i < G_B_PER; ++i) Bs[buf][b_row0 + i * (G_THREADS / GTN4)][b_q] = b_reg[i];
 #else
 #define LOAD_B(k0)                                                                            \
-  for (int i = 0; i < B_PER; ++i) {                                                           \
-    const int k = (k0) + b_row0 + i * (THREADS / TN);                                         \
+  for (int i = 0; i < G_B_PER; ++i) {                                                           \
+    const int k = (k0) + b_row0 + i * (G_THREADS / GTN);                                         \
     float v = 0.0f;                                                                           \
     if (n_ok && k < k_end) {                                                                  \
       const int ci = k / k_area, r = k - ci * k_area;                                         \
@@ -463,7 +529,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
     b_reg[i] = v;                                                                             \
   }
 #define STORE_B(buf)                                                                          \
-  for (int i = 0; i < B_PER; ++i) ((__local float*)Bs[buf][b_row0 + i * (THREADS / TN)])[b_col] = b_reg[i];
+  for (int i = 0; i < G_B_PER; ++i) ((__local float*)Bs[buf][b_row0 + i * (G_THREADS / GTN)])[b_col] = b_reg[i];
 #endif
 
   LOAD_A(k_begin)
@@ -472,35 +538,35 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   STORE_B(0)
   barrier(CLK_LOCAL_MEM_FENCE);
   int buf = 0;
-  for (int k0 = k_begin; k0 < k_end; k0 += TK) {
-    const bool more = k0 + TK < k_end;
+  for (int k0 = k_begin; k0 < k_end; k0 += GTK) {
+    const bool more = k0 + GTK < k_end;
     if (more) {
-      LOAD_A(k0 + TK)
-      LOAD_B(k0 + TK)
+      LOAD_A(k0 + GTK)
+      LOAD_B(k0 + GTK)
     }
 #pragma unroll
-    for (int kk = 0; kk < TK; ++kk) {
-      float a[WM], bv[WN];
+    for (int kk = 0; kk < GTK; ++kk) {
+      float a[GWM], bv[GWN];
 #pragma unroll
-      for (int i = 0; i < WM / 4; ++i) {
-        const float4 v = As[buf][kk][ty + i * LY];
+      for (int i = 0; i < GWM / 4; ++i) {
+        const float4 v = As[buf][kk][ty + i * GLY];
         a[4 * i] = v.x;
         a[4 * i + 1] = v.y;
         a[4 * i + 2] = v.z;
         a[4 * i + 3] = v.w;
       }
 #pragma unroll
-      for (int j = 0; j < WN / 4; ++j) {
-        const float4 v = Bs[buf][kk][tx + j * LX];
+      for (int j = 0; j < GWN / 4; ++j) {
+        const float4 v = Bs[buf][kk][tx + j * GLX];
         bv[4 * j] = v.x;
         bv[4 * j + 1] = v.y;
         bv[4 * j + 2] = v.z;
         bv[4 * j + 3] = v.w;
       }
 #pragma unroll
-      for (int i = 0; i < WM; ++i)
+      for (int i = 0; i < GWM; ++i)
 #pragma unroll
-        for (int j = 0; j < WN; ++j) acc[i][j] = mad(a[i], bv[j], acc[i][j]);
+        for (int j = 0; j < GWN; ++j) acc[i][j] = mad(a[i], bv[j], acc[i][j]);
     }
     if (more) {
       STORE_A(buf ^ 1)
@@ -516,14 +582,14 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 
   __global float* out = y + (size_t)split * pixels * C_out;
 #pragma unroll
-  for (int i = 0; i < WM; ++i) {
-    const int m = m0 + 4 * (ty + (i / 4) * LY) + i % 4;
+  for (int i = 0; i < GWM; ++i) {
+    const int m = m0 + 4 * (ty + (i / 4) * GLY) + i % 4;
     if (m >= cout_g) continue;
     const int co = g * cout_g + m;
     const float b_add = (has_bias && splits == 1) ? bias[co] : 0.0f;
 #pragma unroll
-    for (int j4 = 0; j4 < WN / 4; ++j4) {
-      const int n = n0 + 4 * (tx + j4 * LX);
+    for (int j4 = 0; j4 < GWN / 4; ++j4) {
+      const int n = n0 + 4 * (tx + j4 * GLX);
 #ifdef VEC_OUT
       if (n < pixels) {
         const int b = n / hw_out;

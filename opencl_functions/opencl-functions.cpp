@@ -136,9 +136,9 @@ static void conv2d_gpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
   const bool pointwise = hw_out % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
                          p.h == p.h_out && p.w == p.w_out;
   const GpuTile t = gpu_tile(rt, p, pointwise);
-  std::string options = "-cl-mad-enable -DTM=" + std::to_string(t.tm) + " -DTN=" + std::to_string(t.tn) +
-                        " -DWM=" + std::to_string(t.wm) + " -DWN=" + std::to_string(t.wn) +
-                        " -DTK=" + std::to_string(t.tk);
+  std::string options = "-cl-mad-enable -DGTM=" + std::to_string(t.tm) + " -DGTN=" + std::to_string(t.tn) +
+                        " -DGWM=" + std::to_string(t.wm) + " -DGWN=" + std::to_string(t.wn) +
+                        " -DGTK=" + std::to_string(t.tk);
   std::string conv_options = options;
   if (p.k_h <= 7 && p.k_w <= 7) conv_options += " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w);
   if (k_dim % 4 == 0) conv_options += " -DVEC_W";
@@ -280,22 +280,27 @@ void conv2d(const Conv2dArgs& p) {
     return;
   }
   // END STAFF
-  // A TILE×TILE work-group computes TILE output channels × TILE output pixels.
-  const size_t tile = rt.info().max_work_group_size >= 256 ? 16 : 8;
-  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_tiled", "-DTILE=" + std::to_string(tile));
+  // conv2d_tiled: a work-group of lx × ly work-items computes a tile of (ly·wm) output
+  // channels × (lx·wn) output pixels, wm × wn per work-item (the sizes at the top of
+  // conv2d.cl; smaller work-groups where the device allows fewer than 128 work-items).
+  const bool small = rt.info().max_work_group_size < 128;
+  const size_t lx = small ? 8 : 16, ly = 8, wm = 4, wn = 4;
+  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_tiled", small ? "-DLX=8 -DLY=8 -DTK=8" : "");
   const int has_bias = bias != nullptr;
   ocl::set_args(kernel, x.get(), w, bias, y.get(), has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
                 p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
   const size_t pixels = size_t(p.batch) * p.h_out * p.w_out;
-  const size_t global[3] = {round_up(pixels, tile), round_up(p.c_out / p.groups, tile), size_t(p.groups)};
-  const size_t local[3] = {tile, tile, 1};
+  const size_t global[3] = {round_up(pixels, lx * wn) / wn, round_up(p.c_out / p.groups, ly * wm) / wm,
+                            size_t(p.groups)};
+  const size_t local[3] = {lx, ly, 1};
   rt.launch(kernel, 3, global, local);
   y.read(p.y, y_len * sizeof(float));
   // END SOLUTION
   // BEGIN PROMPT
-  // TODO: copy x, weight and bias to device buffers, get the kernel with
-  // rt.kernel("conv2d.cl", "conv2d_tiled", options), set its arguments with
-  // ocl::set_args, launch it with rt.launch over the output, and read y back into p.y.
+  // TODO: copy x, weight and bias to device buffers (ocl::Buffer), get the kernel with
+  // rt.kernel("conv2d.cl", "conv2d_tiled", options), set its arguments in the order of its
+  // signature with ocl::set_args, launch it with rt.launch over the NDRange that the top of
+  // conv2d.cl describes (global and local sizes), and read y back into p.y.
   (void)rt;
   (void)p;
   (void)round_up;

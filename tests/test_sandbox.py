@@ -1,0 +1,159 @@
+"""The grader's sandbox (grading.sandbox) and the allowed-calls check (grading.symbols):
+output capped, timeouts kept, another account, process limits, no process outliving its
+step, and the symbols a student's object may leave undefined."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from grading import sandbox, symbols
+from grading.build import COMPILE, OBJECT
+from grading.fixtures import ROOT, base_files, hostile, ladder
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+
+
+def _env():
+    return {"PATH": "/usr/bin:/bin"}
+
+
+def test_sandbox_caps_output_and_stops_at_timeout(tmp_path):
+    result = sandbox.run(["sh", "-c", "head -c 5000000 /dev/zero; sleep 30"], tmp_path, _env(),
+                         sandbox.Limits(timeout_s=2), sandbox.sandbox_user())
+    assert result.timed_out and result.returncode is None
+    assert result.output_bytes == 5_000_000 and len(result.output) <= sandbox.OUTPUT_KEEP
+    assert "timed out" in result.describe()
+
+
+@ROOT_ONLY
+def test_sandbox_runs_as_its_own_account_without_access_to_grader_files(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("reference data")
+    secret.chmod(0o600)
+    user = sandbox.sandbox_user()
+    assert user.pw_name == sandbox.SANDBOX_USER
+    result = sandbox.run(["sh", "-c", f"id -u; cat {secret}"], "/", _env(), sandbox.Limits(timeout_s=10), user)
+    assert result.output.split()[0] == str(user.pw_uid)
+    assert "reference data" not in result.output and "Permission denied" in result.output
+
+
+@ROOT_ONLY
+def test_sandbox_refuses_nobody(monkeypatch):
+    monkeypatch.setenv("GRADER_USER", "nobody")
+    with pytest.raises(sandbox.SandboxError, match="other services share"):
+        sandbox.sandbox_user()
+
+
+def test_sandbox_limits_processes(tmp_path):
+    # A fork bomb in shell: the process limit stops it, the timeout ends it, nothing is left.
+    result = sandbox.run(["sh", "-c", "b() { b & b & }; b; sleep 1; echo done"], tmp_path, _env(),
+                         sandbox.Limits(timeout_s=5, nproc=50), sandbox.sandbox_user())
+    assert result.wall_s < 10
+    assert "fork" in result.output.lower() or "resource" in result.output.lower()
+
+
+@ROOT_ONLY
+def test_no_process_outlives_its_step(tmp_path):
+    """A child that leaves the step's session (setsid) and hides in the background is gone
+    when the step ends, and the step ended on time."""
+    user = sandbox.sandbox_user()
+    start = time.monotonic()
+    result = sandbox.run(["sh", "-c", "setsid sh -c 'while :; do :; done' & sleep 0.3; echo spawned"], tmp_path,
+                         _env(), sandbox.Limits(timeout_s=20), user)
+    assert "spawned" in result.output and time.monotonic() - start < 10
+    assert sandbox.processes_of(user.pw_uid) == [], sandbox.containment()
+
+
+@ROOT_ONLY
+def test_sandbox_refuses_to_start_while_its_user_owns_processes(tmp_path):
+    user = sandbox.sandbox_user()
+    squatter = subprocess.Popen(["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+                                 "sleep", "30"])
+    try:
+        time.sleep(0.2)
+        with pytest.raises(sandbox.SandboxError, match="owns processes"):
+            sandbox.run(["true"], tmp_path, _env(), sandbox.Limits(timeout_s=5), user)
+    finally:
+        squatter.kill()
+        squatter.wait()
+
+
+# ---------------------------------------------------------------------------------------
+# The allowed-calls check
+
+@pytest.mark.parametrize("symbol, rule", [
+    ("PyGILState_Ensure", "Python"),
+    ("pybind11::module_::import(char const*)", "Python"),
+    ("dlopen", "loads code"),
+    ("fork", "processes"),
+    ("setsid", "processes"),
+    ("execve", "processes"),
+    ("pthread_create", "threads"),
+    ("std::thread::_M_start_thread(std::unique_ptr<std::thread::_State>, void (*)())", "threads"),
+    ("socket", "network"),
+    ("syscall", "system"),
+    ("clblast::StatusCode clblast::Convgemm<float>(clblast::KernelMode, unsigned long)", "Convgemm"),
+    ("oclf::conv2d_backward_input(oclf::Conv2dArgs const&)", "outside the course runtime"),
+    ("mmap", "not on the list"),
+])
+def test_refused_symbols_name_their_rule(symbol, rule):
+    reason = symbols.judge(symbol)
+    assert reason is not None and rule in reason.replace("touches processes, signals", "system")
+
+
+@pytest.mark.parametrize("symbol", [
+    "clEnqueueNDRangeKernel", "clCreateProgramWithSource",
+    "clblast::StatusCode clblast::Gemm<float>(clblast::Layout, clblast::Transpose)",
+    "ocl::Runtime::get()", "vtable for ocl::Error", "std::runtime_error::what() const", "operator new(unsigned long)",
+    "__cxa_throw", "memcpy", "__printf_chk", "fprintf", "fopen", "getenv", "clock_gettime", "__isoc99_sscanf",
+    "std::chrono::_V2::steady_clock::now()", "sqrtf", "_Unwind_Resume",
+])
+def test_allowed_symbols(symbol):
+    assert symbols.judge(symbol) is None
+
+
+def _compile(source: str, tmp_path) -> list:
+    """The refusals for a student file compiled as the grader compiles it."""
+    tree = tmp_path / "tree"
+    (tree / "opencl_functions").mkdir(parents=True)
+    for header in ("opencl-functions.hpp", "ocl_runtime.hpp"):
+        (tree / "opencl_functions" / header).write_text((ROOT / "opencl_functions" / header).read_text())
+    (tree / "opencl_functions" / "opencl-functions.cpp").write_text(source)
+    (tree / OBJECT).parent.mkdir(parents=True)
+    proc = subprocess.run(COMPILE, cwd=tree, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return symbols.check_object(tree / OBJECT)
+
+
+def test_reference_and_every_ladder_rung_pass_the_check(tmp_path):
+    assert _compile(base_files("reference")["opencl-functions.cpp"], tmp_path / "reference") == []
+    for rung in ladder():
+        assert _compile(rung.files()["opencl-functions.cpp"], tmp_path / "rungs" / rung.name) == [], rung.name
+
+
+def test_printing_timing_and_reading_files_stay_allowed(tmp_path):
+    source = base_files("solution")["opencl-functions.cpp"].replace("#include <string>\n", """#include <string>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+""").replace(
+        "void conv2d(const Conv2dArgs& p) {\n  ocl::Runtime& rt = ocl::Runtime::get();\n", """void conv2d(const Conv2dArgs& p) {
+  ocl::Runtime& rt = ocl::Runtime::get();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::ifstream kernel_file("opencl_functions/conv2d.cl");
+  std::stringstream text;
+  text << kernel_file.rdbuf();
+  std::cout << "kernel source: " << text.str().size() << " bytes, "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s" << std::endl;
+  std::printf("conv2d %d x %d\\n", p.h, p.w);
+""")
+    assert _compile(source, tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["dlopen", "clock_patch", "fork_bomb"])
+def test_hostile_calls_are_refused_by_name(name, tmp_path):
+    fixture = hostile()[name]
+    refusals = _compile(fixture.files()["opencl-functions.cpp"], tmp_path)
+    assert any(fixture.expected["build_output"] in str(r) for r in refusals), refusals
