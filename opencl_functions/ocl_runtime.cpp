@@ -603,7 +603,7 @@ Buffer Buffer::input(const void* host, size_t bytes) {
   return over_host(const_cast<void*>(host), bytes, CL_MEM_READ_ONLY, true);
 }
 
-Buffer Buffer::output(void* host, size_t bytes) { return over_host(host, bytes, CL_MEM_WRITE_ONLY, false); }
+Buffer Buffer::output(void* host, size_t bytes, cl_mem_flags flags) { return over_host(host, bytes, flags, false); }
 
 Buffer::Buffer(cl_mem wrapped, size_t bytes, cl_mem_flags flags, void* host)
     : mem_(wrapped), bytes_(bytes), flags_(flags), host_(host) {}

@@ -83,9 +83,10 @@ class Buffer {
   // A buffer for host memory that a kernel reads (input) or writes (output). On devices
   // that work in host memory (CPUs) it wraps the host bytes (CL_MEM_USE_HOST_PTR), so
   // nothing is copied; elsewhere it is a pooled buffer, with input's bytes written to it.
-  // Read an output back with read(host, bytes): on a wrapping buffer that maps it.
+  // Read an output back with read(host, bytes): on a wrapping buffer that maps it. An
+  // output that the device also reads (CLBlast's C, say) needs CL_MEM_READ_WRITE.
   static Buffer input(const void* host, size_t bytes);
-  static Buffer output(void* host, size_t bytes);
+  static Buffer output(void* host, size_t bytes, cl_mem_flags flags = CL_MEM_WRITE_ONLY);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;

@@ -22,8 +22,9 @@ void matmul(const MatmulArgs& p) {
   ocl::Runtime& rt = ocl::Runtime::get();
   // BEGIN SOLUTION
   // A and C in place on CPU devices, copied elsewhere; B from its resident copy if any.
+  // CLBlast may read C (its GEMV does, even with beta = 0), so C is read-write.
   ocl::Buffer a = ocl::Buffer::input(p.a, p.a_len * sizeof(float));
-  ocl::Buffer c = ocl::Buffer::output(p.c, p.m * p.n * sizeof(float));
+  ocl::Buffer c = ocl::Buffer::output(p.c, p.m * p.n * sizeof(float), CL_MEM_READ_WRITE);
   ocl::Buffer b_here;
   cl_mem b = p.b_dev;
   if (!b) {
@@ -66,7 +67,7 @@ void matmul(const MatmulArgs& p) {
 }
 
 // BEGIN STAFF
-// Kernel choice (OCLF_CONV_KERNEL=tiled|cpu|gpu|depthwise forces one where it applies):
+// Kernel choice (OCLF_CONV_KERNEL=tiled|cpu|gpu|depthwise|depthwise_cpu forces one where it applies):
 //   depthwise convs (one input and one output channel per group): conv2d_depthwise;
 //   CPU devices: conv2d_cpu (v2) on weights packed by conv2d_pack_weights;
 //   other devices: conv2d_gpu (v4), with split-K when the output alone gives too few
@@ -223,7 +224,7 @@ static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
 
 // Depthwise: on CPUs a vector of 16 outputs along a row per work-item, elsewhere one output.
 static void conv2d_depthwise(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
-  const bool cpu = rt.info().type == "CPU";
+  const bool cpu = rt.info().type == "CPU" || forced_kernel() == "depthwise_cpu";
   const int cov = cpu ? 16 : 1;
   cl_kernel kernel = rt.kernel("conv2d.cl", cpu ? "conv2d_depthwise_cpu" : "conv2d_depthwise",
                                "-cl-mad-enable -DCOV=16 -DPX=8");
@@ -242,7 +243,7 @@ static bool conv2d_fast(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem 
   if (forced == "tiled") return false;
   const bool depthwise = p.c_in == p.groups && p.c_out == p.groups;
   const bool cpu = rt.info().type == "CPU";
-  if (depthwise && (forced.empty() || forced == "depthwise")) {
+  if (depthwise && (forced.empty() || forced.rfind("depthwise", 0) == 0)) {
     conv2d_depthwise(rt, p, x, w, bias, y);
   } else if (forced == "cpu" || (forced != "gpu" && cpu)) {
     conv2d_cpu(rt, p, x, w, bias, y);

@@ -1,0 +1,80 @@
+"""Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
+CPU, GPU with and without split-K, depthwise), the backward kernels, and the CLBlast
+calls (GEMM, and GEMV for one-row products). No data race, no out-of-bounds access, no
+read of a write-only buffer, and the results still match torch."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from grading import check
+from grading.fixtures import ROOT
+
+pytestmark = pytest.mark.skipif(shutil.which("oclgrind") is None, reason="oclgrind is not installed")
+
+SCRIPT = textwrap.dedent("""
+    import torch, torch.nn.functional as F
+    import opencl_functions as ocl
+    from grading.check import cases
+
+    def close(a, b):
+        assert torch.allclose(a, b, atol=1e-3, rtol=1e-3), (a - b).abs().max()
+
+    what = "{what}"
+    if what == "conv":
+        # A 3x3 conv over 32 channels: K = 288 is long enough for split-K to cut it.
+        x, w, b = torch.randn(1, 32, 6, 7), torch.randn(8, 32, 3, 3), torch.randn(8)
+        close(ocl.ocl_conv2d(x, w, b), F.conv2d(x, w, b))
+        for c in cases():
+            args = dict(stride=tuple(c["stride"]), dilation=tuple(c["dilation"]), groups=c["groups"])
+            close(ocl.ocl_conv2d(c["x"], c["weight"], c["bias"], **args), F.conv2d(c["x"], c["weight"], c["bias"], **args))
+    elif what == "backward":
+        x, w = torch.randn(2, 4, 7, 6), torch.randn(6, 2, 3, 2)
+        args = dict(stride=(2, 1), dilation=(1, 2), groups=2)
+        xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y = F.conv2d(xg, wg, None, **args)
+        g = torch.randn_like(y)
+        y.backward(g)
+        for variant in ("direct", "tiled"):
+            close(ocl.ocl_conv2d_backward_input(g, w, x.shape, variant=variant, **args), xg.grad)
+            close(ocl.ocl_conv2d_backward_weight(x, g, w.shape, variant=variant, **args), wg.grad)
+        close(ocl.ocl_conv2d_backward_bias(g), g.sum((0, 2, 3)))
+    else:
+        a, b = torch.randn(5, 33), torch.randn(33, 7)
+        close(ocl.ocl_matmul(a, b), a @ b)
+        close(ocl.ocl_matmul(a[:1], b), a[:1] @ b)
+        bt = torch.randn(7, 33)
+        close(ocl.ocl_matmul(a[:1], bt.t()), a[:1] @ bt.t())
+        close(ocl.ocl_matmul(a.t().contiguous().t(), bt.t()), a @ bt.t())
+""")
+
+
+def run_under_oclgrind(what: str, tmp_path, oclgrind_args=(), **env) -> None:
+    log = tmp_path / "oclgrind.log"
+    script = tmp_path / "paths.py"
+    script.write_text(SCRIPT.format(what=what))
+    argv = check.oclgrind_argv(log)
+    proc = subprocess.run(argv[:1] + list(oclgrind_args) + argv[1:] + [sys.executable, str(script)], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), **env), capture_output=True, text=True,
+                          timeout=600)
+    findings = check.parse(log.read_text(errors="replace") if log.exists() else "")
+    assert not findings, check.describe(findings)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("kernel", ["tiled", "cpu", "gpu", "gpu_split_k", "depthwise", "depthwise_cpu"])
+def test_conv2d_paths_under_oclgrind(kernel, tmp_path, ocl):
+    # Split-K runs when the output tiles do not fill the device: a device of 64 compute units.
+    args = ("--compute-units", "64") if kernel == "gpu_split_k" else ()
+    run_under_oclgrind("conv", tmp_path, args, OCLF_CONV_KERNEL=kernel.replace("_split_k", ""))
+
+
+def test_backward_kernels_under_oclgrind(tmp_path, ocl):
+    run_under_oclgrind("backward", tmp_path)
+
+
+def test_clblast_calls_under_oclgrind(tmp_path, ocl):
+    run_under_oclgrind("matmul", tmp_path)
