@@ -24,9 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Paths (files, or folders ending in /) that stay with the staff.
 STAFF_ONLY = (
+    "STAFF.md",
     "grading/",
+    "tests/test_conv_paths.py",
+    "tests/test_fixtures.py",
     "tests/test_grading.py",
     "tests/test_handout.py",
+    "tests/test_oclgrind.py",
+    "tests/test_sandbox.py",
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need.

@@ -1,7 +1,7 @@
 """Solution regions in the reference files, and the views of a file they define.
 
 Markers are comment lines in the file's language (// in C, C++ and OpenCL, # in Python,
-shell and Makefiles), alone on their line:
+shell and Makefiles, <!-- ... --> in Markdown), alone on their line:
 
     // BEGIN SOLUTION        what students write
     ...
@@ -32,14 +32,14 @@ from typing import List, Optional
 
 COMMENT_PREFIX = {
     ".cpp": "//", ".hpp": "//", ".cc": "//", ".h": "//", ".c": "//", ".cl": "//",
-    ".py": "#", ".sh": "#", ".txt": "#", ".ini": "#", ".cfg": "#", ".toml": "#", ".yml": "#", ".yaml": "#",
+    ".md": "<!--", ".py": "#", ".sh": "#", ".txt": "#", ".ini": "#", ".cfg": "#", ".toml": "#", ".yml": "#", ".yaml": "#",
 }
 COMMENT_BY_NAME = {"Makefile": "#", "Dockerfile": "#", "run_autograder": "#"}
 
 # A marker line: optional indentation, a comment opener, the marker, then anything.
-MARKER = re.compile(r"^\s*(?P<prefix>//|#)\s*(?P<kind>BEGIN|END)\s+(?P<region>SOLUTION|PROMPT|STAFF)\b")
+MARKER = re.compile(r"^\s*(?P<prefix>//|#|<!--)\s*(?P<kind>BEGIN|END)\s+(?P<region>SOLUTION|PROMPT|STAFF)\b")
 # A marker after code on the same line: an error, never silently kept.
-INLINE_MARKER = re.compile(r"\S.*(//|#)\s*(BEGIN|END)\s+(SOLUTION|PROMPT|STAFF)\b")
+INLINE_MARKER = re.compile(r"\S.*(//|#|<!--)\s*(BEGIN|END)\s+(SOLUTION|PROMPT|STAFF)\b")
 TODO = "TODO: write this part."
 VIEWS = ("handout", "solution", "reference")
 

@@ -1,6 +1,8 @@
 """The handout generator (grading.handout): solution regions become their prompt or a
-TODO, markers never reach the handout, bad markers are errors naming file:line, and the
-generated tree builds, runs and fails tests.py visibly."""
+TODO, staff regions vanish, markers never reach the handout, bad markers are errors naming
+file:line; the handout holds no staff text and no reference kernel, every command its
+assignment document names exists, and the generated tree builds, runs and fails tests.py
+visibly."""
 import re
 import subprocess
 import sys
@@ -67,9 +69,9 @@ def test_handout_has_no_markers_and_no_staff_files(handout):
     for path in files:
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             assert not MARKER.match(line), f"{path}:{n}"
-    assert not (handout / "grading" / "hostile").exists()
-    assert not (handout / "grading" / "grade.py").exists()
-    assert not (handout / "tests" / "test_grading.py").exists()
+    for staff in ("STAFF.md", "grading/hostile", "grading/ladder", "grading/grade.py", "grading/kernels/conv2d_blocked.cl",
+                  "tests/test_grading.py", "tests/test_fixtures.py"):
+        assert not (handout / staff).exists(), staff
     host = (handout / "opencl_functions" / "opencl-functions.cpp").read_text()
     assert "clblast::Gemm(" not in host and "TODO" in host
     assert "barrier(" not in (handout / "opencl_functions" / "conv2d.cl").read_text()
@@ -100,3 +102,36 @@ def test_dockerfile_runs_the_tested_recipe(handout):
     dry = subprocess.run(["make", "-n", "build", "run"], cwd=handout, capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
     assert "build_ext --inplace" in dry.stdout and "pytest tests.py" in dry.stdout
+
+
+# Names of the reference's own kernels and of staff material: none may reach the handout.
+STAFF_WORDS = ("conv2d_cpu", "conv2d_gpu", "conv2d_depthwise", "conv2d_pack_weights", "conv2d_blocked", "split-K",
+               "hostile", "STAFF", "TODO: write this part")
+
+
+def test_handout_holds_no_staff_text_and_no_orphan_todo(handout):
+    for path in handout.rglob("*"):
+        if path.is_file() and path.suffix in (".md", ".py", ".cpp", ".hpp", ".cl", ".txt", ".toml", "") :
+            text = path.read_text(errors="replace")
+            for word in STAFF_WORDS:
+                assert word not in text, f"{path.relative_to(handout)} mentions {word!r}"
+
+
+def test_every_student_todo_says_what_to_write(handout):
+    for name in ("opencl_functions/opencl-functions.cpp", "opencl_functions/conv2d.cl"):
+        todos = [line for line in (handout / name).read_text().splitlines() if "TODO" in line]
+        assert todos and all(len(line.split("TODO:", 1)[1].split()) >= 5 for line in todos), todos
+
+
+def test_assignment_comes_first_and_its_commands_exist(handout):
+    readme = (handout / "README.md").read_text()
+    assert "ASSIGNMENT.md" in "\n".join(readme.splitlines()[:12])
+    assignment = (handout / "ASSIGNMENT.md").read_text()
+    targets = set(re.findall(r"`make ([a-z][\w-]*)", assignment)) | set(re.findall(r"^make ([a-z][\w-]*)", assignment,
+                                                                                     re.M))
+    assert {"run", "check", "gpt", "sanity", "resnet", "bird"} <= targets
+    makefile = (handout / "Makefile").read_text()
+    for target in targets:
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"make {target} is not in the handout's Makefile"
+    for module in re.findall(r"python -m ([\w.]+)", assignment):
+        assert (handout / (module.replace(".", "/") + ".py")).is_file(), module
