@@ -37,7 +37,7 @@ build: $(BUILT)
 # The allowed-calls check first (what the grader's build step checks), then the tests.
 run: build
 	$(PY) -m grading.symbols
-	$(PY) -m pytest tests.py
+	$(PY) -m pytest tests.py --tb=line
 
 check: build
 	$(PY) -m grading.symbols

@@ -1,6 +1,6 @@
 """What the grader checks, made in the grader's own process:
 
-- PUBLIC_*: the cases of tests.py, with the same shapes and seeds (keep them in step);
+- public_cases: the cases of tests.py, from the same definitions (utils.testing);
 - random_conv2d_cases / random_matmul_cases: fresh shapes and values from a new seed
   every run, so no submission can have seen them;
 - model_cases: a small ResNet and a small GPT-2 built from a config with random weights;
@@ -11,20 +11,19 @@ reads back). `reference(case)` computes torch's answer; the child only ever gets
 """
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import torch
 import torch.nn.functional as F
 
+from utils import testing as T
+
 Case = Dict[str, object]
 
-# Tolerance: |out - ref| <= atol + rtol * |ref|, elementwise (tests.py uses 1e-4 for its sizes).
-PUBLIC_TOL = (1e-4, 1e-4)
-HIDDEN_TOL = (1e-3, 1e-3)
-MODEL_RTOL = 1e-3  # models: atol is MODEL_RTOL * max|ref| (logits grow with depth)
+# Tolerances (utils.testing): |out - ref| <= atol + rtol * |ref|, elementwise.
+HIDDEN_TOL = T.HIDDEN_TOL
+MODEL_RTOL = T.MODEL_RTOL
 
 
 def _conv_case(name: str, gen: torch.Generator, batch, c_in, h, w, c_out, k_h, k_w, stride, dilation, groups,
@@ -41,37 +40,32 @@ def _conv_case(name: str, gen: torch.Generator, batch, c_in, h, w, c_out, k_h, k
     }
 
 
-def _tests_module():
-    """tests.py of this tree, loaded by path: the public cases come from it, so they stay
-    the ones students run."""
-    spec = importlib.util.spec_from_file_location("oclf_public_tests", Path(__file__).resolve().parent.parent / "tests.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def public_cases() -> List[Case]:
     """tests.py's random conv2d configurations (test_conv2d_random_configs) and its matmul
-    shapes (test_matmul_shapes), value for value; x is padded here, as tests.py does.
-    Configurations whose output is all zeros (a stride that samples only padding) are left
-    out: zeros from a kernel that computes nothing would pass them."""
-    tests = _tests_module()
+    shapes (test_matmul_shapes), value for value, from utils.testing as tests.py makes them;
+    x is padded here, as tests.py does. Configurations whose output is all zeros (a stride
+    that samples only padding) are left out: zeros from a kernel that computes nothing
+    would pass them."""
     cases = []
-    for seed in range(40):
-        c = tests.random_conv_config(seed)
-        x, w, b = tests.base_case(c["batch"], c["c_in"], c["c_out"], c["size"], c["kernel"], c["groups"], c["bias"])
+    for seed in T.PUBLIC_CONV_SEEDS:
+        x, w, b, c = T.random_conv_case(seed)
         p_h, p_w = c["padding"]
         if F.conv2d(x, w, None, c["stride"], c["padding"], c["dilation"], c["groups"]).abs().max() == 0:
             continue
         cases.append({"op": "conv2d", "name": f"test_conv2d_random_configs[{seed}]", "x": F.pad(x, (p_w, p_w, p_h, p_h)),
                       "weight": w, "bias": b, "stride": list(c["stride"]), "dilation": list(c["dilation"]),
                       "groups": c["groups"]})
-    for name, (a_shape, b_shape) in tests.MATMUL_SHAPES.items():
-        torch.manual_seed(0)
-        a, b = torch.randn(*a_shape), torch.randn(*b_shape)
-        cases.append({"op": "matmul", "name": f"test_matmul_shapes[{name}]", "m": a.numel() // a_shape[-1],
-                      "n": b_shape[1], "k": a_shape[-1], "a": a, "a_layout": "plain", "b": b, "b_layout": "plain"})
+    for name in T.MATMUL_SHAPES:
+        a, b = T.matmul_case(name)
+        cases.append({"op": "matmul", "name": f"test_matmul_shapes[{name}]", "m": a.numel() // a.shape[-1],
+                      "n": b.shape[1], "k": a.shape[-1], "a": a, "a_layout": "plain", "b": b, "b_layout": "plain"})
     return cases
+
+
+def tolerance(case: Case) -> Tuple[float, float]:
+    """(atol, rtol) of a public case: tests.py's own, for the length of the sum behind each output."""
+    reduction = case["weight"][0].numel() if case["op"] == "conv2d" else case["k"]
+    return T.conv_tolerance(reduction)
 
 
 def random_conv2d_cases(seed: int, count: int = 8) -> List[Case]:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from grading.regions import MARKER, MarkerError, check_no_markers, comment_prefix, strip_regions  # noqa: F401
+from grading.regions import MarkerError, check_no_markers, comment_prefix, strip_regions
 
 ROOT = Path(__file__).resolve().parent.parent
 

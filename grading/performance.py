@@ -33,7 +33,8 @@ import torch
 from grading import cases as C
 from grading import fixtures
 from grading.build import Builder, Program
-from grading.compare import compare, read_result, tensor_bytes
+from grading.compare import read_result, tensor_bytes
+from utils.testing import mismatch
 from grading.report import Report
 from grading.workspace import Workspace
 
@@ -161,7 +162,7 @@ def time_program(ws: Workspace, name: str, tree: Path, home: Path, trusted: bool
             timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}: wrong number of outputs"
             break
         for r, (out, ref) in enumerate(zip(outputs, refs)):
-            problem = compare(out, ref, *C.HIDDEN_TOL)
+            problem = mismatch(out, ref, *C.HIDDEN_TOL)
             if problem:
                 timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}, run {r + 1}: wrong output: {problem}"
                 break

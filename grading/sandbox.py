@@ -15,10 +15,13 @@ student's compiled code) in a child process, never in the grader's own:
 - with a clean environment (nothing of the grader's leaks in).
 
 `start` returns a Running step (the grader's timing protocol talks to it over pipes
-passed in `pass_fds`); `run` starts and waits.
+passed in `pass_fds`); `run` starts and waits. Steps of the sandbox account run one at a
+time on a machine (a lock file), so two gradings at once wait for each other's steps
+instead of killing them.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import pwd
@@ -233,11 +236,19 @@ def kill_user(uid: int) -> None:
         raise SandboxError(f"processes {left} of uid {uid} survived SIGKILL")
 
 
+def _lock(uid: int) -> int:
+    """Takes the machine-wide lock of the sandbox account's steps (waits for it); returns
+    its file descriptor."""
+    fd = os.open(f"/tmp/oclf-sandbox-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
 class Running:
     """A started step: wait for it with finish(); kill() stops it early."""
 
-    def __init__(self, proc: subprocess.Popen, limits: Limits, uid: Optional[int]) -> None:
-        self.proc, self.limits, self.uid = proc, limits, uid
+    def __init__(self, proc: subprocess.Popen, limits: Limits, uid: Optional[int], lock: Optional[int]) -> None:
+        self.proc, self.limits, self.uid, self.lock = proc, limits, uid, lock
         self.start = time.monotonic()
         self.kept = bytearray()
         self.total = 0
@@ -272,8 +283,12 @@ class Running:
             timed_out = True
         _kill_all(lambda: _session_members(self.proc.pid))  # the namespace's init and helpers
         self.proc.wait()
-        if self.uid is not None:
-            kill_user(self.uid)
+        try:
+            if self.uid is not None:
+                kill_user(self.uid)
+        finally:
+            if self.lock is not None:
+                os.close(self.lock)  # releases the lock
         self.reader.join(timeout=5)
         self.proc.stdout.close()
         return Result(
@@ -298,7 +313,9 @@ def start(
     own user), under `limits`, contained as containment() says. Never raises for what the
     command does; raises SandboxError when the sandbox user already owns processes."""
     run_as = user if as_sandbox else None
+    lock = _lock(run_as.pw_uid) if run_as is not None else None
     if run_as is not None and processes_of(run_as.pw_uid):
+        os.close(lock)
         raise SandboxError(f"the sandbox user {run_as.pw_name} owns processes {processes_of(run_as.pw_uid)}; "
                            f"grading refuses to start while it does")
     uid = run_as.pw_uid if run_as else os.getuid()
@@ -327,11 +344,16 @@ def start(
             os.setuid(run_as.pw_uid)
         os.umask(0o077)
 
-    proc = subprocess.Popen(
-        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, preexec_fn=preexec, close_fds=True, pass_fds=tuple(pass_fds),
-    )
-    return Running(proc, limits, run_as.pw_uid if run_as else None)
+    try:
+        proc = subprocess.Popen(
+            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, preexec_fn=preexec, close_fds=True, pass_fds=tuple(pass_fds),
+        )
+    except BaseException:
+        if lock is not None:
+            os.close(lock)
+        raise
+    return Running(proc, limits, run_as.pw_uid if run_as else None, lock)
 
 
 def run(

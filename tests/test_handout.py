@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from grading.handout import ROOT, MARKER, MarkerError, make_handout, strip_regions
+from grading.handout import ROOT, make_handout
+from grading.regions import MARKER, MarkerError, strip_regions
 
 B, E = "BEGIN", "END"  # spelled apart so this file holds no marker lines itself
 
