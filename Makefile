@@ -1,7 +1,7 @@
 # opencl_functions: OpenCL layers under PyTorch. `make` lists the targets.
 # Every target sets up what it needs first (system packages, .venv, the build).
 PY      := .venv/bin/python
-SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp)
+SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp opencl_functions/runtime/*)
 BUILT   := build/.core-built
 
 .PHONY: help setup build run check test test-slow info sanity resnet gpt bird bird-model networks bench clblast-tune \

@@ -73,7 +73,8 @@ class TorchRunner:
     def describe(self) -> str:
         if self.device.type == "cuda":
             return f"torch {torch.__version__} CUDA on {torch.cuda.get_device_name(self.device)}, fp32, TF32 off"
-        return f"torch {torch.__version__} CPU ({torch.get_num_threads()} threads, mkldnn={torch.backends.mkldnn.is_available()})"
+        mkldnn = torch.backends.mkldnn.is_available()
+        return f"torch {torch.__version__} CPU ({torch.get_num_threads()} threads, mkldnn={mkldnn})"
 
     def to(self, *tensors: torch.Tensor):
         return [t.to(self.device) for t in tensors]

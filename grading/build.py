@@ -39,10 +39,9 @@ OBJECT = Path("build/tmp/opencl_functions/opencl-functions.o")
 COMPILE = ["g++", "-std=c++17", "-O2", "-fPIC", "-Wall", "-Wno-deprecated-declarations",
            "-DCL_TARGET_OPENCL_VERSION=120", "-Iopencl_functions", "-c", "opencl_functions/opencl-functions.cpp",
            "-o", str(OBJECT)]
+# setup.py with a build folder of our own (where the reference's objects are reused from).
 BUILD_SNIPPET = (
     "import sys\n"
-    "from pybind11.setup_helpers import ParallelCompile, naive_recompile\n"
-    "ParallelCompile(default=2, needs_recompile=naive_recompile).install()\n"
     "sys.argv = ['setup.py', '-q', 'build_ext', '--inplace', '--build-temp', 'build/tmp']\n"
     "exec(compile(open('setup.py').read(), 'setup.py', 'exec'))\n"
 )

@@ -52,9 +52,9 @@ def public_cases() -> List[Case]:
         p_h, p_w = c["padding"]
         if F.conv2d(x, w, None, c["stride"], c["padding"], c["dilation"], c["groups"]).abs().max() == 0:
             continue
-        cases.append({"op": "conv2d", "name": f"test_conv2d_random_configs[{seed}]", "x": F.pad(x, (p_w, p_w, p_h, p_h)),
-                      "weight": w, "bias": b, "stride": list(c["stride"]), "dilation": list(c["dilation"]),
-                      "groups": c["groups"]})
+        cases.append({"op": "conv2d", "name": f"test_conv2d_random_configs[{seed}]",
+                      "x": F.pad(x, (p_w, p_w, p_h, p_h)), "weight": w, "bias": b, "stride": list(c["stride"]),
+                      "dilation": list(c["dilation"]), "groups": c["groups"]})
     for name in T.MATMUL_SHAPES:
         a, b = T.matmul_case(name)
         cases.append({"op": "matmul", "name": f"test_matmul_shapes[{name}]", "m": a.numel() // a.shape[-1],

@@ -61,7 +61,8 @@ class Finding:
     def __str__(self) -> str:
         text = f"{self.what} in kernel {self.kernel or '?'}"
         for entity, line, source in self.places:
-            text += f"\n    {line}" + (f" by work-item {entity}" if entity else "") + (f": `{source}`" if source else "")
+            text += f"\n    {line}" + (f" by work-item {entity}" if entity else "")
+            text += f": `{source}`" if source else ""
         return text
 
 

@@ -50,6 +50,7 @@ def changed_inputs(case: Dict, after: object) -> Optional[str]:
     own (the reference was computed from the grader's untouched copy either way)."""
     for key, value in (after.items() if isinstance(after, dict) else ()):
         original = case.get(key)
-        if isinstance(original, torch.Tensor) and not (isinstance(value, torch.Tensor) and torch.equal(value, original)):
+        unchanged = isinstance(value, torch.Tensor) and torch.equal(value, original)
+        if isinstance(original, torch.Tensor) and not unchanged:
             return f"changed its input {key} in place (inputs are read-only)"
     return None

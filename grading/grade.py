@@ -15,12 +15,12 @@ Every step that runs the student's code is a child process under grading.sandbox
 account oclf-sandbox, contained so that none of its processes outlives the step, with a
 timeout, resource limits and capped output. results.json is written whatever happened.
 
-Knobs (flags, or the environment for run_autograder): --timeout / GRADER_TIMEOUT seconds
-per step (default 120), --build-timeout / GRADER_BUILD_TIMEOUT (300), --perf-runs /
-GRADER_PERF_RUNS timed runs per layer and round (5), --ref-cache / GRADER_REF_CACHE the
+Knobs: flags, or the OCLF_GRADER_* settings for run_autograder (utils/config.py lists them;
+the older GRADER_* names still work): --timeout seconds per step (default 120),
+--build-timeout (300), --perf-runs timed runs per layer and round (5), --ref-cache the
 folder that keeps the reference and ladder builds and a warm kernel cache between runs
-(build/grader-cache), GRADER_USER the sandbox account, GRADER_PYTHON the children's
-interpreter, GRADER_KEEP=1 keeps the temporary folder.
+(build/grader-cache); OCLF_GRADER_USER the sandbox account, OCLF_GRADER_PYTHON the
+children's interpreter, OCLF_GRADER_KEEP=1 keeps the temporary folder.
 """
 from __future__ import annotations
 

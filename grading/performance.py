@@ -246,7 +246,8 @@ def table(rungs: List[fixtures.Fixture], timings: Dict[str, Timing], share: floa
     rows = [head, "|" + "---|" * (len(names) + 2)]
     for i, layer in enumerate(C.PERF_LAYERS):
         cells = [f"{timings[n].ns[i] / 1e6:.3f}" for n in names]
-        rows.append(f"| {layer[0]} | " + " | ".join(cells) + f" | {timings['submission'].kernel_ns.get(i, 0) / 1e6:.3f} |")
+        kernel_ms = timings["submission"].kernel_ns.get(i, 0) / 1e6
+        rows.append(f"| {layer[0]} | " + " | ".join(cells) + f" | {kernel_ms:.3f} |")
     rows.append("| geometric mean | " + " | ".join(f"**{timings[n].geomean_ns() / 1e6:.3f}**" for n in names) + " | |")
     scale = "; ".join(f"{r.name} → {r.share:.0%}" for r in rungs)
     return (f"Each call of ocl_conv2d timed by the grader's clock (ms; host work and transfers included), the "

@@ -32,7 +32,8 @@ from typing import List, Optional
 
 COMMENT_PREFIX = {
     ".cpp": "//", ".hpp": "//", ".cc": "//", ".h": "//", ".c": "//", ".cl": "//",
-    ".md": "<!--", ".py": "#", ".sh": "#", ".txt": "#", ".ini": "#", ".cfg": "#", ".toml": "#", ".yml": "#", ".yaml": "#",
+    ".md": "<!--", ".py": "#", ".sh": "#", ".txt": "#", ".ini": "#", ".cfg": "#", ".toml": "#", ".yml": "#",
+    ".yaml": "#",
 }
 COMMENT_BY_NAME = {"Makefile": "#", "Dockerfile": "#", "run_autograder": "#"}
 
@@ -123,7 +124,8 @@ class _Parser:
         while j < len(self.lines) and not self.lines[j].strip():
             j += 1
         nxt = self.marker(j) if j < len(self.lines) else None
-        prompt = (j, self.find_end(j, "PROMPT")) if nxt and (nxt["kind"], nxt["region"]) == ("BEGIN", "PROMPT") else None
+        has_prompt = nxt is not None and (nxt["kind"], nxt["region"]) == ("BEGIN", "PROMPT")
+        prompt = (j, self.find_end(j, "PROMPT")) if has_prompt else None
         if self.view == "reference":
             self.out.extend(self.lines[begin : (prompt[1] if prompt else end) + 1])
         elif self.view == "solution":

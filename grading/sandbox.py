@@ -1,8 +1,8 @@
 """Runs untrusted commands (a student's build, and Python children that load the
 student's compiled code) in a child process, never in the grader's own:
 
-- as the dedicated account "oclf-sandbox" when the grader runs as root (GRADER_USER names
-  another; "nobody" is never used: other services share it);
+- as the dedicated account "oclf-sandbox" when the grader runs as root (OCLF_GRADER_USER
+  names another; "nobody" is never used: other services share it);
 - contained: in a PID namespace of its own when the kernel allows it (util-linux's
   `unshare --pid --fork --kill-child`, then `setpriv` to drop to the sandbox user), so
   every process it starts, setsid() or not, dies with the step; otherwise every process
@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from utils import config
 
 OUTPUT_KEEP = 64 * 1024
 SANDBOX_USER = "oclf-sandbox"
@@ -92,14 +94,16 @@ def sandbox_user() -> Optional[pwd.struct_passwd]:
     """The account children run as, or None when the grader is not root (it cannot switch)."""
     if os.geteuid() != 0:
         return None
-    name = os.environ.get("GRADER_USER") or SANDBOX_USER
+    name = config.get("GRADER_USER") or SANDBOX_USER
     if name == "nobody":
-        raise SandboxError("GRADER_USER=nobody: other services share that account; use a dedicated one")
+        raise SandboxError(f"{config.variable('GRADER_USER')}=nobody: other services share that account; "
+                           "use a dedicated one")
     try:
         return pwd.getpwnam(name)
     except KeyError:
         raise SandboxError(f"no sandbox account {name!r}: create it with `useradd --system --no-create-home "
-                           f"--shell /usr/sbin/nologin {name}` (scripts/setup.sh does) or set GRADER_USER") from None
+                           f"--shell /usr/sbin/nologin {name}` (scripts/setup.sh does) or set OCLF_GRADER_USER"
+                           ) from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -144,14 +148,14 @@ def python_for(user: Optional[pwd.struct_passwd]) -> Tuple[str, List[str]]:
     The grader's own interpreter when the sandbox user may run it; else GRADER_PYTHON or the
     system's python3.X of the same version, given this environment's site-packages
     (a virtualenv made from an interpreter under /root, say, is out of other users' reach)."""
-    if os.environ.get("GRADER_PYTHON"):
-        python = os.environ["GRADER_PYTHON"]
+    if config.get("GRADER_PYTHON"):
+        python = config.get("GRADER_PYTHON")
     elif user is None or _others_can_run(sys.executable):
         return sys.executable, []
     else:
         python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     if not _others_can_run(python):
-        raise SandboxError(f"the sandbox user cannot run {python} (set GRADER_PYTHON)")
+        raise SandboxError(f"the sandbox user cannot run {python} (set OCLF_GRADER_PYTHON)")
     return python, [p for p in site.getsitepackages() if os.path.isdir(p)]
 
 

@@ -4,10 +4,10 @@ convolution runs in the student's own OpenCL code and nothing escapes the grader
 
     python -m grading.symbols [OBJECT]     (make run and make check run it; so does the grader)
 
-Allowed: the OpenCL API, CLBlast's GEMM and GEMV, the course runtime (namespace
-RUNTIME_NAMESPACE), and the C and C++ standard libraries' strings, containers, memory,
-math, exceptions, printing, file reading, getenv and clocks (students print and time their
-code while they optimise it). Anything else fails, with the symbol and the rule named:
+Allowed: the OpenCL API, CLBlast's GEMM and GEMV, the course runtime (RUNTIME_API: the
+classes and functions of runtime/runtime.hpp), and the C and C++ standard libraries'
+strings, containers, memory, math, exceptions, printing, file reading, getenv and clocks
+(students print and time their code while they optimise it). Anything else fails, with the symbol and the rule named:
 Python's C API and pybind11 (torch from the host), loading code at run time, processes,
 threads, the network, signals and other system calls, CLBlast's other routines (Convgemm
 would do the convolution), and the library's functions outside the runtime.
@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-RUNTIME_NAMESPACE = "ocl"
+# The course runtime (opencl_functions/runtime/): its classes and functions, in namespace oclf.
+RUNTIME_API = (r"oclf::(Runtime|Buffer|BufferPool|Device|DeviceInfo|Programs|Profiler|ResidentStore|Error|"
+               r"BuildError)\b|"
+               r"oclf::(set_arg|check|check_clblast|status_name|clblast_status_name|describe_failure|setting|"
+               r"setting_variable|list_devices)(\[abi:\w+\])?\(")
 ROOT = Path(__file__).resolve().parent.parent
 
 # (pattern on the demangled name, reason) for what is refused; checked before the allowlist.
@@ -43,8 +47,8 @@ REFUSED = [
      "touches processes, signals or memory protection"),
     (r"^clblast::StatusCode clblast::(?!(Gemm|Gemv)<float>\()|^clblast::(?!StatusCode )",
      "calls a CLBlast routine other than GEMM and GEMV (Convgemm or Im2col would do the convolution for you)"),
-    (r"^(typeinfo for |typeinfo name for |vtable for )?(oclf|baselines)::",
-     "calls a library function outside the course runtime (only the ocl:: runtime is yours to use)"),
+    (rf"^(typeinfo for |typeinfo name for |vtable for )?(?!({RUNTIME_API}))oclf::",
+     "calls a library function outside the course runtime (only runtime/runtime.hpp is yours to use)"),
 ]
 
 _C_LIBRARY = (
@@ -67,9 +71,10 @@ _C_LIBRARY = (
 ALLOWED = [
     r"^cl[A-Z]\w*$",  # the OpenCL API
     r"^clblast::StatusCode clblast::(Gemm|Gemv)<float>\(",
-    rf"^(typeinfo for |typeinfo name for |vtable for |VTT for )?{RUNTIME_NAMESPACE}::",
+    rf"^(typeinfo for |typeinfo name for |vtable for |VTT for )?({RUNTIME_API})",
     # the C++ standard library and its support
-    r"^(typeinfo for |typeinfo name for |vtable for |VTT for |construction vtable for .* in )?(std::|__gnu_cxx::|__cxxabiv1::)",
+    r"^(typeinfo for |typeinfo name for |vtable for |VTT for |construction vtable for .* in )?"
+    r"(std::|__gnu_cxx::|__cxxabiv1::)",
     r"^typeinfo for (char|int|unsigned|long|float|double|bool|void|short)",
     r"^operator (new|delete)",
     r"^(__cxa_\w+|__gxx_personality_v0|_Unwind_\w+|__dynamic_cast|__stack_chk_fail|_GLOBAL_OFFSET_TABLE_|"
@@ -79,7 +84,7 @@ ALLOWED = [
     rf"^(__isoc99_|__isoc23_|__)?({'|'.join(_C_LIBRARY)})(_chk)?$",
 ]
 UNLISTED = ("is not on the list of allowed calls: the OpenCL API, CLBlast's GEMM and GEMV, the course runtime "
-            f"({RUNTIME_NAMESPACE}::), and the C/C++ standard library's strings, containers, memory, math, "
+            "(runtime/runtime.hpp), and the C/C++ standard library's strings, containers, memory, math, "
             "exceptions, printing, files, getenv and clocks")
 
 

@@ -11,33 +11,31 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 
 from grading import sandbox
+from utils import config
 
 ROOT = Path(__file__).resolve().parent.parent
 POCL_CACHE = "pocl-cache"
 # The environment a child may inherit from the grader: device choice only.
-PASSED_ENV = ("OCL_DEVICE", "OCL_ICD_VENDORS", "OCL_ICD_FILENAMES", "POCL_DEVICES", "CUDA_VISIBLE_DEVICES")
-
-
-def _env_float(name: str, default: float) -> float:
-    return float(os.environ.get(name) or default)
+PASSED_ENV = ("OCLF_DEVICE", "OCL_DEVICE", "OCL_ICD_VENDORS", "OCL_ICD_FILENAMES", "POCL_DEVICES",
+              "CUDA_VISIBLE_DEVICES")
 
 
 @dataclass
 class Options:
-    """The grader's knobs: flags, or the environment for run_autograder (read when made)."""
+    """The grader's knobs: flags, or settings (utils.config: OCLF_GRADER_*, read when made)."""
 
-    timeout_s: float = field(default_factory=lambda: _env_float("GRADER_TIMEOUT", 120))
-    build_timeout_s: float = field(default_factory=lambda: _env_float("GRADER_BUILD_TIMEOUT", 300))
-    perf_runs: int = field(default_factory=lambda: int(_env_float("GRADER_PERF_RUNS", 5)))
+    timeout_s: float = field(default_factory=lambda: float(config.get("GRADER_TIMEOUT", "120")))
+    build_timeout_s: float = field(default_factory=lambda: float(config.get("GRADER_BUILD_TIMEOUT", "300")))
+    perf_runs: int = field(default_factory=lambda: int(config.get("GRADER_PERF_RUNS", "5")))
     ref_cache: Optional[Path] = field(
-        default_factory=lambda: Path(os.environ.get("GRADER_REF_CACHE") or ROOT / "build" / "grader-cache"))
+        default_factory=lambda: Path(config.get("GRADER_REF_CACHE") or ROOT / "build" / "grader-cache"))
     quiet: bool = False
-    keep: bool = field(default_factory=lambda: bool(os.environ.get("GRADER_KEEP")))
+    keep: bool = field(default_factory=lambda: bool(config.get("GRADER_KEEP")))
 
 
 class Workspace:
@@ -48,7 +46,7 @@ class Workspace:
         self.start = time.monotonic()
         self.user: Optional[pwd.struct_passwd] = sandbox.sandbox_user()
         self.python, self.extra_path = sandbox.python_for(self.user)
-        self.work = Path(tempfile.mkdtemp(prefix="oclf-grade-", dir=os.environ.get("GRADER_WORKDIR")))
+        self.work = Path(tempfile.mkdtemp(prefix="oclf-grade-", dir=config.get("GRADER_WORKDIR") or None))
         os.chmod(self.work, 0o711)  # children may pass through to their own folders, not list it
 
     def log(self, message: str) -> None:
@@ -113,7 +111,3 @@ class Workspace:
         running, out_dir = self.start_child(step, inputs, tree, home, trusted, kernel_cache, timeout_s=timeout_s,
                                             wrapper=wrapper)
         return running.finish(), out_dir
-
-
-def list_of(value: object) -> List:
-    return list(value) if isinstance(value, (list, tuple)) else []

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "ocl_runtime.hpp"
+#include "runtime/runtime.hpp"
 
 namespace oclf {
 
@@ -16,7 +16,7 @@ const char* kFile = "conv2d_backward.cl";
 
 size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-size_t tile_size() { return ocl::Runtime::get().info().max_work_group_size >= 256 ? 16 : 8; }
+size_t tile_size() { return Runtime::get().info().max_work_group_size >= 256 ? 16 : 8; }
 
 std::string build_options() { return "-DTILE=" + std::to_string(tile_size()); }
 
@@ -44,7 +44,7 @@ void set_shape_args(cl_kernel kernel, cl_uint first, const Conv2dShape& s) {
                         s.k_h,        s.k_w,        s.stride_h,   s.stride_w,   s.dilation_h,
                         s.dilation_w, s.groups,     s.h_out,      s.w_out};
   for (cl_uint i = 0; i < sizeof(values) / sizeof(values[0]); ++i)
-    ocl::set_arg(kernel, first + i, sizeof(int), &values[i]);
+    set_arg(kernel, first + i, sizeof(int), &values[i]);
 }
 
 }  // namespace
@@ -58,14 +58,14 @@ BackwardVariant parse_variant(const std::string& name) {
 
 void conv2d_backward_input(const Conv2dShape& s, const float* grad_out, const float* weight, float* grad_input,
                            BackwardVariant variant) {
-  ocl::Runtime& rt = ocl::Runtime::get();
+  Runtime& rt = Runtime::get();
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
   const size_t dy_len = size_t(s.batch) * s.c_out * s.h_out * s.w_out;
   const size_t w_len = size_t(s.c_out) * cin_g * s.k_h * s.k_w;
   const size_t dx_len = size_t(s.batch) * s.c_in * s.h * s.w;
-  ocl::Buffer dy = ocl::Buffer::input(grad_out, dy_len * sizeof(float));
-  ocl::Buffer w = ocl::Buffer::input(weight, w_len * sizeof(float));
-  ocl::Buffer dx = ocl::Buffer::output(grad_input, dx_len * sizeof(float));
+  Buffer dy = Buffer::input(grad_out, dy_len * sizeof(float));
+  Buffer w = Buffer::input(weight, w_len * sizeof(float));
+  Buffer dx = Buffer::output(grad_input, dx_len * sizeof(float));
 
   const size_t tile = tile_size();
   const size_t pixels = size_t(s.batch) * s.h * s.w;
@@ -77,14 +77,14 @@ void conv2d_backward_input(const Conv2dShape& s, const float* grad_out, const fl
       variant == BackwardVariant::kAuto && (gaps || !gpu) ? BackwardVariant::kDirect : variant;
   if (use_tiled(pick, cin_g, size_t(cout_g) * s.k_h * s.k_w)) {
     cl_kernel kernel = rt.kernel(kFile, "conv2d_grad_input_tiled", build_options());
-    ocl::set_args(kernel, dy.get(), w.get(), dx.get());
+    set_args(kernel, dy.get(), w.get(), dx.get());
     set_shape_args(kernel, 3, s);
     const size_t global[3] = {round_up(pixels, tile), round_up(cin_g, tile), size_t(s.groups)};
     const size_t local[3] = {tile, tile, 1};
     rt.launch(kernel, 3, global, local);
   } else {
     cl_kernel kernel = rt.kernel(kFile, "conv2d_grad_input_direct", build_options());
-    ocl::set_args(kernel, dy.get(), w.get(), dx.get());
+    set_args(kernel, dy.get(), w.get(), dx.get());
     set_shape_args(kernel, 3, s);
     const size_t global[1] = {round_up(dx_len, 64)};
     rt.launch(kernel, 1, global, nullptr);
@@ -94,15 +94,15 @@ void conv2d_backward_input(const Conv2dShape& s, const float* grad_out, const fl
 
 void conv2d_backward_weight(const Conv2dShape& s, const float* x, const float* grad_out, float* grad_weight,
                             BackwardVariant variant) {
-  ocl::Runtime& rt = ocl::Runtime::get();
+  Runtime& rt = Runtime::get();
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
   const size_t x_len = size_t(s.batch) * s.c_in * s.h * s.w;
   const size_t dy_len = size_t(s.batch) * s.c_out * s.h_out * s.w_out;
   const size_t k_dim = size_t(cin_g) * s.k_h * s.k_w;
   const size_t w_len = size_t(s.c_out) * k_dim;
   const size_t pixels = size_t(s.batch) * s.h_out * s.w_out;
-  ocl::Buffer xb = ocl::Buffer::input(x, x_len * sizeof(float));
-  ocl::Buffer dy = ocl::Buffer::input(grad_out, dy_len * sizeof(float));
+  Buffer xb = Buffer::input(x, x_len * sizeof(float));
+  Buffer dy = Buffer::input(grad_out, dy_len * sizeof(float));
 
   // Enough work-items to fill the device several times over.
   const size_t target_items = size_t(rt.info().compute_units) * 4096;
@@ -117,20 +117,20 @@ void conv2d_backward_weight(const Conv2dShape& s, const float* x, const float* g
     chunk = split_pixels(pixels, w_len, target_items, 64, 1, &splits);
   }
   // One split writes straight into the result; more write partial sums to add up after.
-  ocl::Buffer partial(size_t(splits) * w_len * sizeof(float), CL_MEM_READ_WRITE);
+  Buffer partial(size_t(splits) * w_len * sizeof(float), CL_MEM_READ_WRITE);
   if (tiled) {
     cl_kernel kernel = rt.kernel(kFile, "conv2d_grad_weight_tiled", build_options());
-    ocl::set_args(kernel, xb.get(), dy.get(), partial.get());
+    set_args(kernel, xb.get(), dy.get(), partial.get());
     set_shape_args(kernel, 3, s);
-    ocl::set_arg(kernel, 17, sizeof(int), &chunk);
+    set_arg(kernel, 17, sizeof(int), &chunk);
     const size_t global[3] = {round_up(k_dim, tile), round_up(cout_g, tile), size_t(s.groups) * splits};
     const size_t local[3] = {tile, tile, 1};
     rt.launch(kernel, 3, global, local);
   } else {
     cl_kernel kernel = rt.kernel(kFile, "conv2d_grad_weight_direct", build_options());
-    ocl::set_args(kernel, xb.get(), dy.get(), partial.get());
+    set_args(kernel, xb.get(), dy.get(), partial.get());
     set_shape_args(kernel, 3, s);
-    ocl::set_arg(kernel, 17, sizeof(int), &chunk);
+    set_arg(kernel, 17, sizeof(int), &chunk);
     const size_t global[2] = {round_up(w_len, 64), size_t(splits)};
     rt.launch(kernel, 2, global, nullptr);
   }
@@ -138,23 +138,23 @@ void conv2d_backward_weight(const Conv2dShape& s, const float* x, const float* g
     partial.read(grad_weight, w_len * sizeof(float));
     return;
   }
-  ocl::Buffer dw = ocl::Buffer::output(grad_weight, w_len * sizeof(float));
+  Buffer dw = Buffer::output(grad_weight, w_len * sizeof(float));
   cl_kernel sum = rt.kernel(kFile, "conv2d_sum_splits", build_options());
   const int n = static_cast<int>(w_len);
-  ocl::set_args(sum, partial.get(), dw.get(), n, splits);
+  set_args(sum, partial.get(), dw.get(), n, splits);
   const size_t global[1] = {round_up(w_len, 64)};
   rt.launch(sum, 1, global, nullptr);
   dw.read(grad_weight, w_len * sizeof(float));
 }
 
 void conv2d_backward_bias(int batch, int c_out, int out_area, const float* grad_out, float* grad_bias) {
-  ocl::Runtime& rt = ocl::Runtime::get();
+  Runtime& rt = Runtime::get();
   const size_t dy_len = size_t(batch) * c_out * out_area;
-  ocl::Buffer dy = ocl::Buffer::input(grad_out, dy_len * sizeof(float));
-  ocl::Buffer db = ocl::Buffer::output(grad_bias, size_t(c_out) * sizeof(float));
+  Buffer dy = Buffer::input(grad_out, dy_len * sizeof(float));
+  Buffer db = Buffer::output(grad_bias, size_t(c_out) * sizeof(float));
   const size_t group = 64;  // BIAS_GROUP in conv2d_backward.cl
   cl_kernel kernel = rt.kernel(kFile, "conv2d_grad_bias", build_options());
-  ocl::set_args(kernel, dy.get(), db.get(), batch, c_out, out_area);
+  set_args(kernel, dy.get(), db.get(), batch, c_out, out_area);
   const size_t global[1] = {size_t(c_out) * group};
   const size_t local[1] = {group};
   rt.launch(kernel, 1, global, local);

@@ -1,6 +1,6 @@
 // The backward pass of conv2d on OpenCL (kernels in conv2d_backward.cl): the gradients
-// with respect to the padded input, the weights and the bias. The binding
-// (ocl_wrapper_torch.cpp) validates every argument first, so these functions may assume
+// with respect to the padded input, the weights and the bias. The Python side
+// (opencl_functions/checks.py) validates every argument first, so these functions may assume
 // consistent shapes, positive sizes and valid pointers. All arrays are float32,
 // row-major and contiguous; every function blocks until its result is in host memory.
 #pragma once

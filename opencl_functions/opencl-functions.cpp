@@ -1,7 +1,7 @@
 // Host code for the two operations, the part of the C++ that students write:
 //   matmul: C = op(A) · op(B) through CLBlast's SGEMM.
 //   conv2d: a kernel of conv2d.cl (students: conv2d_tiled), launched over the output.
-// The interface is in opencl-functions.hpp; ocl_runtime.hpp gives the context, queue,
+// The interface is in opencl-functions.hpp; runtime/runtime.hpp gives the context, queue,
 // buffers, kernel cache and error checks.
 #include "opencl-functions.hpp"
 
@@ -12,23 +12,23 @@
 #include <cstdlib>
 #include <string>
 
-#include "ocl_runtime.hpp"
+#include "runtime/runtime.hpp"
 
 namespace oclf {
 
 static size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 void matmul(const MatmulArgs& p) {
-  ocl::Runtime& rt = ocl::Runtime::get();
+  Runtime& rt = Runtime::get();
   // BEGIN SOLUTION
   // A and C in place on CPU devices, copied elsewhere; B from its resident copy if any.
   // CLBlast may read C (its GEMV does, even with beta = 0), so C is read-write.
-  ocl::Buffer a = ocl::Buffer::input(p.a, p.a_len * sizeof(float));
-  ocl::Buffer c = ocl::Buffer::output(p.c, p.m * p.n * sizeof(float), CL_MEM_READ_WRITE);
-  ocl::Buffer b_here;
+  Buffer a = Buffer::input(p.a, p.a_len * sizeof(float));
+  Buffer c = Buffer::output(p.c, p.m * p.n * sizeof(float), CL_MEM_READ_WRITE);
+  Buffer b_here;
   cl_mem b = p.b_dev;
   if (!b) {
-    b_here = ocl::Buffer::input(p.b, p.b_len * sizeof(float));
+    b_here = Buffer::input(p.b, p.b_len * sizeof(float));
     b = b_here.get();
   }
 
@@ -57,7 +57,7 @@ void matmul(const MatmulArgs& p) {
   c.read(p.c, p.m * p.n * sizeof(float));
   // END SOLUTION
   // BEGIN PROMPT
-  // TODO: copy A and B to device buffers (ocl::Buffer), call clblast::Gemm with
+  // TODO: copy A and B to device buffers (Buffer), call clblast::Gemm with
   // Layout::kRowMajor and the transpose flags, and read C back into p.c. For timing, take
   // `cl_event start = rt.marker();` before the call and call rt.record(event, start) with
   // Gemm's event after it: CLBlast may run several kernels and returns only the last one's.
@@ -73,10 +73,7 @@ void matmul(const MatmulArgs& p) {
 //   other devices: conv2d_gpu (v4), with split-K when the output alone gives too few
 //   work-groups. Tile sizes of v4 come from OCLF_GPU_TILE="TM,TN,WM,WN,TK" if set, else
 //   from the layer's shape (gpu_tile); OCLF_GPU_SPLIT_TARGET sets split-K's aim.
-static std::string forced_kernel() {
-  const char* env = std::getenv("OCLF_CONV_KERNEL");
-  return env ? env : "";
-}
+static std::string forced_kernel() { return setting("CONV_KERNEL"); }
 
 struct GpuTile {
   int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
@@ -94,17 +91,16 @@ static bool valid_tile(const GpuTile& t) {
 }
 
 // Tile per layer shape, from OCLF_GPU_TILE="TM,TN,WM,WN,TK" if set.
-static GpuTile gpu_tile(ocl::Runtime& rt, const Conv2dArgs& p, bool pointwise) {
+static GpuTile gpu_tile(Runtime& rt, const Conv2dArgs& p, bool pointwise) {
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int hw_out = p.h_out * p.w_out;
   const size_t pixels = size_t(p.batch) * hw_out;
   GpuTile t;
-  if (const char* env = std::getenv("OCLF_GPU_TILE")) {
-    if (std::sscanf(env, "%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.wm, &t.wn, &t.tk) != 5 || !valid_tile(t))
-      throw ocl::Error(std::string("OCLF_GPU_TILE must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and "
-                                   "loads that split evenly over the work-group, got ") + env,
-                       CL_INVALID_VALUE);
+  if (const std::string env = setting("GPU_TILE"); !env.empty()) {
+    if (std::sscanf(env.c_str(), "%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.wm, &t.wn, &t.tk) != 5 || !valid_tile(t))
+      throw Error("OCLF_GPU_TILE must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and loads that split evenly "
+                  "over the work-group, got " + env, CL_INVALID_VALUE);
     return t;
   }
   // Sweeps on the H100 (grading.tune): 64×64 tiles with 4×4 outputs per work-item had the
@@ -121,15 +117,14 @@ static GpuTile gpu_tile(ocl::Runtime& rt, const Conv2dArgs& p, bool pointwise) {
 
 // Split-K aims at this many work-groups per compute unit; OCLF_GPU_SPLIT_TARGET overrides it.
 static int split_target() {
-  const char* env = std::getenv("OCLF_GPU_SPLIT_TARGET");
-  if (!env) return 2;
-  const int target = std::atoi(env);
-  if (target < 1 || target > 64)
-    throw ocl::Error(std::string("OCLF_GPU_SPLIT_TARGET must be 1..64, got ") + env, CL_INVALID_VALUE);
+  const std::string env = setting("GPU_SPLIT_TARGET");
+  if (env.empty()) return 2;
+  const int target = std::atoi(env.c_str());
+  if (target < 1 || target > 64) throw Error("OCLF_GPU_SPLIT_TARGET must be 1..64, got " + env, CL_INVALID_VALUE);
   return target;
 }
 
-static void conv2d_gpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
+static void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int hw_out = p.h_out * p.w_out;
@@ -157,12 +152,12 @@ static void conv2d_gpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
   splits = (k_dim + k_chunk - 1) / k_chunk;
 
   const size_t y_len = pixels * p.c_out;
-  ocl::Buffer parts;
-  if (splits > 1) parts = ocl::Buffer(splits * y_len * sizeof(float), CL_MEM_READ_WRITE);
+  Buffer parts;
+  if (splits > 1) parts = Buffer(splits * y_len * sizeof(float), CL_MEM_READ_WRITE);
   const cl_mem out = splits > 1 ? parts.get() : y;
   const int has_bias = bias != nullptr && splits == 1;
   cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_gpu", conv_options);
-  ocl::set_args(kernel, x, w, bias, out, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
+  set_args(kernel, x, w, bias, out, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
                 p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out, splits, k_chunk);
   const size_t global[3] = {round_up(pixels, t.tn) / t.wn, round_up(cout_g, t.tm) / t.wm,
                             size_t(p.groups) * splits};
@@ -171,21 +166,20 @@ static void conv2d_gpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
   if (splits > 1) {
     cl_kernel sum = rt.kernel("conv2d.cl", "conv2d_sum_splits", options);
     const int with_bias = bias != nullptr, hw_out = p.h_out * p.w_out, total = int(y_len);
-    ocl::set_args(sum, parts.get(), bias, y, with_bias, splits, p.c_out, hw_out, total);
+    set_args(sum, parts.get(), bias, y, with_bias, splits, p.c_out, hw_out, total);
     const size_t sum_global[1] = {round_up(y_len, 256)};
     const size_t sum_local[1] = {256};
     rt.launch(sum, 1, sum_global, sum_local);
   }
 }
 
-static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
+static void conv2d_cpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
   // Block sizes: COV output channels (the vector width) × PX pixels per work-item;
   // OCLF_CPU_BLOCK="COV,PX" overrides them for tuning.
   int cov = 16, px = 8;
-  if (const char* env = std::getenv("OCLF_CPU_BLOCK")) {
-    if (std::sscanf(env, "%d,%d", &cov, &px) != 2 || (cov != 4 && cov != 8 && cov != 16) || px < 1)
-      throw ocl::Error(std::string("OCLF_CPU_BLOCK must be COV,PX with COV 4, 8 or 16, got ") + env,
-                       CL_INVALID_VALUE);
+  if (const std::string env = setting("CPU_BLOCK"); !env.empty()) {
+    if (std::sscanf(env.c_str(), "%d,%d", &cov, &px) != 2 || (cov != 4 && cov != 8 && cov != 16) || px < 1)
+      throw Error("OCLF_CPU_BLOCK must be COV,PX with COV 4, 8 or 16, got " + env, CL_INVALID_VALUE);
   }
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
@@ -198,24 +192,24 @@ static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
   // Packed weights: made once per resident weight and kept with it, else made per call.
   const size_t packed_bytes = size_t(p.groups) * co_blocks * cov * k_dim * sizeof(float);
   const std::string tag = "cpu-packed" + options;
-  ocl::Buffer packed_here;
+  Buffer packed_here;
   cl_mem packed = p.weight_dev ? rt.derived(p.weight_dev, tag) : nullptr;
   if (!packed) {
     if (p.weight_dev) {
       packed = rt.keep_derived(p.weight_dev, tag, packed_bytes);
     } else {
-      packed_here = ocl::Buffer(packed_bytes, CL_MEM_READ_WRITE);
+      packed_here = Buffer(packed_bytes, CL_MEM_READ_WRITE);
       packed = packed_here.get();
     }
     cl_kernel pack = rt.kernel("conv2d.cl", "conv2d_pack_weights", options);
-    ocl::set_args(pack, w, packed, k_dim, cout_g, co_blocks);
+    set_args(pack, w, packed, k_dim, cout_g, co_blocks);
     const size_t pack_global[3] = {size_t(k_dim), size_t(co_blocks) * cov, size_t(p.groups)};
     rt.launch(pack, 3, pack_global, nullptr);
   }
 
   cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_cpu", conv_options);
   const int has_bias = bias != nullptr;
-  ocl::set_args(kernel, x, packed, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
+  set_args(kernel, x, packed, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
                 p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
   const size_t global[3] = {size_t(co_blocks), size_t(p.h_out * p.w_out + px - 1) / px,
                             size_t(p.batch) * p.groups};
@@ -223,13 +217,13 @@ static void conv2d_cpu(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w
 }
 
 // Depthwise: on CPUs a vector of 16 outputs along a row per work-item, elsewhere one output.
-static void conv2d_depthwise(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
+static void conv2d_depthwise(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
   const bool cpu = rt.info().type == "CPU" || forced_kernel() == "depthwise_cpu";
   const int cov = cpu ? 16 : 1;
   cl_kernel kernel = rt.kernel("conv2d.cl", cpu ? "conv2d_depthwise_cpu" : "conv2d_depthwise",
                                "-cl-mad-enable -DCOV=16 -DPX=8");
   const int has_bias = bias != nullptr;
-  ocl::set_args(kernel, x, w, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
+  set_args(kernel, x, w, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
                 p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
   const size_t global[3] = {size_t(p.w_out + cov - 1) / cov, size_t(p.h_out), size_t(p.batch) * p.c_out};
   rt.launch(kernel, 3, global, nullptr);
@@ -238,7 +232,7 @@ static void conv2d_depthwise(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl
 // The reference's own kernels for the layer's shape and device: conv2d_depthwise for
 // depthwise convs, conv2d_cpu on CPU devices, conv2d_gpu elsewhere. Returns false when
 // OCLF_CONV_KERNEL=tiled asks for the students' kernel instead.
-static bool conv2d_fast(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
+static bool conv2d_fast(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
   const std::string forced = forced_kernel();
   if (forced == "tiled") return false;
   const bool depthwise = p.c_in == p.groups && p.c_out == p.groups;
@@ -255,23 +249,23 @@ static bool conv2d_fast(ocl::Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem 
 // END STAFF
 
 void conv2d(const Conv2dArgs& p) {
-  ocl::Runtime& rt = ocl::Runtime::get();
+  Runtime& rt = Runtime::get();
   // BEGIN SOLUTION
   const size_t x_len = size_t(p.batch) * p.c_in * p.h * p.w;
   const size_t w_len = size_t(p.c_out) * (p.c_in / p.groups) * p.k_h * p.k_w;
   const size_t y_len = size_t(p.batch) * p.c_out * p.h_out * p.w_out;
   // Input and output in place on CPU devices, copied elsewhere.
-  ocl::Buffer x = ocl::Buffer::input(p.x, x_len * sizeof(float));
-  ocl::Buffer y = ocl::Buffer::output(p.y, y_len * sizeof(float));
+  Buffer x = Buffer::input(p.x, x_len * sizeof(float));
+  Buffer y = Buffer::output(p.y, y_len * sizeof(float));
   // Weights and bias: the resident device copies when given, else uploaded now.
-  ocl::Buffer w_here, bias_here;
+  Buffer w_here, bias_here;
   cl_mem w = p.weight_dev, bias = p.bias_dev;
   if (!w) {
-    w_here = ocl::Buffer::input(p.weight, w_len * sizeof(float));
+    w_here = Buffer::input(p.weight, w_len * sizeof(float));
     w = w_here.get();
   }
   if (p.bias && !bias) {
-    bias_here = ocl::Buffer::input(p.bias, p.c_out * sizeof(float));
+    bias_here = Buffer::input(p.bias, p.c_out * sizeof(float));
     bias = bias_here.get();
   }
 
@@ -288,7 +282,7 @@ void conv2d(const Conv2dArgs& p) {
   const size_t lx = small ? 8 : 16, ly = 8, wm = 4, wn = 4;
   cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_tiled", small ? "-DLX=8 -DLY=8 -DTK=8" : "");
   const int has_bias = bias != nullptr;
-  ocl::set_args(kernel, x.get(), w, bias, y.get(), has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
+  set_args(kernel, x.get(), w, bias, y.get(), has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
                 p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
   const size_t pixels = size_t(p.batch) * p.h_out * p.w_out;
   const size_t global[3] = {round_up(pixels, lx * wn) / wn, round_up(p.c_out / p.groups, ly * wm) / wm,
@@ -298,9 +292,9 @@ void conv2d(const Conv2dArgs& p) {
   y.read(p.y, y_len * sizeof(float));
   // END SOLUTION
   // BEGIN PROMPT
-  // TODO: copy x, weight and bias to device buffers (ocl::Buffer), get the kernel with
+  // TODO: copy x, weight and bias to device buffers (Buffer), get the kernel with
   // rt.kernel("conv2d.cl", "conv2d_tiled", options), set its arguments in the order of its
-  // signature with ocl::set_args, launch it with rt.launch over the NDRange that the top of
+  // signature with set_args, launch it with rt.launch over the NDRange that the top of
   // conv2d.cl describes (global and local sizes), and read y back into p.y.
   (void)rt;
   (void)p;

@@ -1,17 +1,16 @@
 // The interface between the student's host code (opencl-functions.cpp) and the rest of
 // opencl_functions. opencl-functions.cpp must define exactly these two functions; the
-// binding (ocl_wrapper_torch.cpp) validates every argument before calling them, so
-// they may assume shapes are consistent, sizes are positive and pointers are valid.
+// Python side (opencl_functions/checks.py) validates every argument before they are
+// called, so they may assume shapes are consistent, sizes are positive and pointers are valid.
 //
 // All arrays are float32, row-major and contiguous unless a leading dimension says
 // otherwise. Both functions are blocking: results are in host memory when they return.
-// Kernels must be launched through ocl::Runtime::launch (and CLBlast events passed to
-// ocl::Runtime::record) so the runtime can time them with profiling events.
+// Launch kernels through Runtime::launch (and pass CLBlast's events to Runtime::record)
+// so the runtime can report their kernel time from profiling events.
 //
 // A graded submission is opencl-functions.cpp and conv2d.cl alone: the grader puts them
 // into a fresh copy of the reference tree, so changes to any other file do not count.
-// The performance score uses the profiling events' kernel time (last_kernel_time_ns);
-// a kernel launched around Runtime::launch is timed by wall clock instead.
+// The grader times each call whole (host code, copies and kernels) by its own clock.
 #pragma once
 
 #include <cstddef>
@@ -62,7 +61,7 @@ struct Conv2dArgs {
   // Device copies of weight and bias that stay between calls (resident parameters), or
   // nullptr: then only the host pointers above are given. Host pointers are always valid.
   // Buffers derived from weight_dev (a packed layout) may be kept with
-  // ocl::Runtime::keep_derived and found again with ocl::Runtime::derived.
+  // Runtime::keep_derived and found again with Runtime::derived.
   cl_mem weight_dev = nullptr;
   cl_mem bias_dev = nullptr;
 };

@@ -73,8 +73,8 @@ def test_unreadable_file_is_named(ocl, tmp_path):
 def test_environment_picks_or_skips_the_file(ocl, tmp_path, monkeypatch):
     before = ocl.clblast_parameters(KERNELS)
     bad = write(tmp_path / "bad.json", {"Xgemm": {"KWG": 32}})
-    monkeypatch.setattr(ocl, "_clblast_params_loaded", False)  # as in a fresh process
-    monkeypatch.setattr(ocl, "_clblast_params_path", None)
+    monkeypatch.setattr(ocl.clblast_params, "_clblast_params_loaded", False)  # as in a fresh process
+    monkeypatch.setattr(ocl.clblast_params, "_clblast_params_path", None)
     monkeypatch.setenv("OCLF_CLBLAST_PARAMS", bad)
     assert ocl.clblast_params_file() == bad
     with pytest.raises(ValueError, match="bad.json.*'Xgemm'"):
@@ -123,7 +123,8 @@ def test_tool_reads_a_stopped_tuners_log(tmp_path):
     names = "WGD MDIMCD NDIMCD MDIMAD NDIMBD KWID VWMD VWND PADA PADB"
 
     def row(i, values, ms, status):
-        return f"|    {i} |    30 | " + " ".join(f"{v:>4}" for v in values) + f" {head}      {ms} ms |    2.1 | {status} |\n"
+        cells = " ".join(f"{v:>4}" for v in values)
+        return f"|    {i} |    30 | {cells} {head}      {ms} ms |    2.1 | {status} |\n"
 
     log.write_text(
         f"* Parameters explored: {names} \n" + row(1, [8, 8, 8, 8, 8, 2, 1, 1, 1, 1], "4.02", ok)

@@ -32,7 +32,7 @@ def test_sanity_quick(ocl, tmp_path):
 def test_demo_with_unknown_device_exits_2(ocl):
     rc, out = run_demo("simple_sanity_check.py", "--quick", "--device", "no-such-device-xyz")
     assert rc == 2, out
-    assert "OCL_DEVICE=no-such-device-xyz matches no OpenCL device" in out
+    assert "OCLF_DEVICE=no-such-device-xyz matches no OpenCL device" in out
 
 
 def test_imagenet_quick_classifies_the_cat(ocl):

@@ -142,7 +142,8 @@ def test_run_autograder_gives_reference_full_marks(tmp_path, ref_cache, ocl):
     (root / "submission").mkdir()
     for name in STUDENT_FILES:
         shutil.copy(ROOT / "opencl_functions" / name, root / "submission" / name)
-    env = dict(os.environ, AUTOGRADER_ROOT=str(root), GRADER_VENV=str(ROOT / ".venv"), GRADER_REF_CACHE=str(ref_cache))
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root), OCLF_GRADER_VENV=str(ROOT / ".venv"),
+               OCLF_GRADER_REF_CACHE=str(ref_cache))
     env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
     proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
                           timeout=1200)

@@ -30,7 +30,8 @@ SCRIPT = textwrap.dedent("""
         close(ocl.ocl_conv2d(x, w, b), F.conv2d(x, w, b))
         for c in cases():
             args = dict(stride=tuple(c["stride"]), dilation=tuple(c["dilation"]), groups=c["groups"])
-            close(ocl.ocl_conv2d(c["x"], c["weight"], c["bias"], **args), F.conv2d(c["x"], c["weight"], c["bias"], **args))
+            expected = F.conv2d(c["x"], c["weight"], c["bias"], **args)
+            close(ocl.ocl_conv2d(c["x"], c["weight"], c["bias"], **args), expected)
     elif what == "backward":
         x, w = torch.randn(2, 4, 7, 6), torch.randn(6, 2, 3, 2)
         args = dict(stride=(2, 1), dilation=(1, 2), groups=2)

@@ -27,17 +27,17 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--device",
         help='OpenCL device: "P:D" (platform:device index) or part of its name, e.g. "nvidia" or "pocl" '
-        "(default: $OCL_DEVICE, else the first GPU, else the first device; see make info)",
+        "(default: $OCLF_DEVICE or $OCL_DEVICE, else the first GPU, else the first device; see make info)",
     )
     p.add_argument("--quick", action="store_true", help="a small, fast run (what the test suite calls)")
     return p
 
 
 def parse_args(p: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Parse the command line; --device is put into OCL_DEVICE before the device is first used."""
+    """Parse the command line; --device is put into OCLF_DEVICE before the device is first used."""
     args = p.parse_args(argv)
     if args.device:
-        os.environ["OCL_DEVICE"] = args.device
+        os.environ["OCLF_DEVICE"] = args.device
     return args
 
 

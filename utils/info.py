@@ -1,8 +1,9 @@
-"""`make info`: the OpenCL platforms and devices, and which one OCL_DEVICE selects."""
-import os
+"""`make info`: the OpenCL platforms and devices, and which one OCLF_DEVICE (or its alias
+OCL_DEVICE) selects."""
 import sys
 
 import opencl_functions as ocl
+from utils import config
 
 
 def main() -> int:
@@ -16,7 +17,7 @@ def main() -> int:
     except ocl.OpenCLError as err:
         selected = None
         problem = str(err)
-    print(f"OCL_DEVICE={os.environ.get('OCL_DEVICE', '')!r}  kernels from {ocl._core.kernel_dir()}")
+    print(f"{config.variable('DEVICE')}={config.get('DEVICE')!r}  kernels from {ocl._core.kernel_dir()}")
     for d in devices:
         mark = "*" if selected and d["index"] == selected["index"] else " "
         print(f" {mark} {d['index']}  {d['type']:<4} {d['platform']} / {d['device']}")

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export DEBIAN_FRONTEND=noninteractive
-VENV=${GRADER_VENV:-/opt/oclf-venv}
+VENV=${OCLF_GRADER_VENV:-${GRADER_VENV:-/opt/oclf-venv}}
 
 # The pinned packages need Python 3.11 (22.04's python3 is 3.10).
 apt-get update -qq

@@ -1,22 +1,34 @@
-// The Python binding, opencl_functions._core: takes float32 buffers (NumPy views of
-// CPU tensors, zero-copy), checks them, and calls the host code in opencl-functions.cpp.
-// The torch-facing functions live in opencl_functions/__init__.py.
+// The Python binding, opencl_functions._core: takes float32 buffers (NumPy views of CPU
+// tensors, zero-copy) and calls the host code (opencl-functions.cpp, backward.cpp,
+// baselines.cpp) one operation at a time, without the GIL. Arguments are validated, with
+// the messages users see, by opencl_functions/checks.py before they get here; this file
+// only guards memory safety (buffer sizes against the shapes it is told).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <clblast.h>
 
 #include <sstream>
 #include <string>
 
 #include "backward.hpp"
-#include "ocl_runtime.hpp"
 #include "baselines.hpp"
 #include "opencl-functions.hpp"
+#include "runtime/runtime.hpp"
 
 namespace py = pybind11;
 
 namespace {
 
 uint64_t g_last_kernel_ns = 0;
+
+// A memory-safety guard: the arguments reach here checked by opencl_functions/checks.py,
+// so a failing guard means the module was called around it.
+void require(bool ok, const std::string& what) {
+  if (!ok)
+    throw py::value_error("_core: " + what +
+                          " (call it through opencl_functions, which checks its arguments)");
+}
 
 // A checked view of a C-contiguous float32 buffer.
 struct FloatView {
@@ -27,15 +39,13 @@ struct FloatView {
 
 FloatView float_view(const py::buffer& buffer, const char* name, int ndim, bool writable) {
   py::buffer_info info = buffer.request(writable);
-  if (info.format != py::format_descriptor<float>::format())
-    throw py::value_error(std::string(name) + " must hold float32, got format '" + info.format + "'");
-  if (ndim >= 0 && info.ndim != ndim)
-    throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " +
-                          std::to_string(info.ndim));
+  require(info.format == py::format_descriptor<float>::format(),
+          std::string(name) + " must hold float32, got format '" + info.format + "'");
+  require(ndim < 0 || info.ndim == ndim,
+          std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " + std::to_string(info.ndim));
   py::ssize_t expected = sizeof(float);
   for (py::ssize_t i = info.ndim - 1; i >= 0; --i) {
-    if (info.shape[i] > 1 && info.strides[i] != expected)
-      throw py::value_error(std::string(name) + " must be C-contiguous");
+    require(info.shape[i] <= 1 || info.strides[i] == expected, std::string(name) + " must be C-contiguous");
     expected *= info.shape[i];
   }
   size_t size = 1;
@@ -47,7 +57,7 @@ FloatView float_view(const py::buffer& buffer, const char* name, int ndim, bool 
 template <typename F>
 void run_op(F&& op) {
   py::gil_scoped_release no_gil;
-  ocl::Runtime& rt = ocl::Runtime::get();
+  oclf::Runtime& rt = oclf::Runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex());
   try {
     op();
@@ -63,19 +73,16 @@ void matmul(const py::buffer& a_buf, const py::buffer& b_buf, const py::buffer& 
   FloatView a = float_view(a_buf, "a", 1, false);
   FloatView b = float_view(b_buf, "b", 1, false);
   FloatView c = float_view(c_buf, "out", 2, true);
-  if (m == 0 || n == 0 || k == 0) throw py::value_error("matmul sizes must be positive");
-  if (c.shape[0] != static_cast<py::ssize_t>(m) || c.shape[1] != static_cast<py::ssize_t>(n))
-    throw py::value_error("out must be (m, n)");
+  require(m > 0 && n > 0 && k > 0, "matmul sizes must be positive");
+  require(c.shape[0] == static_cast<py::ssize_t>(m) && c.shape[1] == static_cast<py::ssize_t>(n), "out must be (m, n)");
   // Stored A is rows × cols with leading dimension lda; it must fit in a.size floats.
   const size_t a_rows = a_trans ? k : m, a_cols = a_trans ? m : k;
   const size_t b_rows = b_trans ? n : k, b_cols = b_trans ? k : n;
-  if (lda < a_cols || (a_rows - 1) * lda + a_cols > a.size)
-    throw py::value_error("a is too small for its shape and leading dimension");
-  if (ldb < b_cols || (b_rows - 1) * ldb + b_cols > b.size)
-    throw py::value_error("b is too small for its shape and leading dimension");
+  require(lda >= a_cols && (a_rows - 1) * lda + a_cols <= a.size, "a is too small for its shape and leading dimension");
+  require(ldb >= b_cols && (b_rows - 1) * ldb + b_cols <= b.size, "b is too small for its shape and leading dimension");
   oclf::MatmulArgs args{a.data, a.size, lda, a_trans, b.data, b.size, ldb, b_trans, c.data, m, n, k};
   run_op([&] {
-    if (b_handle) args.b_dev = ocl::Runtime::get().resident(b_handle);
+    if (b_handle) args.b_dev = oclf::Runtime::get().resident(b_handle);
     oclf::matmul(args);
   });
 }
@@ -90,13 +97,13 @@ oclf::Conv2dArgs checked_conv2d_args(const py::buffer& x_buf, const py::buffer& 
   oclf::Conv2dArgs p{};
   if (!bias_obj.is_none()) {
     FloatView b = float_view(bias_obj.cast<py::buffer>(), "bias", 1, false);
-    if (b.shape[0] != w.shape[0]) throw py::value_error("bias must have C_out elements");
+    require(b.shape[0] == w.shape[0], "bias must have C_out elements");
     p.bias = b.data;
   }
-  if (groups < 1 || stride_h < 1 || stride_w < 1 || dilation_h < 1 || dilation_w < 1)
-    throw py::value_error("stride, dilation and groups must be positive");
-  if (w.shape[0] % groups || x.shape[1] != w.shape[1] * groups) throw py::value_error("channels do not match groups");
-  if (x.size == 0 || w.size == 0 || y.size == 0) throw py::value_error("conv2d sizes must be positive");
+  require(groups >= 1 && stride_h >= 1 && stride_w >= 1 && dilation_h >= 1 && dilation_w >= 1,
+          "stride, dilation and groups must be positive");
+  require(w.shape[0] % groups == 0 && x.shape[1] == w.shape[1] * groups, "channels do not match groups");
+  require(x.size > 0 && w.size > 0 && y.size > 0, "conv2d sizes must be positive");
   p.x = x.data;
   p.weight = w.data;
   p.y = y.data;
@@ -112,12 +119,12 @@ oclf::Conv2dArgs checked_conv2d_args(const py::buffer& x_buf, const py::buffer& 
   p.dilation_h = dilation_h;
   p.dilation_w = dilation_w;
   p.groups = groups;
-  if (p.h - dilation_h * (p.k_h - 1) - 1 < 0 || p.w - dilation_w * (p.k_w - 1) - 1 < 0)
-    throw py::value_error("kernel is larger than the padded input");
+  require(p.h - dilation_h * (p.k_h - 1) - 1 >= 0 && p.w - dilation_w * (p.k_w - 1) - 1 >= 0,
+          "kernel is larger than the padded input");
   p.h_out = (p.h - dilation_h * (p.k_h - 1) - 1) / stride_h + 1;
   p.w_out = (p.w - dilation_w * (p.k_w - 1) - 1) / stride_w + 1;
-  if (y.shape[0] != p.batch || y.shape[1] != p.c_out || y.shape[2] != p.h_out || y.shape[3] != p.w_out)
-    throw py::value_error("out must be (B, C_out, H_out, W_out)");
+  require(y.shape[0] == p.batch && y.shape[1] == p.c_out && y.shape[2] == p.h_out && y.shape[3] == p.w_out,
+          "out must be (B, C_out, H_out, W_out)");
   return p;
 }
 
@@ -129,7 +136,7 @@ void conv2d(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& 
 }
 
 py::dict device_info() {
-  const ocl::DeviceInfo& i = ocl::Runtime::get().info();
+  const oclf::DeviceInfo& i = oclf::Runtime::get().info();
   py::dict d;
   d["platform"] = i.platform;
   d["device"] = i.device;
@@ -147,7 +154,7 @@ py::dict device_info() {
 
 py::list list_devices() {
   py::list out;
-  for (const auto& e : ocl::Runtime::list_devices()) {
+  for (const auto& e : oclf::list_devices()) {
     py::dict d;
     d["index"] = std::to_string(e.platform_index) + ":" + std::to_string(e.device_index);
     d["platform"] = e.platform;
@@ -159,10 +166,10 @@ py::list list_devices() {
 }
 
 py::dict memory_stats() {
-  ocl::Runtime& rt = ocl::Runtime::get();
+  oclf::Runtime& rt = oclf::Runtime::get();
   py::dict d;
-  d["bytes_in_use"] = rt.bytes_in_use();
-  d["bytes_pooled"] = rt.bytes_pooled();
+  d["bytes_in_use"] = rt.pool().bytes_in_use();
+  d["bytes_pooled"] = rt.pool().bytes_pooled();
   return d;
 }
 
@@ -171,11 +178,11 @@ py::dict memory_stats() {
 oclf::Conv2dShape conv2d_shape(const std::vector<py::ssize_t>& x, const std::vector<py::ssize_t>& w,
                                const std::vector<py::ssize_t>& y, int stride_h, int stride_w, int dilation_h,
                                int dilation_w, int groups) {
-  if (groups < 1 || stride_h < 1 || stride_w < 1 || dilation_h < 1 || dilation_w < 1)
-    throw py::value_error("stride, dilation and groups must be positive");
+  require(groups >= 1 && stride_h >= 1 && stride_w >= 1 && dilation_h >= 1 && dilation_w >= 1,
+          "stride, dilation and groups must be positive");
   for (const auto* shape : {&x, &w, &y})
     for (auto d : *shape)
-      if (d < 1) throw py::value_error("conv2d backward sizes must be positive");
+      require(d >= 1, "conv2d backward sizes must be positive");
   oclf::Conv2dShape s{};
   s.batch = int(x[0]);
   s.c_in = int(x[1]);
@@ -189,13 +196,13 @@ oclf::Conv2dShape conv2d_shape(const std::vector<py::ssize_t>& x, const std::vec
   s.dilation_h = dilation_h;
   s.dilation_w = dilation_w;
   s.groups = groups;
-  if (s.c_out % groups || s.c_in != w[1] * groups) throw py::value_error("channels do not match groups");
-  if (s.h - dilation_h * (s.k_h - 1) - 1 < 0 || s.w - dilation_w * (s.k_w - 1) - 1 < 0)
-    throw py::value_error("kernel is larger than the padded input");
+  require(s.c_out % groups == 0 && s.c_in == w[1] * groups, "channels do not match groups");
+  require(s.h - dilation_h * (s.k_h - 1) - 1 >= 0 && s.w - dilation_w * (s.k_w - 1) - 1 >= 0,
+          "kernel is larger than the padded input");
   s.h_out = (s.h - dilation_h * (s.k_h - 1) - 1) / stride_h + 1;
   s.w_out = (s.w - dilation_w * (s.k_w - 1) - 1) / stride_w + 1;
-  if (y[0] != s.batch || y[1] != s.c_out || y[2] != s.h_out || y[3] != s.w_out)
-    throw py::value_error("grad_out must be (B, C_out, H_out, W_out)");
+  require(y[0] == s.batch && y[1] == s.c_out && y[2] == s.h_out && y[3] == s.w_out,
+          "grad_out must be (B, C_out, H_out, W_out)");
   return s;
 }
 
@@ -231,8 +238,8 @@ void conv2d_backward_weight(const py::buffer& x_buf, const py::buffer& dy_buf, c
 void conv2d_backward_bias(const py::buffer& dy_buf, const py::buffer& db_buf) {
   FloatView dy = float_view(dy_buf, "grad_out", 4, false);
   FloatView db = float_view(db_buf, "grad_bias", 1, true);
-  if (dy.size == 0) throw py::value_error("grad_out must not be empty");
-  if (db.shape[0] != dy.shape[1]) throw py::value_error("grad_bias must have C_out elements");
+  require(dy.size > 0, "grad_out must not be empty");
+  require(db.shape[0] == dy.shape[1], "grad_bias must have C_out elements");
   const int batch = int(dy.shape[0]), c_out = int(dy.shape[1]), area = int(dy.shape[2] * dy.shape[3]);
   run_op([&] { oclf::conv2d_backward_bias(batch, c_out, area, dy.data, db.data); });
 }
@@ -242,8 +249,8 @@ void conv2d_backward_bias(const py::buffer& dy_buf, const py::buffer& db_buf) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "OpenCL operations on float32 buffers; use the torch functions of opencl_functions.";
 
-  auto opencl_error = py::register_exception<ocl::Error>(m, "OpenCLError", PyExc_RuntimeError);
-  py::register_exception<ocl::BuildError>(m, "KernelBuildError", opencl_error.ptr());
+  auto opencl_error = py::register_exception<oclf::Error>(m, "OpenCLError", PyExc_RuntimeError);
+  py::register_exception<oclf::BuildError>(m, "KernelBuildError", opencl_error.ptr());
 
   m.def("matmul", &matmul, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("m"), py::arg("n"), py::arg("k"),
         py::arg("lda"), py::arg("ldb"), py::arg("a_trans"), py::arg("b_trans"), py::arg("b_handle") = 0,
@@ -258,28 +265,30 @@ PYBIND11_MODULE(_core, m) {
   m.def("last_kernel_time_ns", [] { return g_last_kernel_ns; },
         "Kernel time of the last operation, summed from OpenCL profiling events, in nanoseconds.");
   m.def("memory_stats", &memory_stats, "Device bytes held by live buffers and by the reuse pool.");
-  m.def("clear_pool", [] { ocl::Runtime::get().clear_pool(); }, "Frees the pooled device buffers.");
+  m.def("clblast_clear_cache", [] { CLBLAST_CHECK(clblast::ClearCache()); },
+        "Releases CLBlast's compiled programs (opencl_functions does at exit, before static destructors run).");
+  m.def("clear_pool", [] { oclf::Runtime::get().pool().clear(); }, "Frees the pooled device buffers.");
   m.def(
       "clblast_parameters",
       [](const std::string& kernel) {
-        ocl::Runtime& rt = ocl::Runtime::get();
+        oclf::Runtime& rt = oclf::Runtime::get();
         std::lock_guard<std::mutex> lock(rt.mutex());
-        return ocl::clblast_parameters(kernel);
+        return oclf::clblast_parameters(rt.device(), kernel);
       },
       py::arg("kernel"), "CLBlast's current tuning parameters (single precision) of a kernel ('Xgemm', ...).");
   m.def(
       "clblast_override",
-      [](const std::map<std::string, ocl::KernelParameters>& params) {
-        ocl::Runtime& rt = ocl::Runtime::get();
+      [](const std::map<std::string, oclf::KernelParameters>& params) {
+        oclf::Runtime& rt = oclf::Runtime::get();
         std::lock_guard<std::mutex> lock(rt.mutex());
-        ocl::clblast_override(params);
+        oclf::clblast_override(rt.device(), params);
       },
       py::arg("params"),
       "Replaces CLBlast's tuning parameters: {kernel: {parameter: value}}, each entry complete.\n"
       "Raises ValueError naming the kernel, and changes nothing, if an entry is unknown or incomplete.");
-  m.def("set_default_kernel_dir", &ocl::Runtime::set_default_kernel_dir,
-        "Folder of the .cl files when OCL_KERNEL_DIR is not set.");
-  m.def("kernel_dir", &ocl::Runtime::kernel_dir, "Folder the .cl files are read from.");
+  m.def("set_default_kernel_dir", &oclf::Programs::set_default_kernel_dir,
+        "Folder of the .cl files when OCLF_KERNEL_DIR (or OCL_KERNEL_DIR) is not set.");
+  m.def("kernel_dir", &oclf::Programs::kernel_dir, "Folder the .cl files are read from.");
   m.def("conv2d_backward_input", &conv2d_backward_input, py::arg("grad_out"), py::arg("weight"),
         py::arg("grad_input"), py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"),
         py::arg("dilation_w"), py::arg("groups"), py::arg("variant") = "auto",
@@ -294,23 +303,23 @@ PYBIND11_MODULE(_core, m) {
         "grad_bias (C_out,) = grad_out (B, C_out, H_out, W_out) summed over B, H_out, W_out, on OpenCL.");
   m.def(
       "conv2d_from_file",
-      [](const std::string& path, const std::string& name, const std::string& options, size_t local_0,
-         size_t local_1, const py::buffer& x, const py::buffer& w, const py::object& bias, const py::buffer& out,
-         int stride_h, int stride_w, int dilation_h, int dilation_w, int groups) {
+      [](const std::string& path, const std::string& name, const std::string& options, const py::buffer& x,
+         const py::buffer& w, const py::object& bias, const py::buffer& out, int stride_h, int stride_w,
+         int dilation_h, int dilation_w, int groups) {
         oclf::Conv2dArgs p = checked_conv2d_args(x, w, bias, out, stride_h, stride_w, dilation_h, dilation_w, groups);
-        run_op([&] { baselines::conv2d_from_file(path, name, options, local_0, local_1, p); });
+        run_op([&] { oclf::baselines::conv2d_from_file(path, name, options, p); });
       },
-      py::arg("path"), py::arg("name"), py::arg("options"), py::arg("local_0"), py::arg("local_1"), py::arg("x"),
+      py::arg("path"), py::arg("name"), py::arg("options"), py::arg("x"),
       py::arg("weight"), py::arg("bias"), py::arg("out"), py::arg("stride_h"), py::arg("stride_w"),
       py::arg("dilation_h"), py::arg("dilation_w"), py::arg("groups"),
-      "Baseline: runs kernel `name` (conv2d_tiled's arguments) from the .cl file at `path`. local_0/local_1 > 0\n"
-      "launch it like conv2d_tiled; 0 launches one work-item per output over (H_out*W_out, C_out, B).");
+      "Baseline: runs kernel `name` (conv2d_tiled's arguments, one output per work-item) from the .cl\n"
+      "file at `path`, over (H_out*W_out, C_out, B).");
   m.def(
       "convgemm",
       [](const py::buffer& x, const py::buffer& w, const py::buffer& out, int stride_h, int stride_w,
          int dilation_h, int dilation_w) {
         oclf::Conv2dArgs p = checked_conv2d_args(x, w, py::none(), out, stride_h, stride_w, dilation_h, dilation_w, 1);
-        run_op([&] { baselines::convgemm(p); });
+        run_op([&] { oclf::baselines::convgemm(p); });
       },
       py::arg("x"), py::arg("weight"), py::arg("out"), py::arg("stride_h"), py::arg("stride_w"),
       py::arg("dilation_h"), py::arg("dilation_w"),
@@ -320,21 +329,21 @@ PYBIND11_MODULE(_core, m) {
       [](const py::buffer& data) {
         FloatView v = float_view(data, "data", -1, false);
         py::gil_scoped_release no_gil;
-        ocl::Runtime& rt = ocl::Runtime::get();
+        oclf::Runtime& rt = oclf::Runtime::get();
         std::lock_guard<std::mutex> lock(rt.mutex());
-        return rt.resident_upload(v.data, v.size * sizeof(float));
+        return rt.residents().upload(v.data, v.size * sizeof(float));
       },
       py::arg("data"), "Copies a float32 buffer to the device to stay there; returns its handle.");
   m.def(
       "resident_release",
       [](uint64_t handle) {
-        ocl::Runtime& rt = ocl::Runtime::get();
+        oclf::Runtime& rt = oclf::Runtime::get();
         std::lock_guard<std::mutex> lock(rt.mutex());
-        rt.resident_release(handle);
+        rt.residents().release(handle);
       },
       py::arg("handle"), "Frees a resident buffer and what was derived from it (unknown handles are ignored).");
   m.def(
-      "resident_bytes", [] { return ocl::Runtime::get().bytes_resident(); },
+      "resident_bytes", [] { return oclf::Runtime::get().residents().bytes(); },
       "Device bytes held by resident parameters and buffers derived from them.");
   m.def(
       "conv2d_resident",
@@ -342,7 +351,7 @@ PYBIND11_MODULE(_core, m) {
          int stride_w, int dilation_h, int dilation_w, int groups, uint64_t weight_handle, uint64_t bias_handle) {
         oclf::Conv2dArgs p = checked_conv2d_args(x, w, bias, out, stride_h, stride_w, dilation_h, dilation_w, groups);
         run_op([&] {
-          ocl::Runtime& rt = ocl::Runtime::get();
+          oclf::Runtime& rt = oclf::Runtime::get();
           if (weight_handle) p.weight_dev = rt.resident(weight_handle);
           if (bias_handle && p.bias) p.bias_dev = rt.resident(bias_handle);
           oclf::conv2d(p);

@@ -1,0 +1,149 @@
+// Device discovery, choice and opening: see device.hpp.
+#include "device.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "settings.hpp"
+
+namespace oclf {
+
+static std::string platform_string(cl_platform_id p, cl_platform_info what) {
+  size_t n = 0;
+  CL_CHECK(clGetPlatformInfo(p, what, 0, nullptr, &n));
+  std::string s(n, '\0');
+  CL_CHECK(clGetPlatformInfo(p, what, n, &s[0], nullptr));
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+static std::string device_string(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  CL_CHECK(clGetDeviceInfo(d, what, 0, nullptr, &n));
+  std::string s(n, '\0');
+  CL_CHECK(clGetDeviceInfo(d, what, n, &s[0], nullptr));
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+template <typename T>
+static T device_value(cl_device_id d, cl_device_info what) {
+  T value{};
+  CL_CHECK(clGetDeviceInfo(d, what, sizeof(T), &value, nullptr));
+  return value;
+}
+
+static std::string type_name(cl_device_type t) {
+  if (t & CL_DEVICE_TYPE_GPU) return "GPU";
+  if (t & CL_DEVICE_TYPE_CPU) return "CPU";
+  if (t & CL_DEVICE_TYPE_ACCELERATOR) return "ACCELERATOR";
+  return "OTHER";
+}
+
+static std::vector<cl_platform_id> platforms() {
+  cl_uint n = 0;
+  cl_int status = clGetPlatformIDs(0, nullptr, &n);
+  if (status == -1001 || n == 0) {  // CL_PLATFORM_NOT_FOUND_KHR from the ICD loader
+    throw Error(
+        "no OpenCL platform found: install a driver (on Debian: apt-get install pocl-opencl-icd) "
+        "and check that /etc/OpenCL/vendors lists it (clinfo -l shows what the loader sees)",
+        status ? status : CL_DEVICE_NOT_FOUND);
+  }
+  CL_CHECK(status);
+  std::vector<cl_platform_id> ids(n);
+  CL_CHECK(clGetPlatformIDs(n, ids.data(), nullptr));
+  return ids;
+}
+
+static std::vector<cl_device_id> devices(cl_platform_id p) {
+  cl_uint n = 0;
+  cl_int status = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &n);
+  if (status == CL_DEVICE_NOT_FOUND) return {};
+  CL_CHECK(status);
+  std::vector<cl_device_id> ids(n);
+  CL_CHECK(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr));
+  return ids;
+}
+
+std::vector<DeviceEntry> list_devices() {
+  std::vector<DeviceEntry> out;
+  auto ps = platforms();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    std::string pname = platform_string(ps[i], CL_PLATFORM_NAME);
+    std::string pvendor = platform_string(ps[i], CL_PLATFORM_VENDOR);
+    auto ds = devices(ps[i]);
+    for (size_t j = 0; j < ds.size(); ++j) {
+      out.push_back({static_cast<int>(i), static_cast<int>(j), pname, device_string(ds[j], CL_DEVICE_NAME),
+                     type_name(device_value<cl_device_type>(ds[j], CL_DEVICE_TYPE)), pvendor});
+    }
+  }
+  return out;
+}
+
+static std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// OCLF_DEVICE is "P:D" or a case-insensitive substring of a device name, a platform name or
+// a platform vendor, tried in that order. Unset, the first GPU wins, else the first device.
+static const DeviceEntry& choose(const std::vector<DeviceEntry>& all) {
+  if (all.empty()) throw Error("OpenCL platforms were found but they have no devices", CL_DEVICE_NOT_FOUND);
+  const std::string want = setting("DEVICE");
+  if (want.empty()) {
+    for (const auto& e : all)
+      if (e.type == "GPU") return e;
+    return all.front();
+  }
+  int p = -1, d = -1;
+  char tail = 0;
+  if (std::sscanf(want.c_str(), "%d:%d%c", &p, &d, &tail) == 2) {
+    for (const auto& e : all)
+      if (e.platform_index == p && e.device_index == d) return e;
+  } else {
+    std::string w = lower(want);
+    for (const auto& e : all)
+      if (lower(e.device).find(w) != std::string::npos) return e;
+    for (const auto& e : all)
+      if (lower(e.platform).find(w) != std::string::npos) return e;
+    for (const auto& e : all)  // PoCL's platform is "Portable Computing Language", its vendor "The pocl project"
+      if (lower(e.platform_vendor).find(w) != std::string::npos) return e;
+  }
+  std::string msg = setting_variable("DEVICE") + "=" + want +
+                    " matches no OpenCL device; give \"P:D\" or part of a name. Devices:";
+  for (const auto& e : all)
+    msg += "\n  " + std::to_string(e.platform_index) + ":" + std::to_string(e.device_index) + "  " + e.platform +
+           " / " + e.device + " (" + e.type + ")";
+  throw Error(msg, CL_DEVICE_NOT_FOUND);
+}
+
+Device::Device() {
+  const std::vector<DeviceEntry> all = list_devices();
+  const DeviceEntry& e = choose(all);
+  platform_ = platforms()[e.platform_index];
+  device_ = devices(platform_)[e.device_index];
+
+  info_.platform = e.platform;
+  info_.device = e.device;
+  info_.type = e.type;
+  info_.platform_index = e.platform_index;
+  info_.device_index = e.device_index;
+  info_.version = device_string(device_, CL_DEVICE_VERSION);
+  info_.driver_version = device_string(device_, CL_DRIVER_VERSION);
+  info_.opencl_c_version = device_string(device_, CL_DEVICE_OPENCL_C_VERSION);
+  info_.max_work_group_size = device_value<size_t>(device_, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+  info_.local_mem_size = device_value<cl_ulong>(device_, CL_DEVICE_LOCAL_MEM_SIZE);
+  info_.global_mem_size = device_value<cl_ulong>(device_, CL_DEVICE_GLOBAL_MEM_SIZE);
+  info_.compute_units = device_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
+  zero_copy_ = info_.type == "CPU" && setting("ZERO_COPY") != "0";
+
+  cl_int status = CL_SUCCESS;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(platform_), 0};
+  context_ = clCreateContext(props, 1, &device_, nullptr, nullptr, &status);
+  CL_CHECK(status);
+  queue_ = clCreateCommandQueue(context_, device_, CL_QUEUE_PROFILING_ENABLE, &status);
+  CL_CHECK(status);
+}
+
+}  // namespace oclf

@@ -1,0 +1,57 @@
+// The OpenCL device the process works on: which one (OCLF_DEVICE), its description, and
+// the one context and in-order profiling queue made for it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace oclf {
+
+// The device's description, as device_info() returns it.
+struct DeviceInfo {
+  std::string platform, device, version, driver_version, opencl_c_version, type;
+  size_t max_work_group_size = 0, local_mem_size = 0, global_mem_size = 0;
+  unsigned compute_units = 0;
+  int platform_index = 0, device_index = 0;
+};
+
+// One entry of list_devices().
+struct DeviceEntry {
+  int platform_index, device_index;
+  std::string platform, device, type;
+  std::string platform_vendor;  // "The pocl project", "NVIDIA Corporation": OCLF_DEVICE matches it too
+};
+
+// Every OpenCL device of every platform. Throws Error (with how to install a driver) when
+// the ICD loader finds no platform.
+std::vector<DeviceEntry> list_devices();
+
+class Device {
+ public:
+  // Opens the device OCLF_DEVICE names: "P:D" (platform and device index) or a
+  // case-insensitive part of a device name, platform name or platform vendor, tried in
+  // that order. Unset, the first GPU, else the first device.
+  Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  cl_device_id id() const { return device_; }
+  cl_context context() const { return context_; }
+  cl_command_queue queue() const { return queue_; }
+  cl_command_queue* queue_ptr() { return &queue_; }
+  const DeviceInfo& info() const { return info_; }
+  // Whether kernels work on host memory in place: CPU devices, unless OCLF_ZERO_COPY=0.
+  bool zero_copy() const { return zero_copy_; }
+
+ private:
+  cl_platform_id platform_ = nullptr;
+  cl_device_id device_ = nullptr;
+  cl_context context_ = nullptr;
+  cl_command_queue queue_ = nullptr;
+  DeviceInfo info_;
+  bool zero_copy_ = false;
+};
+
+}  // namespace oclf

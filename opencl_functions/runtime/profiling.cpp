@@ -1,0 +1,45 @@
+// Launches and their timing: see profiling.hpp.
+#include "profiling.hpp"
+
+namespace oclf {
+
+void Profiler::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
+  for (cl_uint i = 0; i < dims; ++i)
+    if (global[i] == 0) return;  // nothing to do; OpenCL 1.2 rejects empty ranges
+  cl_event event = nullptr;
+  CL_CHECK(clEnqueueNDRangeKernel(*queue_, kernel, dims, nullptr, global, local, 0, nullptr, &event));
+  events_.push_back({event, nullptr});
+}
+
+void Profiler::record(cl_event event, cl_event since) {
+  if (event) events_.push_back({event, since});
+}
+
+cl_event Profiler::marker() {
+  cl_event event = nullptr;
+  CL_CHECK(clEnqueueMarkerWithWaitList(*queue_, 0, nullptr, &event));
+  markers_.push_back(event);
+  return event;
+}
+
+static bool profiling_time(cl_event event, cl_profiling_info what, cl_ulong* value) {
+  return clGetEventProfilingInfo(event, what, sizeof(*value), value, nullptr) == CL_SUCCESS;
+}
+
+uint64_t Profiler::finish_and_take_kernel_ns() {
+  CL_CHECK(clFinish(*queue_));
+  uint64_t total = 0;
+  for (const Timed& t : events_) {
+    cl_ulong start = 0, end = 0;
+    const bool known = t.since ? profiling_time(t.since, CL_PROFILING_COMMAND_END, &start)
+                               : profiling_time(t.event, CL_PROFILING_COMMAND_START, &start);
+    if (known && profiling_time(t.event, CL_PROFILING_COMMAND_END, &end) && end > start) total += end - start;
+    clReleaseEvent(t.event);
+  }
+  for (cl_event m : markers_) clReleaseEvent(m);
+  events_.clear();
+  markers_.clear();
+  return total;
+}
+
+}  // namespace oclf

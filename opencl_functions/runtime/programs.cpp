@@ -1,0 +1,114 @@
+// Program building and caching, and kernel arguments: see programs.hpp.
+#include "programs.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "settings.hpp"
+
+namespace oclf {
+
+static std::string& default_kernel_dir() {
+  static std::string dir;
+  return dir;
+}
+
+void Programs::set_default_kernel_dir(const std::string& dir) { default_kernel_dir() = dir; }
+
+std::string Programs::kernel_dir() {
+  const std::string dir = setting("KERNEL_DIR");
+  return dir.empty() ? default_kernel_dir() : dir;
+}
+
+static std::string read_file(const std::string& path) {
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  if (!in)
+    throw Error("cannot read kernel file " + path + " (set " + setting_variable("KERNEL_DIR") +
+                    " to the folder holding it)",
+                CL_INVALID_VALUE);
+  std::string text;
+  char chunk[4096];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof(chunk), in)) > 0;) text.append(chunk, n);
+  std::fclose(in);
+  return text;
+}
+
+cl_kernel Programs::kernel(const std::string& file, const std::string& name, const std::string& options) {
+  const std::string dir = kernel_dir();
+  const std::string path = (dir.empty() || file.front() == '/') ? file : dir + "/" + file;
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    throw Error("cannot find kernel file " + path + " (set " + setting_variable("KERNEL_DIR") +
+                    " to the folder holding it)",
+                CL_INVALID_VALUE);
+  // No iostreams here or in messages: on some machines (the H100 image with torch loaded)
+  // formatting numbers through a stream's locale crashes.
+  const std::string version = path + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
+                              std::to_string(st.st_mtim.tv_nsec) + "|" + std::to_string(st.st_size) + "|";
+  const std::string key = version + options;
+
+  auto it = programs_.find(key);
+  if (it == programs_.end()) {
+    // Forget builds of older versions of the same file so an edit loop does not accumulate
+    // programs; builds of this version with other options stay.
+    for (auto old = programs_.begin(); old != programs_.end();) {
+      if (old->first.compare(0, path.size() + 1, path + "|") == 0 &&
+          old->first.compare(0, version.size(), version) != 0) {
+        for (auto& k : old->second.kernels) clReleaseKernel(k.second);
+        clReleaseProgram(old->second.program);
+        old = programs_.erase(old);
+      } else {
+        ++old;
+      }
+    }
+    const std::string source = read_file(path);
+    const char* text = source.c_str();
+    size_t length = source.size();
+    cl_int status = CL_SUCCESS;
+    cl_program program = clCreateProgramWithSource(context_, 1, &text, &length, &status);
+    CL_CHECK(status);
+    const std::string all_options = "-cl-std=CL1.2 " + options;
+    status = clBuildProgram(program, 1, &device_, all_options.c_str(), nullptr, nullptr);
+    if (status != CL_SUCCESS) {
+      size_t n = 0;
+      clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+      std::string log(n, '\0');
+      clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, n, &log[0], nullptr);
+      while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+      clReleaseProgram(program);
+      throw BuildError(std::string(status_name(status)) + " (" + std::to_string(status) + "): building " + path +
+                           " for " + device_name_ + "\noptions: " + all_options + "\nbuild log:\n" + log,
+                       status);
+    }
+    it = programs_.emplace(key, Program{program, {}}).first;
+  }
+  auto& kernels = it->second.kernels;
+  auto k = kernels.find(name);
+  if (k == kernels.end()) {
+    cl_int status = CL_SUCCESS;
+    cl_kernel kernel = clCreateKernel(it->second.program, name.c_str(), &status);
+    if (status != CL_SUCCESS) {
+      throw Error(describe_failure(status_name(status), status, "clCreateKernel(\"" + name + "\") from " + path,
+                                   __FILE__, __LINE__),
+                  status);
+    }
+    k = kernels.emplace(name, kernel).first;
+  }
+  return k->second;
+}
+
+void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
+  cl_int status = clSetKernelArg(kernel, index, size, value);
+  if (status != CL_SUCCESS) {
+    size_t n = 0;
+    clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &n);
+    std::string name(n, '\0');
+    clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, n, &name[0], nullptr);
+    while (!name.empty() && name.back() == '\0') name.pop_back();
+    const std::string call = "clSetKernelArg(" + name + ", argument " + std::to_string(index) + ")";
+    throw Error(describe_failure(status_name(status), status, call, __FILE__, __LINE__), status);
+  }
+}
+
+}  // namespace oclf

@@ -1,0 +1,56 @@
+// Kernels from .cl files, built once per (file version, options) and cached: a student
+// edits conv2d.cl and reruns without rebuilding C++. Also set_args, which sets a kernel's
+// arguments in order.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "errors.hpp"
+
+namespace oclf {
+
+class Programs {
+ public:
+  Programs(cl_context context, cl_device_id device, std::string device_name)
+      : context_(context), device_(device), device_name_(std::move(device_name)) {}
+  Programs(const Programs&) = delete;
+  Programs& operator=(const Programs&) = delete;
+
+  // The kernel `name` from the .cl file `file` (a name inside kernel_dir(), or an absolute
+  // path), built with `options`. Programs are cached by (path, modification time, size,
+  // options), so an edited file is rebuilt on the next call. Throws BuildError with the
+  // build log, Error when the file or the kernel is missing.
+  cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options = "");
+
+  // Folder that .cl files are read from: OCLF_KERNEL_DIR (or OCL_KERNEL_DIR) if set, else the
+  // default (opencl_functions/, set by its Python package).
+  static std::string kernel_dir();
+  static void set_default_kernel_dir(const std::string& dir);
+
+ private:
+  struct Program {
+    cl_program program = nullptr;
+    std::map<std::string, cl_kernel> kernels;
+  };
+  cl_context context_;
+  cl_device_id device_;
+  std::string device_name_;
+  std::map<std::string, Program> programs_;
+};
+
+// Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
+// A null cl_mem passes a null pointer (arg_value itself null, which every driver takes).
+void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
+template <typename T>
+const void* arg_pointer(const T& value) {
+  return &value;
+}
+inline const void* arg_pointer(const cl_mem& value) { return value ? &value : nullptr; }
+template <typename... Args>
+void set_args(cl_kernel kernel, const Args&... args) {
+  cl_uint index = 0;
+  (set_arg(kernel, index++, sizeof(Args), arg_pointer(args)), ...);
+}
+
+}  // namespace oclf

@@ -1,0 +1,18 @@
+// The settings the C++ side reads, in one place: each is an environment variable
+// OCLF_<NAME>, read when used (not cached), with the older names OCL_DEVICE and
+// OCL_KERNEL_DIR kept as aliases. utils/config.py lists every setting with its
+// meaning and default; this is its C++ reader.
+#pragma once
+
+#include <string>
+
+namespace oclf {
+
+// The value of setting `name` ("DEVICE", "CONV_KERNEL", ...): OCLF_<name>, else its alias,
+// else "" (unset or empty).
+std::string setting(const char* name);
+// The variable that gave setting `name` its value (OCLF_DEVICE or its alias OCL_DEVICE,
+// say), for messages; OCLF_<name> when unset.
+std::string setting_variable(const char* name);
+
+}  // namespace oclf

@@ -1,0 +1,85 @@
+"""Settings in one place (utils.config): OCLF_ names first, the older names as aliases, read
+when used, on the Python and the C++ side alike; the README's table is the config's table,
+and every OCLF_ name the sources use is in it."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from utils import config
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ["opencl_functions", "utils", "grading", "extras", "scripts", "Makefile", "setup.py", "tests.py",
+           "simple_sanity_check.py", "inference_gpt2.py", "inference_resnet.py", "inference_bird.py"]
+
+
+def test_oclf_name_first_then_its_alias(monkeypatch):
+    monkeypatch.delenv("OCLF_DEVICE", raising=False)
+    monkeypatch.setenv("OCL_DEVICE", "old")
+    assert config.get("DEVICE") == "old" and config.variable("DEVICE") == "OCL_DEVICE"
+    monkeypatch.setenv("OCLF_DEVICE", "new")
+    assert config.get("DEVICE") == "new" and config.variable("DEVICE") == "OCLF_DEVICE"
+    monkeypatch.setenv("OCLF_DEVICE", "")
+    assert config.get("DEVICE") == "old"
+
+
+def test_settings_are_read_when_used(monkeypatch):
+    monkeypatch.setenv("OCLF_GRADER_TIMEOUT", "7")
+    from grading.workspace import Options
+
+    assert Options().timeout_s == 7.0
+    monkeypatch.setenv("GRADER_TIMEOUT", "9")
+    monkeypatch.delenv("OCLF_GRADER_TIMEOUT")
+    assert Options().timeout_s == 9.0
+
+
+def _device_error(env: dict) -> str:
+    code = ("import json, opencl_functions as o\n"
+            "try:\n    o.device_info(); print(json.dumps('opened'))\n"
+            "except o.OpenCLError as e:\n    print(json.dumps(str(e)))\n")
+    clean = {k: v for k, v in os.environ.items() if k not in ("OCLF_DEVICE", "OCL_DEVICE")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**clean, **env}, capture_output=True,
+                          text=True, timeout=120)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cpp_side_reads_the_same_names(ocl):
+    assert _device_error({"OCLF_DEVICE": "no-such-xyz"}).startswith("OCLF_DEVICE=no-such-xyz matches no")
+    assert _device_error({"OCL_DEVICE": "no-such-xyz"}).startswith("OCL_DEVICE=no-such-xyz matches no")
+    assert _device_error({"OCLF_DEVICE": "0:0", "OCL_DEVICE": "no-such-xyz"}) == "opened"
+
+
+def _source_files():
+    for name in SOURCES:
+        path = ROOT / name
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        for f in files:
+            if f.suffix in (".py", ".cpp", ".hpp", ".sh", "") and "__pycache__" not in f.parts:
+                yield f
+
+
+def test_every_oclf_name_in_the_sources_is_a_setting():
+    known = {s.variable for s in config.SETTINGS.values()}
+    for path in _source_files():
+        for name in set(re.findall(r"\bOCLF_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace"))):
+            assert name in known, f"{path.relative_to(ROOT)} uses {name}, which utils/config.py does not list"
+
+
+def test_readme_table_is_the_config_table():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Settings"):]
+    listed = re.findall(r"^\| `(OCLF_[A-Z_]+)`", section, re.M)
+    assert listed == [s.variable for s in config.SETTINGS.values()]
+    for s in config.SETTINGS.values():
+        row = next(line for line in section.splitlines() if line.startswith(f"| `{s.variable}`"))
+        assert s.meaning in row and s.default in row and all(f"`{a}`" in row for a in s.aliases)
+
+
+@pytest.mark.parametrize("name", sorted(config.SETTINGS))
+def test_every_setting_is_documented(name):
+    s = config.SETTINGS[name]
+    assert s.meaning and s.default and s.reader

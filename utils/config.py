@@ -1,0 +1,84 @@
+"""Every setting of the project, in one table: environment variables under one prefix,
+OCLF_, read when used (never cached at import), with the older names still working as
+aliases. The C++ side reads its settings through runtime/settings.hpp, the same way.
+
+    config.get("DEVICE")        the value, "" when unset (OCLF_DEVICE, else OCL_DEVICE)
+    config.variable("DEVICE")   the variable that gave it ("OCL_DEVICE" when the alias did)
+    config.SETTINGS             the table (README's "Settings" section lists the same; a test
+                                checks that every OCLF_ name in the sources is in it)
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+PREFIX = "OCLF_"
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # without the prefix
+    default: str  # in words, as the README shows it
+    meaning: str
+    reader: str  # who reads it
+    aliases: Tuple[str, ...] = ()  # older variable names that still work
+
+    @property
+    def variable(self) -> str:
+        return PREFIX + self.name
+
+
+SETTINGS: Dict[str, Setting] = {s.name: s for s in [
+    Setting("DEVICE", "the first GPU, else the first device",
+            'the OpenCL device: "P:D" (platform and device index) or part of a device, platform or vendor name',
+            "C++ runtime (device)", ("OCL_DEVICE",)),
+    Setting("KERNEL_DIR", "opencl_functions/", "the folder .cl files are read from", "C++ runtime (programs)",
+            ("OCL_KERNEL_DIR",)),
+    Setting("ZERO_COPY", "1", "0: copy inputs and outputs on CPU devices instead of wrapping host memory",
+            "C++ runtime (device)"),
+    Setting("CONV_KERNEL", "by device and shape",
+            "force one of the reference solution's conv2d kernels: tiled, cpu, gpu, depthwise or depthwise_cpu",
+            "opencl-functions.cpp (reference)"),
+    Setting("CPU_BLOCK", "16,8", "the reference's CPU kernel block: output channels (4, 8 or 16), pixels",
+            "opencl-functions.cpp (reference)"),
+    Setting("GPU_TILE", "by layer shape", "the reference's GPU kernel tile: TM,TN,WM,WN,TK",
+            "opencl-functions.cpp (reference)"),
+    Setting("GPU_SPLIT_TARGET", "2",
+            "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
+            "opencl-functions.cpp (reference)"),
+    Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
+            "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
+    Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
+    Setting("FALLBACK", "warn", "the opencl device: error turns a CPU fallback into an error",
+            "opencl_functions.device", ("OCL_FALLBACK",)),
+    Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",)),
+    Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",
+            ("GRADER_BUILD_TIMEOUT",)),
+    Setting("GRADER_PERF_RUNS", "5", "timed runs per layer and round", "grading", ("GRADER_PERF_RUNS",)),
+    Setting("GRADER_REF_CACHE", "build/grader-cache", "where the reference and ladder builds are kept", "grading",
+            ("GRADER_REF_CACHE",)),
+    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",)),
+    Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
+            "grading", ("GRADER_PYTHON",)),
+    Setting("GRADER_WORKDIR", "the system's temporary folder", "where gradings make their temporary folders",
+            "grading", ("GRADER_WORKDIR",)),
+    Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",)),
+    Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
+            "grading/autograder", ("GRADER_VENV",)),
+]}
+
+
+def variable(name: str) -> str:
+    """The environment variable that gives setting `name` its value: OCLF_<name> when set,
+    else the first alias that is set, else OCLF_<name>."""
+    setting = SETTINGS[name]
+    for var in (setting.variable, *setting.aliases):
+        if os.environ.get(var):
+            return var
+    return setting.variable
+
+
+def get(name: str, default: str = "") -> str:
+    """The value of setting `name`, read now; `default` when unset or empty."""
+    return os.environ.get(variable(name)) or default
