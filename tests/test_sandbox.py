@@ -115,15 +115,19 @@ def test_allowed_symbols(symbol):
     assert symbols.judge(symbol) is None
 
 
-def _compile(source: str, tmp_path) -> list:
-    """The refusals for a student file compiled as the grader compiles it."""
+def _compile(source: str, tmp_path, must_compile: bool = True, clean: bool = True):
+    """The refusals for a student file compiled as the grader compiles it (None when it does
+    not compile and must_compile is False); `clean`: without a warning."""
     tree = tmp_path / "tree"
     shutil.copytree(ROOT / "opencl_functions", tree / "opencl_functions",
                     ignore=lambda folder, names: [n for n in names if n.endswith((".so", ".cl", ".py", ".json"))])
     (tree / "opencl_functions" / "opencl-functions.cpp").write_text(source)
     (tree / OBJECT).parent.mkdir(parents=True)
     proc = subprocess.run(COMPILE, cwd=tree, capture_output=True, text=True, timeout=300)
+    if not must_compile and proc.returncode:
+        return None
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not clean or "warning" not in proc.stderr, proc.stderr[-3000:]
     return symbols.check_object(tree / OBJECT)
 
 
@@ -158,3 +162,15 @@ def test_hostile_calls_are_refused_by_name(name, tmp_path):
     fixture = hostile()[name]
     refusals = _compile(fixture.files()["opencl-functions.cpp"], tmp_path)
     assert any(fixture.expected["build_output"] in str(r) for r in refusals), refusals
+
+
+@pytest.mark.parametrize("name", sorted(hostile()))
+def test_hostile_fixture_builds_as_it_expects(name, tmp_path):
+    """Each hostile submission compiles cleanly and passes the allowed-calls check, unless its
+    fixture expects the build to fail; then the compiler or the check stops it."""
+    fixture = hostile()[name]
+    refusals = _compile(fixture.files()["opencl-functions.cpp"], tmp_path, must_compile=False, clean=False)
+    if fixture.expected.get("build_failed"):
+        assert refusals is None or refusals, name
+    else:
+        assert refusals == [], refusals
