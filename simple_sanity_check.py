@@ -163,6 +163,8 @@ def main(argv=None) -> int:
     p = demo.parser(__doc__.splitlines()[0])
     p.add_argument("--out", help="folder for sanity_check.png (default: out/)")
     args = demo.parse_args(p, argv)
+    demo.require("skimage", "scikit-image", "the sanity check's photos")
+    demo.require("matplotlib", "matplotlib", "the sanity check's figure")
     demo.open_device()
     images = load_images(args.quick)
     names = list(images)

@@ -251,7 +251,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
             seen = correct = 0
             total_loss = 0.0
             start = time.perf_counter()
-            bar = tqdm(range(0, len(order), args.batch_size), desc=f"epoch {epoch}/{args.epochs}", unit="batch")
+            bar = tqdm(range(0, len(order), args.batch_size), desc=f"epoch {epoch}/{args.epochs}", unit="batch",
+                       disable=None)  # a bar on terminals only: in a log, the epoch lines alone
             for i in bar:
                 idx = order[i:i + args.batch_size]
                 xb, yb = augment(x_train[idx], gen), y_train[idx]

