@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -71,6 +72,18 @@ def sources_hash() -> str:
         h.update(p.relative_to(ROOT).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     h.update(sys.version.encode() + torch.__version__.encode())
     return h.hexdigest()[:16]
+
+
+# Headers the student's include path leaves out on purpose, and why.
+FORBIDDEN_HEADERS = re.compile(r"fatal error: ((pybind11|torch|ATen|c10)/[\w/.]+|Python\.h)")
+
+
+def forbidden_includes(compiler_output: str) -> str:
+    """One line per header the grader's include path refuses, saying what is not allowed and
+    why ("" when the build failed for another reason)."""
+    found = sorted({m.group(1) for m in FORBIDDEN_HEADERS.finditer(compiler_output)})
+    return "".join(f"Not allowed: `#include <{h}>`: the host code may use the OpenCL, CLBlast and course headers "
+                   f"only (the convolution must run in your own OpenCL kernel).\n\n" for h in found)
 
 
 @dataclass
@@ -167,8 +180,8 @@ class Builder:
             sandbox.give_to_sandbox(home, self.ws.user)
         compiled = self._run(COMPILE, dest, user_build=not trusted)
         if not compiled.ok or not (dest / OBJECT).is_file():
-            return Program(name, dest, False, f"The compiler {compiled.describe()}. Its output:\n\n"
-                           f"```\n{compiled.output_tail(12000)}\n```", wall_s=compiled.wall_s)
+            output = f"The compiler {compiled.describe()}. Its output:\n\n```\n{compiled.output_tail(12000)}\n```"
+            return Program(name, dest, False, forbidden_includes(compiled.output) + output, wall_s=compiled.wall_s)
         refusals = symbols.check_object(dest / OBJECT)
         if refusals:
             return Program(name, dest, True, refusals=refusals, wall_s=compiled.wall_s)

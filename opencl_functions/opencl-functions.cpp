@@ -1,6 +1,6 @@
 // Host code for the two operations, the part of the C++ that students write:
 //   matmul: C = op(A) · op(B) through CLBlast's SGEMM.
-//   conv2d: a kernel of conv2d.cl (students: conv2d_tiled), launched over the output.
+//   conv2d: the kernel conv2d_tiled of conv2d.cl, launched over the output.
 // The interface is in opencl-functions.hpp; runtime/runtime.hpp gives the context, queue,
 // buffers, kernel cache and error checks.
 #include "opencl-functions.hpp"
