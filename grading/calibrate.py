@@ -1,6 +1,6 @@
 """Times the ladder of staff kernels on this machine and prints the performance scale it
-implies, as the grader would measure it (each call by the grader's clock, fresh inputs,
-two alternating rounds, the fastest run per layer):
+implies, as the grader would measure it (each call by the grader's clock, fresh inputs, the
+programs side by side one call each in turn, the fastest run per layer):
 
     python -m grading.calibrate [--ref-cache DIR] [--perf-runs N]      (make calibrate)
 
@@ -29,7 +29,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     opt = Options()
     parser.add_argument("--ref-cache", type=type(opt.ref_cache), default=opt.ref_cache)
-    parser.add_argument("--perf-runs", type=int, default=opt.perf_runs, help="timed runs per layer and round")
+    parser.add_argument("--perf-runs", type=int, default=opt.perf_runs, help="timed runs per layer")
     args = parser.parse_args(argv)
     ws = Workspace(Options(ref_cache=args.ref_cache, perf_runs=args.perf_runs))
     try:
@@ -43,7 +43,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     info = opencl_functions.device_info()
     print(f"\nLadder on {info['device']} ({info['platform']}), {args.perf_runs} runs × "
-          f"{performance.ROUNDS} rounds per layer, whole calls in ms:\n")
+          f"all side by side, fastest call per layer in ms:\n")
     names = [r.name for r in rungs]
     print(f"{'layer':<20}" + "".join(f"{n:>12}" for n in names))
     for i, layer in enumerate(C.PERF_LAYERS):

@@ -17,7 +17,7 @@ timeout, resource limits and capped output. results.json is written whatever hap
 
 Knobs: flags, or the OCLF_GRADER_* settings for run_autograder (utils/config.py lists them;
 the older GRADER_* names still work): --timeout seconds per step (default 120),
---build-timeout (300), --perf-runs timed runs per layer and round (5), --ref-cache the
+--build-timeout (300), --perf-runs timed runs per layer (10), --ref-cache the
 folder that keeps the reference and ladder builds and a warm kernel cache between runs
 (build/grader-cache); OCLF_GRADER_USER the sandbox account, OCLF_GRADER_PYTHON the
 children's interpreter, OCLF_GRADER_KEEP=1 keeps the temporary folder.
@@ -152,7 +152,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     opt = Options()
     parser.add_argument("--timeout", type=float, default=opt.timeout_s, help="seconds per step")
     parser.add_argument("--build-timeout", type=float, default=opt.build_timeout_s)
-    parser.add_argument("--perf-runs", type=int, default=opt.perf_runs, help="timed runs per layer and round")
+    parser.add_argument("--perf-runs", type=int, default=opt.perf_runs, help="timed runs per layer")
     parser.add_argument("--ref-cache", type=Path, default=opt.ref_cache, help="keep the reference build here")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)

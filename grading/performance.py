@@ -10,9 +10,10 @@ every run's output is checked against torch: remembering an output, skipping wor
 recording partial kernel events gains nothing, and a wrong output in any run fails the
 step. Kernel times from profiling events are shown for information only.
 
-Every program (the ladder's rungs and the submission) runs the same inputs, in two rounds
-in alternating order; each layer keeps its fastest run (load from elsewhere only adds
-time). The score is a monotone function of the submission's geometric-mean time over the
+Every program (the ladder's rungs and the submission) runs in a child of its own, all at
+once, on the same inputs: the grader makes one call of each in turn, layer by layer and
+run by run, so load from elsewhere falls on all of them alike; each layer keeps its
+fastest run (load only ever adds time). The score is a monotone function of the submission's geometric-mean time over the
 layers, `ladder_share`: log-linear between the rungs' times, from 0 (the naive kernel's
 time or slower) to 1 (the reference's time or faster). A rung that is not faster than
 every rung below it on this device is left out of the scale, so the score never jumps.
@@ -39,7 +40,6 @@ from grading.report import Report
 from grading.workspace import Workspace
 
 WARMUP = 2  # untimed runs per layer (first calls build kernels), checked all the same
-ROUNDS = 2
 
 
 @dataclass
@@ -51,12 +51,6 @@ class Timing:
     ns: Dict[int, int] = field(default_factory=dict)
     kernel_ns: Dict[int, int] = field(default_factory=dict)
     problem: Optional[str] = None
-
-    def merge(self, other: "Timing") -> None:
-        self.problem = self.problem or other.problem
-        for layer, ns in other.ns.items():
-            self.ns[layer] = min(ns, self.ns.get(layer, ns))
-            self.kernel_ns[layer] = min(other.kernel_ns.get(layer, 0), self.kernel_ns.get(layer, 1 << 62))
 
     def geomean_ns(self) -> float:
         return math.exp(sum(math.log(v) for v in self.ns.values()) / len(self.ns))
@@ -90,123 +84,120 @@ def make_inputs(runs: int, seed: int) -> List[Dict]:
     return layers
 
 
-class _Protocol:
-    """The grader's side of one perf child: its pipes and its clock."""
+class _Child:
+    """One program's perf child as the grader drives it: its pipes, its clock, its times."""
 
-    def __init__(self) -> None:
+    def __init__(self, ws: Workspace, name: str, tree: Path, home: Path, trusted: bool, layers: List[Dict],
+                 kernel_cache: Optional[Path]) -> None:
+        self.timing = Timing(name)
+        self.times: Dict[int, List[int]] = {}
         self.go_r, self.go_w = os.pipe()
         self.done_r, self.done_w = os.pipe()
+        try:
+            self.running, self.out_dir = ws.start_child(
+                "perf", {"layers": layers}, tree, home, trusted=trusted, kernel_cache=kernel_cache,
+                extra_args=[str(self.go_r), str(self.done_w)], pass_fds=(self.go_r, self.done_w))
+        finally:
+            os.close(self.go_r)
+            os.close(self.done_w)
 
-    def child_fds(self) -> Tuple[int, int]:
-        return self.go_r, self.done_w
+    @property
+    def alive(self) -> bool:
+        return self.timing.problem is None
 
-    def started(self) -> None:
-        os.close(self.go_r)
-        os.close(self.done_w)
-
-    def read1(self, running) -> bytes:
-        ready, _, _ = select.select([self.done_r], [], [], running.remaining_s())
+    def _read1(self) -> bytes:
+        ready, _, _ = select.select([self.done_r], [], [], self.running.remaining_s())
         return os.read(self.done_r, 1) if ready else b""
 
-    def close(self) -> None:
+    def call(self, layer: int, run: int) -> None:
+        """One timed call: wait until the child is ready, start the clock, say go, stop the
+        clock on its answer. A child that fails stops here, its problem noted."""
+        if self._read1() != b"r":
+            return self.stop(f"{C.PERF_LAYERS[layer][0]}: the child stopped before run {run + 1}")
+        start = time.perf_counter_ns()
+        os.write(self.go_w, b"g")
+        answer = self._read1()
+        elapsed = time.perf_counter_ns() - start
+        if answer == b"e":
+            return self.stop("")  # the error itself is in the child's result file
+        if answer != b"d":
+            return self.stop(f"{C.PERF_LAYERS[layer][0]}: no answer from the child on run {run + 1}")
+        if run >= WARMUP:
+            self.times.setdefault(layer, []).append(elapsed)
+
+    def stop(self, reason: str) -> None:
+        self.timing.problem = reason
+        self.running.kill()
+
+    def finish(self, layers: List[Dict], refs: List[List[torch.Tensor]]) -> Timing:
+        """Waits for the child, then checks every output it saved against torch's."""
         for fd in (self.go_w, self.done_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def time_program(ws: Workspace, name: str, tree: Path, home: Path, trusted: bool, layers: List[Dict],
-                 kernel_cache: Optional[Path] = None) -> Timing:
-    """Runs every layer's cases in one child of `tree`, each call timed here; checks every
-    output. Never raises for what the program does."""
-    timing = Timing(name)
-    proto = _Protocol()
-    inputs = {"layers": layers}
-    try:
-        running, out_dir = ws.start_child("perf", inputs, tree, home, trusted=trusted, kernel_cache=kernel_cache,
-                                          extra_args=[str(fd) for fd in proto.child_fds()],
-                                          pass_fds=proto.child_fds())
-    finally:
-        proto.started()
-    times: Dict[int, List[int]] = {}
-    try:
+            os.close(fd)
+        result = self.running.finish()
+        timing = self.timing
         for i, layer in enumerate(layers):
-            for r in range(len(layer["runs"])):
-                if proto.read1(running) != b"r":
-                    raise _Stop(f"{C.PERF_LAYERS[i][0]}: the child stopped before run {r + 1}")
-                start = time.perf_counter_ns()
-                os.write(proto.go_w, b"g")
-                answer = proto.read1(running)
-                elapsed = time.perf_counter_ns() - start
-                if answer == b"e":
-                    raise _Stop(None)  # the error is in the child's result file
-                if answer != b"d":
-                    raise _Stop(f"{C.PERF_LAYERS[i][0]}: no answer from the child on run {r + 1}")
-                if r >= WARMUP:
-                    times.setdefault(i, []).append(elapsed)
-    except _Stop as stop:
-        timing.problem = stop.reason
-        running.kill()
-    finally:
-        proto.close()
-    result = running.finish()
-    for i, layer in enumerate(layers):
-        refs = [C.reference(case) for case in layer["runs"]]
-        got = read_result(out_dir / f"{i:03d}.pt", 2 * tensor_bytes(refs) + (1 << 16))
-        if "error" in got:
-            timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}: {str(got['error'])[:2000]}"
-            break
-        outputs = got.get("y")
-        if not isinstance(outputs, list) or len(outputs) != len(refs):
-            timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}: wrong number of outputs"
-            break
-        for r, (out, ref) in enumerate(zip(outputs, refs)):
-            problem = mismatch(out, ref, *C.HIDDEN_TOL)
-            if problem:
-                timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}, run {r + 1}: wrong output: {problem}"
+            got = read_result(self.out_dir / f"{i:03d}.pt", 2 * tensor_bytes(refs[i]) + (1 << 16))
+            if "error" in got:
+                timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}: {str(got['error'])[:2000]}"
                 break
-        if i in times:
-            timing.ns[i] = min(times[i])
-            kernel = got.get("kernel_ns")
-            timing.kernel_ns[i] = min(int(k) for k in kernel[WARMUP:]) if isinstance(kernel, list) else 0
-    if not timing.problem and len(timing.ns) != len(layers):
-        timing.problem = f"the child {result.describe()}"
-    if timing.problem and not result.ok:
-        timing.problem += f" (the child {result.describe()}; its output: {result.output_tail(1500)})"
-    return timing
+            outputs = got.get("y")
+            if not isinstance(outputs, list) or len(outputs) != len(refs[i]):
+                timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}: wrong number of outputs"
+                break
+            for r, (out, ref) in enumerate(zip(outputs, refs[i])):
+                problem = mismatch(out, ref, *C.HIDDEN_TOL)
+                if problem:
+                    timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}, run {r + 1}: wrong output: {problem}"
+                    break
+            if i in self.times:
+                timing.ns[i] = min(self.times[i])
+                kernel = got.get("kernel_ns")
+                timing.kernel_ns[i] = min(int(k) for k in kernel[WARMUP:]) if isinstance(kernel, list) else 0
+        if not timing.problem and len(timing.ns) != len(layers):
+            timing.problem = f"the child {result.describe()}"
+        if timing.problem is not None and not result.ok:
+            timing.problem += f" (the child {result.describe()}; its output: {result.output_tail(1500)})"
+        return timing
 
 
-class _Stop(Exception):
-    def __init__(self, reason: Optional[str]) -> None:
-        super().__init__(reason)
-        self.reason = reason
+def time_programs(ws: Workspace, programs: List[Tuple[str, Path, Path, bool, Optional[Path]]],
+                  layers: List[Dict]) -> Dict[str, Timing]:
+    """Times every program (name, tree, home, trusted, kernel cache) on the same inputs, call
+    by call in turn: all children start and wait, then for each layer and run each program
+    makes its call (the order rotates from run to run), so load from elsewhere falls on all
+    alike. Never raises for what a program does."""
+    children = []
+    for name, tree, home, trusted, cache in programs:
+        children.append(_Child(ws, name, tree, home, trusted, layers, cache))
+    for i, layer in enumerate(layers):
+        for r in range(len(layer["runs"])):
+            for k in range(len(children)):
+                child = children[(k + r) % len(children)]
+                if child.alive:
+                    child.call(i, r)
+    refs = [[C.reference(case) for case in layer["runs"]] for layer in layers]
+    timings = {}
+    for child in children:
+        timing = child.finish(layers, refs)
+        if timing.problem == "":
+            timing.problem = "failed (see above)"
+        timings[timing.name] = timing
+    return timings
 
 
 def time_ladder_and(ws: Workspace, builder: Builder, reference: Path, submission: Optional[Program],
                     runs: int, seed: int) -> Tuple[List[fixtures.Fixture], Dict[str, Timing]]:
-    """Times the ladder's rungs and the submission (if any), alternating, ROUNDS rounds."""
+    """Times the ladder's rungs and the submission (if any) side by side, call by call."""
     rungs = fixtures.ladder()
-    programs = [(r.name, builder.ladder_tree(reference, r.name), True) for r in rungs]
+    cache = builder.kernel_cache(reference)
+    programs = [(r.name, builder.ladder_tree(reference, r.name), builder.home("ladder"), True, cache) for r in rungs]
     if submission is not None:
-        programs.append(("submission", submission.tree, False))
-    timings: Dict[str, Timing] = {}
-    for round_ in range(ROUNDS):
-        layers = make_inputs(runs, seed + round_)
-        order = programs if round_ % 2 == 0 else programs[::-1]
-        for name, tree, trusted in order:
-            ws.log(f"performance: {name} ({round_ + 1}/{ROUNDS})")
-            home = builder.home("student" if not trusted else "ladder")
-            cache = None if not trusted else builder.kernel_cache(reference)
-            timing = time_program(ws, name, tree, home, trusted, layers, kernel_cache=cache)
-            if name in timings:
-                timings[name].merge(timing)
-            else:
-                timings[name] = timing
-            if trusted and timing.problem:
-                raise RuntimeError(f"ladder rung {name} failed: {timing.problem}")
-        if submission is not None and timings["submission"].problem:
-            break  # one failed run is enough; no second round
+        programs.append(("submission", submission.tree, builder.home("student"), False, None))
+    ws.log(f"performance: {len(programs)} programs side by side, {runs} timed runs per layer")
+    timings = time_programs(ws, programs, make_inputs(runs, seed))
+    for rung in rungs:
+        if timings[rung.name].problem:
+            raise RuntimeError(f"ladder rung {rung.name} failed: {timings[rung.name].problem}")
     return rungs, timings
 
 
@@ -251,8 +242,8 @@ def table(rungs: List[fixtures.Fixture], timings: Dict[str, Timing], share: floa
     rows.append("| geometric mean | " + " | ".join(f"**{timings[n].geomean_ns() / 1e6:.3f}**" for n in names) + " | |")
     scale = "; ".join(f"{r.name} → {r.share:.0%}" for r in rungs)
     return (f"Each call of ocl_conv2d timed by the grader's clock (ms; host work and transfers included), the "
-            f"fastest of {ROUNDS} × {runs} runs per layer on fresh inputs, every output checked. The ladder of staff "
-            f"kernels ran in the same rounds, alternating with yours.\n\n" + "\n".join(rows) +
+            f"fastest of {runs} runs per layer on fresh inputs, every output checked. The ladder of staff kernels "
+            f"ran side by side with yours, one call of each in turn.\n\n" + "\n".join(rows) +
             f"\n\nLadder: {scale}; between two rungs the share grows with log(time). Your geometric-mean time "
             f"gives **{share:.0%} of the performance points**. Kernel time (OpenCL profiling) is for your "
             f"information only.")

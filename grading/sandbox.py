@@ -169,24 +169,34 @@ def give_to_sandbox(path: Path, user: Optional[pwd.struct_passwd]) -> None:
             os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
-def _proc_status(pid: str) -> Dict[str, str]:
-    with open(f"/proc/{pid}/status") as f:
-        return dict(line.split(":", 1) for line in f if ":" in line)
-
-
-def processes_of(uid: int) -> List[int]:
-    """Processes whose real or effective uid is `uid`."""
+def _processes(where) -> List[int]:
+    """The pids of /proc for which where(pid) is true; processes that end meanwhile are skipped."""
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            uids = _proc_status(pid)["Uid"].split()
-        except (OSError, KeyError, ValueError):
+            if where(pid):
+                pids.append(int(pid))
+        except (OSError, IndexError, KeyError, ValueError):
             continue
-        if str(uid) in uids[:2]:
-            pids.append(int(pid))
     return pids
+
+
+def _status(pid: str) -> Dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.split(":", 1) for line in f if ":" in line)
+
+
+def _session(pid: str) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return int(stat.rsplit(")", 1)[1].split()[3])  # after the command name: state ppid pgrp session ...
+
+
+def processes_of(uid: int) -> List[int]:
+    """Processes whose real or effective uid is `uid`."""
+    return _processes(lambda pid: str(uid) in _status(pid)["Uid"].split()[:2])
 
 
 def _threads_of(uid: int) -> int:
@@ -194,7 +204,7 @@ def _threads_of(uid: int) -> int:
     count = 0
     for pid in processes_of(uid):
         try:
-            count += int(_proc_status(str(pid))["Threads"])
+            count += int(_status(str(pid))["Threads"])
         except (OSError, KeyError, ValueError):
             continue
     return count
@@ -202,19 +212,7 @@ def _threads_of(uid: int) -> int:
 
 def _session_members(sid: int) -> List[int]:
     """Processes in session sid: the child and everything it started that stayed in it."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-            # Fields after the ")" closing the command name: state ppid pgrp session ...
-            if int(stat.rsplit(")", 1)[1].split()[3]) == sid:
-                pids.append(int(pid))
-        except (OSError, IndexError, ValueError):
-            continue
-    return pids
+    return _processes(lambda pid: _session(pid) == sid)
 
 
 def _kill_all(find) -> List[int]:

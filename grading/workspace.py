@@ -31,7 +31,7 @@ class Options:
 
     timeout_s: float = field(default_factory=lambda: float(config.get("GRADER_TIMEOUT", "120")))
     build_timeout_s: float = field(default_factory=lambda: float(config.get("GRADER_BUILD_TIMEOUT", "300")))
-    perf_runs: int = field(default_factory=lambda: int(config.get("GRADER_PERF_RUNS", "5")))
+    perf_runs: int = field(default_factory=lambda: int(config.get("GRADER_PERF_RUNS", "10")))
     ref_cache: Optional[Path] = field(
         default_factory=lambda: Path(config.get("GRADER_REF_CACHE") or ROOT / "build" / "grader-cache"))
     quiet: bool = False
@@ -72,6 +72,9 @@ class Workspace:
             "PYTHONPATH": os.pathsep.join([str(tree)] + self.extra_path),
             "PYTHONDONTWRITEBYTECODE": "1",
             "LANG": "C.UTF-8",
+            # torch in a child only fills and copies small tensors: its idle OpenMP workers
+            # would spin and take cores from the OpenCL device's threads.
+            "OMP_NUM_THREADS": "1",
         }
         env.update({name: os.environ[name] for name in PASSED_ENV if name in os.environ})
         return env

@@ -44,7 +44,7 @@ def ref_cache(tmp_path_factory):
 def grade(submission: Path, results: Path, ref_cache: Path, *flags: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "grading.grade", "--submission", str(submission), "--results", str(results),
-         "--ref-cache", str(ref_cache), "--perf-runs", "3", *flags],
+         "--ref-cache", str(ref_cache), "--perf-runs", "5", *flags],
         cwd=ROOT, capture_output=True, text=True, timeout=1200,
     )
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]

@@ -55,7 +55,7 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",)),
     Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",
             ("GRADER_BUILD_TIMEOUT",)),
-    Setting("GRADER_PERF_RUNS", "5", "timed runs per layer and round", "grading", ("GRADER_PERF_RUNS",)),
+    Setting("GRADER_PERF_RUNS", "10", "timed runs per layer", "grading", ("GRADER_PERF_RUNS",)),
     Setting("GRADER_REF_CACHE", "build/grader-cache", "where the reference and ladder builds are kept", "grading",
             ("GRADER_REF_CACHE",)),
     Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",)),
