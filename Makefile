@@ -3,13 +3,19 @@
 PY      := .venv/bin/python
 SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp)
 BUILT   := build/.core-built
+# The opencl torch device (opencl_functions/device), built against torch's C++ headers:
+# `make run` does not need it; `make test` builds it (ninja from .venv rebuilds only what changed).
+DEVICE_SOURCES := setup_device.py $(wildcard opencl_functions/ocl_runtime.* opencl_functions/device/csrc/*.cpp \
+                  opencl_functions/device/csrc/*/*.cpp opencl_functions/device/csrc/*/*.h)
+DEVICE_BUILT   := build/.device-built
 
-.PHONY: help setup build run test test-slow info sanity resnet gpt bird bird-model networks bench clblast-tune handout \
+.PHONY: help setup build device run test test-slow info sanity resnet gpt bird bird-model networks bench clblast-tune handout \
         autograder clean
 
 help:
 	@echo "make run         set up, build, run the student checks (tests.py)"
 	@echo "make test        set up, build, run the whole test suite (what CI runs)"
+	@echo "make device      build the opencl torch device (opencl_functions.device)"
 	@echo "make test-slow   the opt-in slow checks too"
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
 	@echo "make sanity | resnet | gpt | bird   the demos (options: ARGS=\"--quick --device nvidia\")"
@@ -32,13 +38,19 @@ $(BUILT): .venv/.requirements $(SOURCES)
 
 build: $(BUILT)
 
+$(DEVICE_BUILT): .venv/.requirements $(DEVICE_SOURCES)
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) setup_device.py -q build_ext --inplace
+	@touch $@
+
+device: $(DEVICE_BUILT)
+
 run: build
 	$(PY) -m pytest tests.py
 
-test: build
+test: build device
 	$(PY) -m pytest
 
-test-slow: build
+test-slow: build device
 	$(PY) -m pytest -m "slow or not slow"
 
 bench: build
@@ -81,4 +93,4 @@ autograder: .venv/.requirements
 	$(PY) -m grading.autograder --out build/autograder.zip
 
 clean:
-	rm -rf build opencl_functions/_core*.so
+	rm -rf build opencl_functions/_core*.so opencl_functions/device/_C*.so
