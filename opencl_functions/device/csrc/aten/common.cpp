@@ -19,8 +19,8 @@ const char* cl_type(at::ScalarType dtype, const char* what) {
     case at::kBool: return "uchar";
     default: break;
   }
-  TORCH_CHECK_TYPE(false, "opencl: ", what, " has dtype ", dtype,
-                   "; the device computes in float32, int64, int32, int16, int8, uint8 and bool");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "opencl: ", what, " has dtype ", dtype,
+                              "; the device's kernels take float32, int64, int32, int16, int8, uint8 and bool");
 }
 
 bool is_device(const at::Tensor& t) { return t.defined() && t.device().type() == kType; }
