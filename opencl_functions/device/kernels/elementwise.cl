@@ -117,6 +117,12 @@ inline float gelu_tanh_grad(const float x) {
 #define F(a, b, c) (~(a))
 #elif defined(OP_isnan)
 #define F(a, b, c) isnan(a)
+#elif defined(OP_isinf)
+#define F(a, b, c) isinf(a)
+#elif defined(OP_isneginf)
+#define F(a, b, c) ((a) == -INFINITY)
+#elif defined(OP_isposinf)
+#define F(a, b, c) ((a) == INFINITY)
 #elif defined(OP_nan_to_num)
 #define F(a, b, c) (isnan(a) ? s0 : isinf(a) ? ((a) > 0 ? s1 : -s1) : (a))
 // binary
@@ -193,6 +199,8 @@ inline float gelu_tanh_grad(const float x) {
 #define F(a, b, c) ((b) > 0 ? (a) : (a) * s0)
 #elif defined(OP_elu_backward)
 #define F(a, b, c) ((b) > 0 ? (a) : (a) * ((b) + s0))
+#elif defined(OP_dropout_backward)
+#define F(a, b, c) ((b) != 0 ? (a) * s0 : (CT)0)
 // ternary
 #elif defined(OP_where)
 #define F(a, b, c) ((a) != 0 ? (b) : (c))

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
 
 #include <initializer_list>
 #include <mutex>

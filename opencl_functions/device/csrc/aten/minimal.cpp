@@ -227,9 +227,17 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 
+// Whether `param.data = from` may swap storage in place: between dense tensors of the CPU
+// and the device, yes. module.to("opencl") relies on it to keep parameters shared
+// between modules (tied weights) shared.
+bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
+  return self.layout() == at::kStrided && from.layout() == at::kStrided;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
