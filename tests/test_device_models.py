@@ -93,3 +93,21 @@ def test_gpt2_generation_with_cache():
                 seq.append(ids.item())
         tokens.append(seq)
     assert tokens[1] == tokens[0]
+
+
+@pytest.mark.slow
+def test_bird_song_training_on_the_device(tmp_path):
+    from extras import train_audio
+
+    checkpoint = train_audio.main(["--quick", "--device", "opencl", "--checkpoint", str(tmp_path / "bird.pt"),
+                                   "--plot", str(tmp_path / "curves.png")])
+    assert checkpoint["history"][0]["train_loss"] > 0
+    assert all(v.device.type == "cpu" for v in checkpoint["state_dict"].values())
+
+
+@pytest.mark.slow
+def test_validate_networks_on_the_device():
+    from extras import validate_networks
+
+    result = validate_networks.validate("resnet18", repeat=0, device="opencl")
+    assert result.passed and result.fallbacks == 0
