@@ -2,9 +2,9 @@
 agreement, not predictions), in two modes:
 
 - patched (default): the patched layers (utils.patching.opencl_layers), tensors on the
-  host. ResNet-50 at batch 1 (224×224, one forward pass) and GPT-2 generation.
+  host. ResNet-18 and ResNet-50 at batch 1 (224×224, one forward pass) and GPT-2 generation.
 - device: the opencl torch device (opencl_functions.device), tensors on the device.
-  ResNet-50 inference at batch 1 and 16, one ResNet-50 training step at batch 16
+  ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, one ResNet-50 training step at batch 16
   (forward, cross-entropy, backward, SGD with momentum), and GPT-2 generation.
 
 GPT-2 is full size (GPT2Config() defaults): greedy decoding with the key/value cache, an
@@ -38,10 +38,10 @@ PROMPT_TOKENS, NEW_TOKENS = 8, 16
 Maker = Callable[[str], Callable[[], torch.Tensor]]
 
 
-def resnet50_inference(batch: int) -> Maker:
+def resnet_inference(arch: str, batch: int) -> Maker:
     def make(device: str) -> Callable[[], torch.Tensor]:
         torch.manual_seed(0)
-        model = torchvision.models.resnet50().eval().to(device)
+        model = torchvision.models.get_model(arch).eval().to(device)
         x = torch.randn(batch, 3, 224, 224).to(device)
 
         def run() -> torch.Tensor:
@@ -97,8 +97,12 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
 
 
 MODELS: Dict[str, Dict[str, object]] = {
-    "resnet50": {"make": resnet50_inference(1), "label": "ResNet-50 b1 224x224", "modes": ("patched", "device")},
-    "resnet50_b16": {"make": resnet50_inference(16), "label": "ResNet-50 b16 224x224", "modes": ("device",)},
+    "resnet18": {"make": resnet_inference("resnet18", 1), "label": "ResNet-18 b1 224x224",
+                 "modes": ("patched", "device")},
+    "resnet50": {"make": resnet_inference("resnet50", 1), "label": "ResNet-50 b1 224x224",
+                 "modes": ("patched", "device")},
+    "resnet50_b16": {"make": resnet_inference("resnet50", 16), "label": "ResNet-50 b16 224x224",
+                     "modes": ("device",)},
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
                            "modes": ("device",)},
     "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",

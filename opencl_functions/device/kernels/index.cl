@@ -12,6 +12,8 @@
 //                      u_i in [0, 1) hashes (seed, i), so a draw depends on its seed alone.
 //   index_add          y (outer, D, inner) += alpha · src (outer, n, inner) at rows idx (n): one
 //                      work-item per (o, k) adds the n rows in order (no atomics).
+//   pad2d              y (P, H + 2·PH, W + 2·PW) contiguous = x (B, C, H, W) with any strides,
+//                      zero-padded on each side; P = B·C, one work-item per element of y.
 //   triangle           y = x where the element (r, c) of each trailing (R, Cols) matrix is
 //                      kept, else 0: -DLOWER keeps c - r <= diagonal (tril), else c - r >= diagonal.
 
@@ -92,4 +94,17 @@ __kernel void index_add(__global T* y, const int y_off, __global const long* idx
     const long row = idx[idx_off + j];
     y[y_off + ((size_t)o * D + row) * inner + k] += alpha * src[src_off + ((size_t)o * n + j) * inner + k];
   }
+}
+
+__kernel void pad2d(__global const T* x, const int x_off, __global T* y, const int y_off, const int C, const int H,
+                    const int W, const int PH, const int PW, const int sb, const int sc, const int sh, const int sw,
+                    const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int WP = W + 2 * PW, HP = H + 2 * PH;
+  const int ow = i % WP, oh = (i / WP) % HP, p = i / (WP * HP);
+  const int ih = oh - PH, iw = ow - PW;
+  T v = (T)0;
+  if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = x[x_off + (p / C) * sb + (p % C) * sc + ih * sh + iw * sw];
+  y[y_off + i] = v;
 }

@@ -50,8 +50,8 @@ class Launch {
   Launch& f32(float v);
   Launch& raw(const void* value, size_t size);
   void run(cl_uint dims, const size_t* global, const size_t* local);
-  // One dimension of round_up(n, group) work-items in groups of `group` (the driver
-  // picks the group on CPU devices when group is 0).
+  // One dimension of round_up(n, group) work-items in groups of `group` (64 on CPU
+  // devices; the driver picks when group is 0).
   void run1(size_t n, size_t group = 256);
 
  private:

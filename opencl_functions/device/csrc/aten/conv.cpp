@@ -36,12 +36,15 @@ at::Tensor whole(const at::Tensor& t) {
   return c.clone();
 }
 
-// x (B, C, H, W) zero-padded by (ph, pw) on each side, contiguous and at offset 0.
+// x (B, C, H, W), any strides, zero-padded by (ph, pw) on each side: contiguous, at offset 0.
 at::Tensor padded(const at::Tensor& x, int64_t ph, int64_t pw) {
   if (ph == 0 && pw == 0) return whole(x);
   at::Tensor out = empty_device({x.size(0), x.size(1), x.size(2) + 2 * ph, x.size(3) + 2 * pw}, at::kFloat);
-  out.zero_();
-  out.narrow(2, ph, x.size(2)).narrow(3, pw, x.size(3)).copy_(x);
+  if (out.numel() == 0) return out;
+  Launch launch(Device::get().kernel("index.cl", "pad2d", "-DT=float"));
+  launch.tensor(x).tensor(out).i32(int(x.size(1))).i32(int(x.size(2))).i32(int(x.size(3))).i32(int(ph)).i32(int(pw));
+  launch.i32(int(x.stride(0))).i32(int(x.stride(1))).i32(int(x.stride(2))).i32(int(x.stride(3)));
+  launch.i32(int(out.numel())).run1(size_t(out.numel()));
   return out;
 }
 

@@ -64,6 +64,9 @@ Device::Device() {
   cl_int status = CL_SUCCESS;
   queue_ = clCreateCommandQueue(context_, device_, 0, &status);
   CL_CHECK(status);
+  // OCLF_DEVICE_SYNC=1 waits for each kernel (for profiling per operator; slow).
+  const char* sync = std::getenv("OCLF_DEVICE_SYNC");
+  sync_each_ = sync != nullptr && std::string(sync) == "1";
 }
 
 const ocl::DeviceInfo& Device::info() const { return ocl::Runtime::get().info(); }
@@ -130,6 +133,7 @@ void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const 
     if (global[i] == 0) return;  // OpenCL 1.2 rejects empty ranges
   CL_CHECK(clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, 0, nullptr, nullptr));
   ++launches_;
+  if (sync_each_) CL_CHECK(clFinish(queue_));
 }
 
 void Device::synchronize() { CL_CHECK(clFinish(queue_)); }

@@ -66,6 +66,7 @@ class Device {
   cl_device_id device_ = nullptr;
   cl_command_queue queue_ = nullptr;
   bool is_cpu_ = false;
+  bool sync_each_ = false;
   std::recursive_mutex mutex_;
   std::map<std::string, cl_program> programs_;  // by path + options
   std::map<std::string, cl_kernel> kernels_;    // by path + options + name
