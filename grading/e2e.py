@@ -152,9 +152,16 @@ def compare_device(name: str, rounds: int) -> Dict[str, float]:
     first = time.perf_counter() - start
     error = max_rel_error(out, ref)
     times: Dict[str, List[float]] = {"torch": [], "opencl": []}
+    threads = torch.get_num_threads()
     for _ in range(rounds):
         times["torch"].append(seconds(run_cpu))
-        times["opencl"].append(seconds(run_dev, sync))
+        # The device needs no torch threads; on a CPU OpenCL device, torch's idle OpenMP
+        # workers would spin on the cores PoCL runs on (as opencl_layers() avoids too).
+        torch.set_num_threads(1)
+        try:
+            times["opencl"].append(seconds(run_dev, sync))
+        finally:
+            torch.set_num_threads(threads)
     return report(name, "device", times, first, error, rounds)
 
 

@@ -12,6 +12,10 @@
 // Scalars s0 and s1 are F's parameters (alpha, beta, min, max, ...).
 //
 // ew_contig: out, a, b, c are contiguous with n elements each (or scalars).
+// ew_strided2: the same over NDRange (ceil(inner / CHUNK), outer): work-item (q, r)
+//   computes elements q·CHUNK .. q·CHUNK+CHUNK-1 of row r, the last dimension of L, at
+//   offsets o_k + j · L.stride[k][last] from the row's offsets o_k (computed once). CPUs
+//   build with CHUNK=16 (a loop that vectorises), GPUs with CHUNK=1.
 // ew_strided: element i of out is at index (i_0, ..., i_{ndim-1}) of the shape L.size
 //   (row-major, the last dimension fastest); operand k (0 = out, 1..3 = a, b, c) is read
 //   at offset_k + Σ_d i_d · L.stride[k][d], in elements (stride 0 broadcasts).
@@ -297,4 +301,44 @@ __kernel void ew_strided(ARGS, const Layout L) {
   const CT cv = av;
 #endif
   out[o0] = (TO)STORE(F(av, bv, cv));
+}
+
+#ifndef CHUNK
+#define CHUNK 1
+#endif
+__kernel void ew_strided2(ARGS, const Layout L) {
+  const int j0 = get_global_id(0) * CHUNK;
+  const int last = L.ndim - 1;
+  if (j0 >= L.size[last]) return;
+  int o0 = out_off, o1 = a_off, o2 = b_off, o3 = c_off;
+  int rest = get_global_id(1);
+  for (int d = last - 1; d >= 0; --d) {
+    const int idx = rest % L.size[d];
+    rest /= L.size[d];
+    o0 += idx * L.stride[0][d];
+    o1 += idx * L.stride[1][d];
+    o2 += idx * L.stride[2][d];
+    o3 += idx * L.stride[3][d];
+  }
+  const int s0_ = L.stride[0][last], s1_ = L.stride[1][last], s2_ = L.stride[2][last], s3_ = L.stride[3][last];
+  const int end = min(CHUNK, L.size[last] - j0);
+  for (int k = 0; k < end; ++k) {
+    const int j = j0 + k;
+#if NIN >= 1
+    const CT av = LOAD_A(o1 + j * s1_);
+#else
+    const CT av = s0;
+#endif
+#if NIN >= 2
+    const CT bv = LOAD_B(o2 + j * s2_);
+#else
+    const CT bv = av;
+#endif
+#if NIN >= 3
+    const CT cv = LOAD_C(o3 + j * s3_);
+#else
+    const CT cv = av;
+#endif
+    out[o0 + j * s0_] = (TO)STORE(F(av, bv, cv));
+  }
 }

@@ -6,11 +6,13 @@
 //   bn_stats          one work-group per channel: mean and 1/sqrt(var + eps) (biased var,
 //                     two passes over the channel), and the running statistics updated
 //                     (running_var with the unbiased variance) when has_running.
-//   bn_apply          one work-item per element: y = (x - mean[c]) · invstd[c] · w[c] + b[c];
+//   bn_apply          NDRange (ceil(HW / CHUNK), N·C): work-item (q, p) computes pixels
+//                     q·CHUNK .. q·CHUNK+CHUNK-1 of plane p (channel
+//                     c = p mod C; the planes' rows are contiguous): y = (x - mean[c]) · invstd[c] · w[c] + b[c];
 //                     with use_var, invstd[c] holds a variance and 1/sqrt(var + eps) is taken
 //                     (eval mode on the running statistics).
 //   bn_backward_reduce  one work-group per channel: db[c] = Σ dy, dw[c] = Σ dy · x̂, x̂ = (x - mean)·invstd.
-//   bn_backward_input   one work-item per element: training: dx = w·invstd/n · (n·dy - Σdy - x̂·Σdy·x̂);
+//   bn_backward_input   NDRange as bn_apply: training: dx = w·invstd/n · (n·dy - Σdy - x̂·Σdy·x̂);
 //                     eval: dx = dy · w · invstd.
 // Layer norm: x and y are (M, D), each row normalised on its own.
 //   ln_forward        one work-group per row: mean, rstd = 1/sqrt(var + eps), y = x̂·w + b.
@@ -21,9 +23,12 @@
 #ifndef GROUP
 #define GROUP 256
 #endif
+#ifndef CHUNK
+#define CHUNK 1  // pixels per work-item in bn_apply and bn_backward_input (16 on CPUs)
+#endif
 
-#define BUF(name) __global float *name, const int name##_off
-#define CBUF(name) __global const float *name, const int name##_off
+#define BUF(name) __global float *restrict name, const int name##_off
+#define CBUF(name) __global const float *restrict name, const int name##_off
 
 // Sum of `value` over the work-group; every work-item gets the result.
 inline float group_sum(float value, __local float* scratch) {
@@ -67,16 +72,18 @@ void bn_stats(CBUF(x), BUF(mean), BUF(invstd), BUF(run_mean), BUF(run_var), cons
 }
 
 __kernel void bn_apply(CBUF(x), BUF(y), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(b), const int has_w,
-                       const int has_b, const int use_var, const int C, const int HW, const int total,
-                       const float eps) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  const int c = (i / HW) % C;
-  const float scale = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
-  float v = (x[x_off + i] - mean[mean_off + c]) * scale;
-  if (has_w) v *= w[w_off + c];
-  if (has_b) v += b[b_off + c];
-  y[y_off + i] = v;
+                       const int has_b, const int use_var, const int C, const int HW, const float eps) {
+  const int j0 = get_global_id(0) * CHUNK;
+  const int p = get_global_id(1);
+  if (j0 >= HW) return;
+  const int c = p % C;
+  const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
+  const float scale = has_w ? w[w_off + c] * is : is;
+  const float shift = (has_b ? b[b_off + c] : 0.0f) - mean[mean_off + c] * scale;
+  __global const float* xr = x + x_off + (size_t)p * HW;
+  __global float* yr = y + y_off + (size_t)p * HW;
+  const int end = min(CHUNK, HW - j0);
+  for (int k = 0; k < end; ++k) yr[j0 + k] = fma(xr[j0 + k], scale, shift);
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
@@ -105,19 +112,24 @@ void bn_backward_reduce(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), BUF(sum_dy)
 
 __kernel void bn_backward_input(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(sum_dy),
                                 CBUF(sum_dy_xhat), BUF(dx), const int has_w, const int training, const int use_var,
-                                const int N, const int C, const int HW, const int total, const float eps) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  const int c = (i / HW) % C;
+                                const int N, const int C, const int HW, const float eps) {
+  const int j0 = get_global_id(0) * CHUNK;
+  const int p = get_global_id(1);
+  if (j0 >= HW) return;
+  const int c = p % C;
   const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
   const float scale = (has_w ? w[w_off + c] : 1.0f) * is;
-  if (!training) {
-    dx[dx_off + i] = dy[dy_off + i] * scale;
-    return;
-  }
   const float n = (float)(N * HW);
-  const float xhat = (x[x_off + i] - mean[mean_off + c]) * is;
-  dx[dx_off + i] = scale / n * (n * dy[dy_off + i] - sum_dy[sum_dy_off + c] - xhat * sum_dy_xhat[sum_dy_xhat_off + c]);
+  const float m = mean[mean_off + c];
+  const float a = training ? scale / n * sum_dy[sum_dy_off + c] : 0.0f;
+  const float b = training ? scale / n * sum_dy_xhat[sum_dy_xhat_off + c] * is : 0.0f;
+  const size_t base = (size_t)p * HW;
+  const int end = min(CHUNK, HW - j0);
+  // training: dx = scale·dy - a - b·(x - mean); eval: dx = scale·dy.
+  for (int k = 0; k < end; ++k) {
+    const size_t i = base + j0 + k;
+    dx[dx_off + i] = scale * dy[dy_off + i] - a - b * (x[x_off + i] - m);
+  }
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))

@@ -11,8 +11,8 @@
 // padded input (count_include_pad), else by the count of positions inside the input.
 // Adaptive average: rows [⌊oh·H/OH⌋, ⌈(oh+1)·H/OH⌉), columns alike.
 
-#define BUF(name) __global float *name, const int name##_off
-#define CBUF(name) __global const float *name, const int name##_off
+#define BUF(name) __global float *restrict name, const int name##_off
+#define CBUF(name) __global const float *restrict name, const int name##_off
 #define GEOMETRY                                                                                       \
   const int H, const int W, const int OH, const int OW, const int KH, const int KW, const int SH, const int SW, \
       const int PH, const int PW, const int DH, const int DW, const int total

@@ -15,8 +15,8 @@
 #define GROUP 256
 #endif
 
-#define BUF(name) __global float *name, const int name##_off
-#define CBUF(name) __global const float *name, const int name##_off
+#define BUF(name) __global float *restrict name, const int name##_off
+#define CBUF(name) __global const float *restrict name, const int name##_off
 
 inline float group_reduce(float value, __local float* scratch, const int is_max) {
   const int lid = get_local_id(0);

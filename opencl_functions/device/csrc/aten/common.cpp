@@ -237,9 +237,14 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
     if (number) options += std::string(" -D") + names[k] + "_SCALAR";
   }
   if (out.scalar_type() == at::kBool) options += " -DOUT_BOOL";
+  const size_t chunk = Device::get().is_cpu() ? 16 : 1;
+  options += " -DCHUNK=" + std::to_string(chunk);
 
+  // Rows of at least 16 elements run 2-D (row offsets once per row), shorter ones 1-D.
+  const int64_t inner = csize.empty() ? 1 : csize.back();
+  const bool rows = !contig && inner >= 16;
   Device& dev = Device::get();
-  Launch launch(dev.kernel("elementwise.cl", contig ? "ew_contig" : "ew_strided", options));
+  Launch launch(dev.kernel("elementwise.cl", contig ? "ew_contig" : rows ? "ew_strided2" : "ew_strided", options));
   launch.tensor(out);
   for (size_t k = 0; k < 3; ++k) {
     if (k < ins.size() && !ins[k].number) {
@@ -267,6 +272,16 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
       }
     }
     launch.raw(&layout, sizeof(layout));
+  }
+  if (rows) {
+    // Work-groups of up to 64 along a row (a power of two, so few sizes get compiled).
+    const size_t items = (size_t(inner) + chunk - 1) / chunk;
+    size_t group = 1;
+    while (group < items && group < 64) group *= 2;
+    const size_t global[2] = {round_up(items, group), size_t(n / inner)};
+    const size_t local[2] = {group, 1};
+    launch.run(2, global, local);
+    return;
   }
   launch.run1(n);
 }

@@ -10,7 +10,9 @@ namespace {
 
 size_t group_size() { return Device::get().is_cpu() ? 64 : 256; }
 
-std::string options() { return "-DGROUP=" + std::to_string(group_size()); }
+size_t chunk() { return Device::get().is_cpu() ? 16 : 1; }
+
+std::string options() { return "-DGROUP=" + std::to_string(group_size()) + " -DCHUNK=" + std::to_string(chunk()); }
 
 cl_kernel norm_kernel(const char* name) { return Device::get().kernel("norm.cl", name, options()); }
 
@@ -20,6 +22,17 @@ const at::Tensor& or_else(const std::optional<at::Tensor>& t, const at::Tensor& 
 }
 
 bool given(const std::optional<at::Tensor>& t) { return t && t->defined(); }
+
+// NDRange (ceil(HW / chunk), planes) for the per-pixel batch norm kernels: work-groups of
+// up to 64 along a plane, a power of two (few sizes to compile).
+void run_planes(Launch& launch, int HW, int64_t planes) {
+  const size_t items = (size_t(HW) + chunk() - 1) / chunk();
+  size_t group = 1;
+  while (group < items && group < 64) group *= 2;
+  const size_t global[2] = {round_up(items, group), size_t(planes)};
+  const size_t local[2] = {group, 1};
+  launch.run(2, global, local);
+}
 
 void run_groups(Launch& launch, size_t groups) {
   const size_t g = group_size();
@@ -58,8 +71,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   const at::Tensor& s = training ? invstd : *running_var;
   Launch apply(Device::get().kernel("norm.cl", "bn_apply", options()));
   apply.tensor(x).tensor(y).tensor(m).tensor(s).tensor(or_else(weight, x)).tensor(or_else(bias, x));
-  apply.i32(given(weight)).i32(given(bias)).i32(!training).i32(C).i32(HW).i32(int(x.numel())).f32(float(eps));
-  apply.run1(size_t(x.numel()));
+  apply.i32(given(weight)).i32(given(bias)).i32(!training).i32(C).i32(HW).f32(float(eps));
+  run_planes(apply, HW, int64_t(N) * C);
   return {y, mean, invstd};
 }
 
@@ -92,9 +105,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     dx = empty_device(x.sizes(), at::kFloat);
     Launch back(Device::get().kernel("norm.cl", "bn_backward_input", options()));
     back.tensor(dy).tensor(x).tensor(m).tensor(s).tensor(or_else(weight, x)).tensor(sum_dy).tensor(sum_dy_xhat);
-    back.tensor(dx).i32(given(weight)).i32(train).i32(use_var).i32(N).i32(C).i32(HW).i32(int(x.numel()));
-    back.f32(float(eps));
-    back.run1(size_t(x.numel()));
+    back.tensor(dx).i32(given(weight)).i32(train).i32(use_var).i32(N).i32(C).i32(HW).f32(float(eps));
+    run_planes(back, HW, int64_t(N) * C);
   }
   return {dx, output_mask[1] ? sum_dy_xhat : at::Tensor(), output_mask[2] ? sum_dy : at::Tensor()};
 }

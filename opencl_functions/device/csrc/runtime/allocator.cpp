@@ -58,11 +58,12 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
       throw ocl::Error("opencl: out of device memory allocating " + std::to_string(bytes) + " bytes (" +
                            ocl::status_name(status) + "); " + std::to_string(stats_.allocated) + " bytes in use",
                        status);
-    block = new Block{mem, size, next_address_};
+    block = new Block{mem, size, next_address_, 0};
     next_address_ += round_up(size, kAddressAlign) + kAddressAlign;  // a gap: block ends never meet
     stats_.reserved += size;
     ++stats_.buffers_created;
   }
+  block->serial = next_serial_++;
   live_.emplace(block->base, block);
   stats_.allocated += size;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
@@ -76,10 +77,26 @@ void Allocator::free_block(void* context) {
 c10::DeleterFnPtr Allocator::raw_deleter() const { return nullptr; }
 
 void Allocator::release(Block* block) {
+  uint64_t serial = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(block->base);
+    stats_.allocated -= block->size;
+    cache_.emplace(block->size, block);
+    serial = block->serial;
+  }
+  if (on_free_ != nullptr) on_free_(serial);
+}
+
+uint64_t Allocator::serial(const void* address) const {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(address);
   std::lock_guard<std::mutex> lock(mutex_);
-  live_.erase(block->base);
-  stats_.allocated -= block->size;
-  cache_.emplace(block->size, block);
+  auto it = live_.upper_bound(a);
+  if (it != live_.begin()) {
+    --it;
+    if (a >= it->second->base && a <= it->second->base + it->second->size) return it->second->serial;
+  }
+  return 0;
 }
 
 Location Allocator::locate(const void* address) const {

@@ -44,6 +44,10 @@ class Allocator final : public c10::Allocator {
 
   // The buffer and offset of an address inside a live storage; throws otherwise.
   Location locate(const void* address) const;
+  // A number that names the allocation holding `address` (never reused), for caches of
+  // data derived from a storage; on_free(serial) is called when that storage is freed.
+  uint64_t serial(const void* address) const;
+  void set_on_free(void (*on_free)(uint64_t serial)) { on_free_ = on_free; }
   MemoryStats stats() const;
   // Releases every cached (free) buffer.
   void empty_cache();
@@ -56,6 +60,7 @@ class Allocator final : public c10::Allocator {
     cl_mem mem;
     size_t size;     // bucket size in bytes
     uintptr_t base;  // the block's address as torch sees it
+    uint64_t serial; // of its current allocation
   };
   static void free_block(void* context);
   void release(Block* block);
@@ -64,6 +69,8 @@ class Allocator final : public c10::Allocator {
   std::map<uintptr_t, Block*> live_;                 // by base address
   std::multimap<size_t, Block*> cache_;              // free blocks by size
   uintptr_t next_address_ = uintptr_t(1) << 44;      // start of the reserved range
+  uint64_t next_serial_ = 1;
+  void (*on_free_)(uint64_t serial) = nullptr;
   MemoryStats stats_;
 };
 
