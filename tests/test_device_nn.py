@@ -159,3 +159,47 @@ def test_tril_triu_arange():
     close(torch.ones(2, 4, 5, device="opencl").triu(-1), torch.ones(2, 4, 5).triu(-1))
     close(torch.arange(3, 20, 4, device="opencl"), torch.arange(3, 20, 4))
     close(torch.arange(0.5, 2.0, 0.25, device="opencl"), torch.arange(0.5, 2.0, 0.25))
+
+
+def test_statistics_losses_and_shape_ops():
+    x = randn(4, 5, 6)
+    check(lambda x: x.var(1), x)
+    check(lambda x: x.std((0, 2), keepdim=True, correction=0), x)
+    check(lambda x: torch.var_mean(x, -1)[0] + torch.var_mean(x, -1)[1], x)
+    check(lambda x: F.mse_loss(x, x.detach() * 0.5 + 1), x)
+    check(lambda x: x.prod(1), randn(3, 4) * 0.5 + 1)
+    check(lambda x: x.flip(0, 2), x)
+    check(lambda x: x.roll(2, 1) + x.roll((1, -1), (0, 2)), x)
+    check(lambda x: x.repeat(2, 1, 3), randn(2, 3, 4))
+    check(lambda x: x.cumsum(1), x)
+    close(torch.arange(10).to("opencl").cumsum(0), torch.arange(10).cumsum(0))
+
+
+def test_gather_scatter_and_indexing():
+    x = randn(4, 6)
+    idx = torch.tensor([[0, 5, 5], [1, 1, 0], [2, 3, 4], [5, 5, 5]])
+    check(lambda x: x.gather(1, idx.to(x.device)), x)
+    check(lambda x, s: x.scatter_add(1, idx.to(x.device), s), x, randn(4, 3))
+    close(F.one_hot(torch.tensor([0, 3, 1]).to("opencl"), 5), F.one_hot(torch.tensor([0, 3, 1]), 5))
+    check(lambda x: x[torch.tensor([3, 0, 3]).to(x.device)], x)
+    check(lambda x: x[:, torch.tensor([[1, 2], [5, 0]]).to(x.device)], x)
+    host, dev = x.clone(), x.to("opencl")
+    host[torch.tensor([2, 0])] = torch.tensor([1.5])
+    dev[torch.tensor([2, 0]).to("opencl")] = torch.tensor([1.5]).to("opencl")
+    close(dev, host)
+    host.index_put_((torch.tensor([1, 1]),), torch.ones(6), accumulate=True)
+    dev.index_put_((torch.tensor([1, 1]).to("opencl"),), torch.ones(6).to("opencl"), accumulate=True)
+    close(dev, host)
+
+
+def test_random_fills():
+    torch.manual_seed(0)
+    n = torch.randn(200000, device="opencl").cpu()
+    assert abs(n.mean().item()) < 0.01 and abs(n.std().item() - 1) < 0.01
+    u = torch.rand(200000, device="opencl").cpu()
+    assert 0 <= u.min().item() and u.max().item() < 1 and abs(u.mean().item() - 0.5) < 0.01
+    b = torch.empty(100000, device="opencl").bernoulli_(0.3).cpu()
+    assert abs(b.mean().item() - 0.3) < 0.01
+    torch.manual_seed(0)
+    assert torch.equal(torch.randn(200000, device="opencl").cpu(), n)
+    close(torch.linspace(-1, 2, 7, device="opencl"), torch.linspace(-1, 2, 7))

@@ -51,6 +51,8 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+void fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpu_fallback(op, stack); }
+
 std::vector<std::string> fallback_names() {
   std::lock_guard<std::mutex> lock(fallback_mutex);
   std::vector<std::string> names;

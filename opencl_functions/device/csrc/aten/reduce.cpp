@@ -179,6 +179,21 @@ at::Tensor mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
   return mean_out(self, dim, keepdim, dtype, out);
 }
 
+at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                     at::Tensor& out) {
+  const at::ScalarType acc = sum_type(self.scalar_type(), dtype) == at::kFloat ? at::kFloat : at::kLong;
+  return into(out, result_shape(self, {dim}, keepdim), [&](const at::Tensor& v) {
+    reduce("prod", self, {dim}, v, at::Tensor(), acc);
+  });
+}
+
+at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  const at::ScalarType type = sum_type(self.scalar_type(), dtype);
+  at::Tensor out = empty_device({}, type);
+  reduce("prod", self, {}, out, at::Tensor(), type == at::kFloat ? at::kFloat : at::kLong);
+  return out;
+}
+
 template <Name op>
 at::Tensor& extreme_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   return into(out, result_shape(self, dim, keepdim), [&](const at::Tensor& v) {
@@ -258,6 +273,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.IntList_out", sum_out);
   m.impl("mean.dim", mean);
   m.impl("mean.out", mean_out);
+  m.impl("prod.int_out", prod_out);
+  m.impl("prod", prod_all);
   m.impl("amax", extreme<"max">);
   m.impl("amax.out", extreme_out<"max">);
   m.impl("amin", extreme<"min">);
