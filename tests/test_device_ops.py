@@ -165,3 +165,13 @@ def test_unsupported_dtype_is_a_clear_error():
     x = torch.randn(4, dtype=torch.float64).to("opencl")
     with pytest.raises(NotImplementedError, match="opencl: .*dtype Double; the device's kernels take float32"):
         x + x
+
+
+@pytest.mark.parametrize("batch, m, k, n", [(1, 7, 33, 9), (4, 5, 17, 3), (1, 1, 40, 6)])
+def test_products_ignore_stale_output_memory(batch, m, k, n):
+    a, b = torch.randn(batch, m, k), torch.randn(batch, k, n)
+    for shape in [(batch, m, n), (m, n)]:
+        stale = torch.full(shape, float("nan"), device="opencl")
+        del stale  # the next output of this size reuses its buffer
+        got = a.to("opencl") @ b.to("opencl") if len(shape) == 3 else a[0].to("opencl") @ b[0].to("opencl")
+        close(got, a @ b if len(shape) == 3 else a[0] @ b[0], atol=1e-4, rtol=1e-4)

@@ -43,7 +43,8 @@ void check_matrix(const at::Tensor& t, int64_t dims, const char* op, const char*
 void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta) {
   const size_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
-  if (beta == 0.0f) c.zero_();  // CLBlast reads c even with beta = 0 (0 · NaN is NaN)
+  // CLBlast's GEMV reads c even with beta = 0 (0 · NaN is NaN); its GEMM does not.
+  if (beta == 0.0f && (m == 1 || k == 0)) c.zero_();
   if (k == 0) {
     if (beta != 1.0f) c.mul_(beta);
     return;
@@ -69,13 +70,13 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float a
 void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta) {
   const size_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
   if (batch == 0 || m == 0 || n == 0) return;
-  if (beta == 0.0f) c.zero_();
+  if (beta == 0.0f && k == 0) c.zero_();
   if (k == 0) {
     if (beta != 1.0f) c.mul_(beta);
     return;
   }
   if (batch == 1) {
-    gemm(a[0], b[0], c[0], alpha, 1.0f);
+    gemm(a[0], b[0], c[0], alpha, beta);
     return;
   }
   const Matrix A = as_matrix(a), B = as_matrix(b);
