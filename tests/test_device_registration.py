@@ -119,3 +119,18 @@ def test_bad_device_index(opencl_device):
 
 def test_manual_seed_does_not_warn(opencl_device):
     torch.manual_seed(0)
+
+
+def test_save_load_and_deepcopy(opencl_device, tmp_path):
+    import copy
+
+    model = torch.nn.Linear(3, 2).to("opencl")
+    path = tmp_path / "weights.pt"
+    torch.save(model.state_dict(), path)
+    loaded = torch.load(path)
+    assert loaded["weight"].device.type == "opencl"
+    assert torch.equal(loaded["weight"].cpu(), model.weight.detach().cpu())
+    assert torch.load(path, map_location="cpu")["bias"].device.type == "cpu"
+    clone = copy.deepcopy(model)
+    assert clone.weight.device.type == "opencl" and torch.equal(clone.weight.cpu(), model.weight.cpu())
+    assert torch.randn(2, device="opencl").opencl().is_opencl

@@ -48,9 +48,27 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    index = torch.device(device).index if not isinstance(device, int) else device
+    index = device if isinstance(device, int) else torch.device(device).index
     if index not in (None, 0):
         raise ValueError(f"there is one opencl device (index 0), got {device!r}")
+
+
+class device:
+    """Context manager selecting the device (there is one): torch.load(..., map_location)
+    and storage copies use it."""
+
+    def __init__(self, device):
+        set_device(device if device is not None else 0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+
+def is_initialized() -> bool:
+    return is_available()
 
 
 def synchronize(device=None) -> None:
@@ -135,7 +153,7 @@ def _register() -> None:
         torch.utils.rename_privateuse1_backend(NAME)
     if not hasattr(torch, NAME):
         module = types.ModuleType(f"torch.{NAME}", __doc__.split("\n\n")[0])
-        for name in [*__all__, "set_device", "_is_in_bad_fork"]:
+        for name in [*__all__, "set_device", "device", "is_initialized", "_is_in_bad_fork"]:
             setattr(module, name, globals()[name])
         torch._register_device_module(NAME, module)
         torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
