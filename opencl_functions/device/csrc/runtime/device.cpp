@@ -36,9 +36,16 @@ std::string read_text(const std::string& path) {
 
 }  // namespace
 
-std::string Device::kernels_dir() { return module_dir() + "/kernels"; }
+// Both are looked up once: dladdr walks the loaded libraries, too slow for every launch.
+std::string Device::kernels_dir() {
+  static const std::string dir = module_dir() + "/kernels";
+  return dir;
+}
 
-std::string Device::library_dir() { return folder_of(module_dir()); }
+std::string Device::library_dir() {
+  static const std::string dir = folder_of(module_dir());
+  return dir;
+}
 
 Device& Device::get() {
   static Device* instance = new Device();
