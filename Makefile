@@ -9,7 +9,8 @@ DEVICE_SOURCES := setup_device.py $(wildcard opencl_functions/ocl_runtime.* open
                   opencl_functions/device/csrc/*/*.cpp opencl_functions/device/csrc/*/*.h)
 DEVICE_BUILT   := build/.device-built
 
-.PHONY: help setup build device run test test-slow info sanity resnet gpt bird bird-model networks bench clblast-tune handout \
+.PHONY: help setup build device run test test-slow info sanity resnet gpt bird bird-model networks bench \
+        clblast-tune handout \
         autograder clean
 
 help:

@@ -352,7 +352,8 @@ def rows(results: List[Result]) -> List[List[str]]:
         out.append([
             r.name, "x".join(map(str, r.input_shape)), _fmt_error(r.forward_error), _fmt_error(r.backward_error),
             _fmt_error(r.opencl_fp64_error), _fmt_error(r.torch_fp32_error),
-            f"{r.conv_calls}/{r.linear_calls}" if r.fallbacks is None else str(r.fallbacks), _fmt_time(r.time_patched), _fmt_time(r.time_torch), status,
+            f"{r.conv_calls}/{r.linear_calls}" if r.fallbacks is None else str(r.fallbacks),
+            _fmt_time(r.time_patched), _fmt_time(r.time_torch), status,
         ])
     return out
 

@@ -23,7 +23,9 @@ inline float group_reduce(float value, __local float* scratch, const int is_max)
   scratch[lid] = value;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int step = GROUP / 2; step > 0; step /= 2) {
-    if (lid < step) scratch[lid] = is_max ? fmax(scratch[lid], scratch[lid + step]) : scratch[lid] + scratch[lid + step];
+    if (lid < step) {
+      scratch[lid] = is_max ? fmax(scratch[lid], scratch[lid + step]) : scratch[lid] + scratch[lid + step];
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   const float total = scratch[0];
@@ -46,7 +48,9 @@ void softmax_forward(CBUF(x), BUF(y), const int D, const int inner) {
   s = group_reduce(s, scratch, 0);
 #ifdef LOG
   const float shift = m + log(s);
-  for (int j = lid; j < D; j += GROUP) y[y_off + base + (size_t)j * inner] = x[x_off + base + (size_t)j * inner] - shift;
+  for (int j = lid; j < D; j += GROUP) {
+    y[y_off + base + (size_t)j * inner] = x[x_off + base + (size_t)j * inner] - shift;
+  }
 #else
   const float scale = 1.0f / s;
   for (int j = lid; j < D; j += GROUP) {

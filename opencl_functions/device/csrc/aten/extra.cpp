@@ -81,7 +81,8 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   at::Tensor out = self;
   for (int64_t d : dims) {
     const int64_t w = at::maybe_wrap_dim(d, self.dim());
-    const at::Tensor reversed = at::arange(self.size(w) - 1, -1, -1, at::TensorOptions().device(kType, 0).dtype(at::kLong));
+    const at::TensorOptions options = at::TensorOptions().device(kType, 0).dtype(at::kLong);
+    const at::Tensor reversed = at::arange(self.size(w) - 1, -1, -1, options);
     out = out.index_select(w, reversed);
   }
   return out.is_same(self) ? self.clone() : out;
