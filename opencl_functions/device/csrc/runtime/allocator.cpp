@@ -41,17 +41,18 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
     cache_.erase(cached);
     ++stats_.cache_hits;
   } else {
+    // Past 80 % of device memory, the cached buffers go back first: some drivers (NVIDIA)
+    // create buffers lazily and report a lack of memory only when a kernel first uses one.
+    const size_t limit = dev.info().global_mem_size / 10 * 8;
+    if (stats_.reserved + size > limit) {
+      release_cached();
+    }
     cl_int status = CL_SUCCESS;
     cl_mem mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
     if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
         status == CL_OUT_OF_HOST_MEMORY) {
       // Give the cached buffers back and try once more.
-      for (auto& entry : cache_) {
-        clReleaseMemObject(entry.second->mem);
-        stats_.reserved -= entry.second->size;
-        delete entry.second;
-      }
-      cache_.clear();
+      release_cached();
       mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
     }
     if (status != CL_SUCCESS)
@@ -126,6 +127,10 @@ MemoryStats Allocator::stats() const {
 
 void Allocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  release_cached();
+}
+
+void Allocator::release_cached() {
   for (auto& entry : cache_) {
     clReleaseMemObject(entry.second->mem);
     stats_.reserved -= entry.second->size;

@@ -64,6 +64,7 @@ class Allocator final : public c10::Allocator {
   };
   static void free_block(void* context);
   void release(Block* block);
+  void release_cached();  // callers hold mutex_
 
   mutable std::mutex mutex_;
   std::map<uintptr_t, Block*> live_;                 // by base address
