@@ -159,20 +159,20 @@ at::Tensor pow_base(const at::Scalar& base, const at::Tensor& exponent) {
   return apply("pow", Out::Float, {base, exponent});
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor addc(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value) {
-  return apply(op.text, Out::Same, {self, t1, t2}, value.toDouble());
+  return apply(op, Out::Same, {self, t1, t2}, value.toDouble());
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor& addc_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value) {
-  return apply_out(op.text, Out::Same, self, {self, t1, t2}, value.toDouble());
+  return apply_out(op, Out::Same, self, {self, t1, t2}, value.toDouble());
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor& addc_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,
                      at::Tensor& out) {
-  return apply_out(op.text, Out::Same, out, {self, t1, t2}, value.toDouble());
+  return apply_out(op, Out::Same, out, {self, t1, t2}, value.toDouble());
 }
 
 at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
@@ -211,28 +211,28 @@ at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::op
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("add.Tensor", alpha_binary<"add">);
-  m.impl("add_.Tensor", alpha_binary_<"add">);
-  m.impl("add.out", alpha_binary_out<"add">);
-  m.impl("add.Scalar", alpha_scalar<"add">);
-  m.impl("add_.Scalar", alpha_scalar_<"add">);
-  m.impl("sub.Tensor", alpha_binary<"sub">);
-  m.impl("sub_.Tensor", alpha_binary_<"sub">);
-  m.impl("sub.out", alpha_binary_out<"sub">);
-  m.impl("sub.Scalar", alpha_scalar<"sub">);
-  m.impl("sub_.Scalar", alpha_scalar_<"sub">);
+  m.impl("add.Tensor", alpha_binary<opname::add>);
+  m.impl("add_.Tensor", alpha_binary_<opname::add>);
+  m.impl("add.out", alpha_binary_out<opname::add>);
+  m.impl("add.Scalar", alpha_scalar<opname::add>);
+  m.impl("add_.Scalar", alpha_scalar_<opname::add>);
+  m.impl("sub.Tensor", alpha_binary<opname::sub>);
+  m.impl("sub_.Tensor", alpha_binary_<opname::sub>);
+  m.impl("sub.out", alpha_binary_out<opname::sub>);
+  m.impl("sub.Scalar", alpha_scalar<opname::sub>);
+  m.impl("sub_.Scalar", alpha_scalar_<opname::sub>);
   m.impl("rsub.Tensor", rsub);
   m.impl("rsub.Scalar", rsub_scalar);
-  m.impl("mul.Tensor", binary<"mul", Out::Same>);
-  m.impl("mul_.Tensor", binary_<"mul", Out::Same>);
-  m.impl("mul.out", binary_out<"mul", Out::Same>);
-  m.impl("mul.Scalar", binary_scalar<"mul", Out::Same>);
-  m.impl("mul_.Scalar", binary_scalar_<"mul", Out::Same>);
-  m.impl("div.Tensor", binary<"div", Out::Float>);
-  m.impl("div_.Tensor", binary_<"div", Out::Float>);
-  m.impl("div.out", binary_out<"div", Out::Float>);
-  m.impl("div.Scalar", binary_scalar<"div", Out::Float>);
-  m.impl("div_.Scalar", binary_scalar_<"div", Out::Float>);
+  m.impl("mul.Tensor", binary<opname::mul, Out::Same>);
+  m.impl("mul_.Tensor", binary_<opname::mul, Out::Same>);
+  m.impl("mul.out", binary_out<opname::mul, Out::Same>);
+  m.impl("mul.Scalar", binary_scalar<opname::mul, Out::Same>);
+  m.impl("mul_.Scalar", binary_scalar_<opname::mul, Out::Same>);
+  m.impl("div.Tensor", binary<opname::div, Out::Float>);
+  m.impl("div_.Tensor", binary_<opname::div, Out::Float>);
+  m.impl("div.out", binary_out<opname::div, Out::Float>);
+  m.impl("div.Scalar", binary_scalar<opname::div, Out::Float>);
+  m.impl("div_.Scalar", binary_scalar_<opname::div, Out::Float>);
   m.impl("div.Tensor_mode", div_mode);
   m.impl("div_.Tensor_mode", div_mode_);
   m.impl("div.out_mode", div_mode_out);
@@ -240,77 +240,77 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("floor_divide.Scalar", floor_divide_scalar);
   m.impl("remainder.Tensor", remainder);
   m.impl("remainder.Scalar", remainder_scalar);
-  m.impl("maximum", binary<"maximum", Out::Same>);
-  m.impl("maximum.out", binary_out<"maximum", Out::Same>);
-  m.impl("minimum", binary<"minimum", Out::Same>);
-  m.impl("minimum.out", binary_out<"minimum", Out::Same>);
-  m.impl("atan2", binary<"atan2", Out::Float>);
+  m.impl("maximum", binary<opname::maximum, Out::Same>);
+  m.impl("maximum.out", binary_out<opname::maximum, Out::Same>);
+  m.impl("minimum", binary<opname::minimum, Out::Same>);
+  m.impl("minimum.out", binary_out<opname::minimum, Out::Same>);
+  m.impl("atan2", binary<opname::atan2, Out::Float>);
   m.impl("pow.Tensor_Scalar", pow_scalar);
   m.impl("pow.Tensor_Scalar_out", pow_scalar_out);
   m.impl("pow_.Scalar", pow_scalar_);
   m.impl("pow.Tensor_Tensor", pow_tensor);
   m.impl("pow.Scalar", pow_base);
-  m.impl("eq.Tensor", binary<"eq", Out::Bool>);
-  m.impl("eq.Scalar", binary_scalar<"eq", Out::Bool>);
-  m.impl("eq.Tensor_out", binary_out<"eq", Out::Bool>);
-  m.impl("eq.Scalar_out", binary_scalar_out<"eq", Out::Bool>);
-  m.impl("ne.Tensor", binary<"ne", Out::Bool>);
-  m.impl("ne.Scalar", binary_scalar<"ne", Out::Bool>);
-  m.impl("ne.Tensor_out", binary_out<"ne", Out::Bool>);
-  m.impl("ne.Scalar_out", binary_scalar_out<"ne", Out::Bool>);
-  m.impl("lt.Tensor", binary<"lt", Out::Bool>);
-  m.impl("lt.Scalar", binary_scalar<"lt", Out::Bool>);
-  m.impl("le.Tensor", binary<"le", Out::Bool>);
-  m.impl("le.Scalar", binary_scalar<"le", Out::Bool>);
-  m.impl("gt.Tensor", binary<"gt", Out::Bool>);
-  m.impl("gt.Scalar", binary_scalar<"gt", Out::Bool>);
-  m.impl("ge.Tensor", binary<"ge", Out::Bool>);
-  m.impl("ge.Scalar", binary_scalar<"ge", Out::Bool>);
-  m.impl("logical_and", binary<"logical_and", Out::Bool>);
-  m.impl("logical_and.out", binary_out<"logical_and", Out::Bool>);
-  m.impl("logical_or", binary<"logical_or", Out::Bool>);
-  m.impl("logical_or.out", binary_out<"logical_or", Out::Bool>);
-  m.impl("logical_not", unary<"logical_not", Out::Bool>);
-  m.impl("logical_not.out", unary_out<"logical_not", Out::Bool>);
-  m.impl("bitwise_and.Tensor", binary<"bitwise_and", Out::Same>);
-  m.impl("bitwise_and.Tensor_out", binary_out<"bitwise_and", Out::Same>);
-  m.impl("bitwise_or.Tensor", binary<"bitwise_or", Out::Same>);
-  m.impl("bitwise_or.Tensor_out", binary_out<"bitwise_or", Out::Same>);
-  m.impl("bitwise_xor.Tensor", binary<"bitwise_xor", Out::Same>);
+  m.impl("eq.Tensor", binary<opname::eq, Out::Bool>);
+  m.impl("eq.Scalar", binary_scalar<opname::eq, Out::Bool>);
+  m.impl("eq.Tensor_out", binary_out<opname::eq, Out::Bool>);
+  m.impl("eq.Scalar_out", binary_scalar_out<opname::eq, Out::Bool>);
+  m.impl("ne.Tensor", binary<opname::ne, Out::Bool>);
+  m.impl("ne.Scalar", binary_scalar<opname::ne, Out::Bool>);
+  m.impl("ne.Tensor_out", binary_out<opname::ne, Out::Bool>);
+  m.impl("ne.Scalar_out", binary_scalar_out<opname::ne, Out::Bool>);
+  m.impl("lt.Tensor", binary<opname::lt, Out::Bool>);
+  m.impl("lt.Scalar", binary_scalar<opname::lt, Out::Bool>);
+  m.impl("le.Tensor", binary<opname::le, Out::Bool>);
+  m.impl("le.Scalar", binary_scalar<opname::le, Out::Bool>);
+  m.impl("gt.Tensor", binary<opname::gt, Out::Bool>);
+  m.impl("gt.Scalar", binary_scalar<opname::gt, Out::Bool>);
+  m.impl("ge.Tensor", binary<opname::ge, Out::Bool>);
+  m.impl("ge.Scalar", binary_scalar<opname::ge, Out::Bool>);
+  m.impl("logical_and", binary<opname::logical_and, Out::Bool>);
+  m.impl("logical_and.out", binary_out<opname::logical_and, Out::Bool>);
+  m.impl("logical_or", binary<opname::logical_or, Out::Bool>);
+  m.impl("logical_or.out", binary_out<opname::logical_or, Out::Bool>);
+  m.impl("logical_not", unary<opname::logical_not, Out::Bool>);
+  m.impl("logical_not.out", unary_out<opname::logical_not, Out::Bool>);
+  m.impl("bitwise_and.Tensor", binary<opname::bitwise_and, Out::Same>);
+  m.impl("bitwise_and.Tensor_out", binary_out<opname::bitwise_and, Out::Same>);
+  m.impl("bitwise_or.Tensor", binary<opname::bitwise_or, Out::Same>);
+  m.impl("bitwise_or.Tensor_out", binary_out<opname::bitwise_or, Out::Same>);
+  m.impl("bitwise_xor.Tensor", binary<opname::bitwise_xor, Out::Same>);
   m.impl("bitwise_not", bitwise_not);
-  m.impl("neg", unary<"neg", Out::Same>);
-  m.impl("neg_", unary_<"neg", Out::Same>);
-  m.impl("neg.out", unary_out<"neg", Out::Same>);
-  m.impl("abs", unary<"abs", Out::Same>);
-  m.impl("abs_", unary_<"abs", Out::Same>);
-  m.impl("abs.out", unary_out<"abs", Out::Same>);
-  m.impl("sign", unary<"sign", Out::Same>);
-  m.impl("sign.out", unary_out<"sign", Out::Same>);
-  m.impl("exp", unary<"exp", Out::Float>);
-  m.impl("exp_", unary_<"exp", Out::Float>);
-  m.impl("exp.out", unary_out<"exp", Out::Float>);
-  m.impl("log", unary<"log", Out::Float>);
-  m.impl("log_", unary_<"log", Out::Float>);
-  m.impl("log.out", unary_out<"log", Out::Float>);
-  m.impl("log1p", unary<"log1p", Out::Float>);
-  m.impl("expm1", unary<"expm1", Out::Float>);
-  m.impl("sqrt", unary<"sqrt", Out::Float>);
-  m.impl("sqrt_", unary_<"sqrt", Out::Float>);
-  m.impl("sqrt.out", unary_out<"sqrt", Out::Float>);
-  m.impl("rsqrt", unary<"rsqrt", Out::Float>);
-  m.impl("rsqrt_", unary_<"rsqrt", Out::Float>);
-  m.impl("rsqrt.out", unary_out<"rsqrt", Out::Float>);
-  m.impl("sin", unary<"sin", Out::Float>);
-  m.impl("cos", unary<"cos", Out::Float>);
-  m.impl("erf", unary<"erf", Out::Float>);
-  m.impl("reciprocal", unary<"reciprocal", Out::Float>);
-  m.impl("reciprocal_", unary_<"reciprocal", Out::Float>);
-  m.impl("reciprocal.out", unary_out<"reciprocal", Out::Float>);
-  m.impl("floor", unary<"floor", Out::Same>);
-  m.impl("ceil", unary<"ceil", Out::Same>);
-  m.impl("round", unary<"round", Out::Same>);
-  m.impl("trunc", unary<"trunc", Out::Same>);
-  m.impl("isnan", unary<"isnan", Out::Bool>);
+  m.impl("neg", unary<opname::neg, Out::Same>);
+  m.impl("neg_", unary_<opname::neg, Out::Same>);
+  m.impl("neg.out", unary_out<opname::neg, Out::Same>);
+  m.impl("abs", unary<opname::abs, Out::Same>);
+  m.impl("abs_", unary_<opname::abs, Out::Same>);
+  m.impl("abs.out", unary_out<opname::abs, Out::Same>);
+  m.impl("sign", unary<opname::sign, Out::Same>);
+  m.impl("sign.out", unary_out<opname::sign, Out::Same>);
+  m.impl("exp", unary<opname::exp, Out::Float>);
+  m.impl("exp_", unary_<opname::exp, Out::Float>);
+  m.impl("exp.out", unary_out<opname::exp, Out::Float>);
+  m.impl("log", unary<opname::log, Out::Float>);
+  m.impl("log_", unary_<opname::log, Out::Float>);
+  m.impl("log.out", unary_out<opname::log, Out::Float>);
+  m.impl("log1p", unary<opname::log1p, Out::Float>);
+  m.impl("expm1", unary<opname::expm1, Out::Float>);
+  m.impl("sqrt", unary<opname::sqrt, Out::Float>);
+  m.impl("sqrt_", unary_<opname::sqrt, Out::Float>);
+  m.impl("sqrt.out", unary_out<opname::sqrt, Out::Float>);
+  m.impl("rsqrt", unary<opname::rsqrt, Out::Float>);
+  m.impl("rsqrt_", unary_<opname::rsqrt, Out::Float>);
+  m.impl("rsqrt.out", unary_out<opname::rsqrt, Out::Float>);
+  m.impl("sin", unary<opname::sin, Out::Float>);
+  m.impl("cos", unary<opname::cos, Out::Float>);
+  m.impl("erf", unary<opname::erf, Out::Float>);
+  m.impl("reciprocal", unary<opname::reciprocal, Out::Float>);
+  m.impl("reciprocal_", unary_<opname::reciprocal, Out::Float>);
+  m.impl("reciprocal.out", unary_out<opname::reciprocal, Out::Float>);
+  m.impl("floor", unary<opname::floor, Out::Same>);
+  m.impl("ceil", unary<opname::ceil, Out::Same>);
+  m.impl("round", unary<opname::round, Out::Same>);
+  m.impl("trunc", unary<opname::trunc, Out::Same>);
+  m.impl("isnan", unary<opname::isnan, Out::Bool>);
   m.impl("nan_to_num", nan_to_num);
   m.impl("where.self", where);
   m.impl("where.self_out", where_out);
@@ -323,12 +323,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_min_", clamp_min_);
   m.impl("clamp_max", clamp_max);
   m.impl("clamp_max_", clamp_max_);
-  m.impl("addcmul", addc<"addcmul">);
-  m.impl("addcmul_", addc_<"addcmul">);
-  m.impl("addcmul.out", addc_out<"addcmul">);
-  m.impl("addcdiv", addc<"addcdiv">);
-  m.impl("addcdiv_", addc_<"addcdiv">);
-  m.impl("addcdiv.out", addc_out<"addcdiv">);
+  m.impl("addcmul", addc<opname::addcmul>);
+  m.impl("addcmul_", addc_<opname::addcmul>);
+  m.impl("addcmul.out", addc_out<opname::addcmul>);
+  m.impl("addcdiv", addc<opname::addcdiv>);
+  m.impl("addcdiv_", addc_<opname::addcdiv>);
+  m.impl("addcdiv.out", addc_out<opname::addcdiv>);
   m.impl("lerp.Scalar", lerp_scalar);
   m.impl("lerp_.Scalar", lerp_scalar_);
   m.impl("lerp.Scalar_out", lerp_scalar_out);

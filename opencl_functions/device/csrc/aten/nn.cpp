@@ -334,11 +334,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("tril.out", triangle_out<true>);
   m.impl("triu", triangle<false>);
   m.impl("triu.out", triangle_out<false>);
-  m.impl("isneginf", unary<"isneginf", Out::Bool>);
-  m.impl("isneginf.out", unary_out<"isneginf", Out::Bool>);
-  m.impl("isposinf", unary<"isposinf", Out::Bool>);
-  m.impl("isposinf.out", unary_out<"isposinf", Out::Bool>);
-  m.impl("isinf", unary<"isinf", Out::Bool>);
+  m.impl("isneginf", unary<opname::isneginf, Out::Bool>);
+  m.impl("isneginf.out", unary_out<opname::isneginf, Out::Bool>);
+  m.impl("isposinf", unary<opname::isposinf, Out::Bool>);
+  m.impl("isposinf.out", unary_out<opname::isposinf, Out::Bool>);
+  m.impl("isinf", unary<opname::isinf, Out::Bool>);
 }
 
 }  // namespace oclf::device

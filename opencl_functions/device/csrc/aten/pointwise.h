@@ -10,15 +10,9 @@
 #include <string>
 
 #include "common.h"
+#include "opnames.h"
 
 namespace oclf::device {
-
-// An operator name as a template argument: unary<"exp", Out::Float>.
-template <size_t N>
-struct Name {
-  char text[N];
-  constexpr Name(const char (&value)[N]) { std::copy_n(value, N, text); }  // NOLINT
-};
 
 // The dtype of a result: the inputs' promoted type, that type made floating (exp of an
 // int tensor is float), or bool (comparisons).
@@ -64,76 +58,76 @@ inline at::Tensor& apply_out(const std::string& op, Out kind, at::Tensor& out, s
 }
 
 // Unary operators: f(self), f_(self), f.out(self, out).
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor unary(const at::Tensor& self) {
-  return apply(op.text, kind, {self});
+  return apply(op, kind, {self});
 }
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor& unary_(at::Tensor& self) {
-  return apply_out(op.text, kind, self, {self});
+  return apply_out(op, kind, self, {self});
 }
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
-  return apply_out(op.text, kind, out, {self});
+  return apply_out(op, kind, out, {self});
 }
 
 // Binary operators without a scalar parameter (mul, div, maximum, comparisons, ...).
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
-  return apply(op.text, kind, {self, other});
+  return apply(op, kind, {self, other});
 }
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor& binary_(at::Tensor& self, const at::Tensor& other) {
-  return apply_out(op.text, kind, self, {self, other});
+  return apply_out(op, kind, self, {self, other});
 }
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return apply_out(op.text, kind, out, {self, other});
+  return apply_out(op, kind, out, {self, other});
 }
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor binary_scalar(const at::Tensor& self, const at::Scalar& other) {
-  return apply(op.text, kind, {self, other});
+  return apply(op, kind, {self, other});
 }
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor& binary_scalar_(at::Tensor& self, const at::Scalar& other) {
-  return apply_out(op.text, kind, self, {self, other});
+  return apply_out(op, kind, self, {self, other});
 }
-template <Name op, Out kind>
+template <const char* op, Out kind>
 at::Tensor& binary_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {
-  return apply_out(op.text, kind, out, {self, other});
+  return apply_out(op, kind, out, {self, other});
 }
 
 // add and sub: self ± alpha · other.
-template <Name op>
+template <const char* op>
 at::Tensor alpha_binary(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  return apply(op.text, Out::Same, {self, other}, alpha.toDouble());
+  return apply(op, Out::Same, {self, other}, alpha.toDouble());
 }
-template <Name op>
+template <const char* op>
 at::Tensor& alpha_binary_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  return apply_out(op.text, Out::Same, self, {self, other}, alpha.toDouble());
+  return apply_out(op, Out::Same, self, {self, other}, alpha.toDouble());
 }
-template <Name op>
+template <const char* op>
 at::Tensor& alpha_binary_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                              at::Tensor& out) {
-  return apply_out(op.text, Out::Same, out, {self, other}, alpha.toDouble());
+  return apply_out(op, Out::Same, out, {self, other}, alpha.toDouble());
 }
-template <Name op>
+template <const char* op>
 at::Tensor alpha_scalar(const at::Tensor& self, const at::Scalar& other, const at::Scalar& alpha) {
-  return apply(op.text, Out::Same, {self, other}, alpha.toDouble());
+  return apply(op, Out::Same, {self, other}, alpha.toDouble());
 }
-template <Name op>
+template <const char* op>
 at::Tensor& alpha_scalar_(at::Tensor& self, const at::Scalar& other, const at::Scalar& alpha) {
-  return apply_out(op.text, Out::Same, self, {self, other}, alpha.toDouble());
+  return apply_out(op, Out::Same, self, {self, other}, alpha.toDouble());
 }
 
 // Activation backward: f_backward(grad_output, self) and its .grad_input form.
-template <Name op>
+template <const char* op>
 at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& self) {
-  return apply(op.text, Out::Same, {grad_output, self});
+  return apply(op, Out::Same, {grad_output, self});
 }
-template <Name op>
+template <const char* op>
 at::Tensor& backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::Tensor& grad_input) {
-  return apply_out(op.text, Out::Same, grad_input, {grad_output, self});
+  return apply_out(op, Out::Same, grad_input, {grad_output, self});
 }
 
 }  // namespace oclf::device

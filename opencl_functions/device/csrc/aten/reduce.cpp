@@ -194,55 +194,55 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
   return out;
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor& extreme_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   return into(out, result_shape(self, dim, keepdim), [&](const at::Tensor& v) {
-    reduce(op.text, self, dim, v, at::Tensor(), self.scalar_type());
+    reduce(op, self, dim, v, at::Tensor(), self.scalar_type());
   });
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor extreme(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   at::Tensor out = empty_device({0}, self.scalar_type());
   return extreme_out<op>(self, dim, keepdim, out);
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor extreme_all(const at::Tensor& self) {
   return extreme<op>(self, {}, false);
 }
 
-template <Name op>
+template <const char* op>
 std::tuple<at::Tensor, at::Tensor> extreme_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
   const std::vector<int64_t> shape = result_shape(self, {dim}, keepdim);
   at::Tensor values = empty_device(shape, self.scalar_type());
   at::Tensor indices = empty_device(shape, at::kLong);
-  reduce(op.text, self, {dim}, values, indices, self.scalar_type());
+  reduce(op, self, {dim}, values, indices, self.scalar_type());
   return {values, indices};
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor arg_extreme(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   const at::Tensor input = dim ? self : self.reshape({-1});
   const int64_t d = dim.value_or(0);
   std::vector<int64_t> shape = result_shape(input, {d}, keepdim && dim.has_value());
   if (!dim && keepdim) shape.assign(self.dim(), 1);
   at::Tensor indices = empty_device(shape, at::kLong);
-  reduce(op.text, input, {d}, at::Tensor(), indices, input.scalar_type());
+  reduce(op, input, {d}, at::Tensor(), indices, input.scalar_type());
   return indices;
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor logical_all(const at::Tensor& self) {
   at::Tensor out = empty_device({}, at::kBool);
-  reduce(op.text, self, {}, out, at::Tensor(), at::kInt);
+  reduce(op, self, {}, out, at::Tensor(), at::kInt);
   return out;
 }
 
-template <Name op>
+template <const char* op>
 at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
   at::Tensor out = empty_device(result_shape(self, {dim}, keepdim), at::kBool);
-  reduce(op.text, self, {dim}, out, at::Tensor(), at::kInt);
+  reduce(op, self, {dim}, out, at::Tensor(), at::kInt);
   return out;
 }
 
@@ -275,20 +275,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mean.out", mean_out);
   m.impl("prod.int_out", prod_out);
   m.impl("prod", prod_all);
-  m.impl("amax", extreme<"max">);
-  m.impl("amax.out", extreme_out<"max">);
-  m.impl("amin", extreme<"min">);
-  m.impl("amin.out", extreme_out<"min">);
-  m.impl("max", extreme_all<"max">);
-  m.impl("min", extreme_all<"min">);
-  m.impl("max.dim", extreme_dim<"max">);
-  m.impl("min.dim", extreme_dim<"min">);
-  m.impl("argmax", arg_extreme<"argmax">);
-  m.impl("argmin", arg_extreme<"argmin">);
-  m.impl("all", logical_all<"all">);
-  m.impl("any", logical_all<"any">);
-  m.impl("all.dim", logical_dim<"all">);
-  m.impl("any.dim", logical_dim<"any">);
+  m.impl("amax", extreme<opname::max>);
+  m.impl("amax.out", extreme_out<opname::max>);
+  m.impl("amin", extreme<opname::min>);
+  m.impl("amin.out", extreme_out<opname::min>);
+  m.impl("max", extreme_all<opname::max>);
+  m.impl("min", extreme_all<opname::min>);
+  m.impl("max.dim", extreme_dim<opname::max>);
+  m.impl("min.dim", extreme_dim<opname::min>);
+  m.impl("argmax", arg_extreme<opname::argmax>);
+  m.impl("argmin", arg_extreme<opname::argmin>);
+  m.impl("all", logical_all<opname::all>);
+  m.impl("any", logical_all<opname::any>);
+  m.impl("all.dim", logical_dim<opname::all>);
+  m.impl("any.dim", logical_dim<opname::any>);
   m.impl("linalg_vector_norm", vector_norm);
 }
 
