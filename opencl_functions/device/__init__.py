@@ -21,7 +21,7 @@ from typing import Dict
 
 import torch
 
-from .. import _core  # noqa: F401  (opencl_functions: sets the library's kernel folder)
+from .. import OpenCLError, load_clblast_params
 from . import _C  # noqa: F401  (registers the device's allocator, guard, hooks and operators)
 
 __all__ = [
@@ -159,6 +159,12 @@ def _register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
         sys.modules[f"torch.{NAME}"] = module
         torch._tensor_str._str = _tensor_str
+    # CLBlast's tuned parameters for this device (clblast_params/), as the library applies
+    # them before its first product; CLBlast keeps them per device for the whole process.
+    try:
+        load_clblast_params()
+    except OpenCLError:
+        pass  # no OpenCL device: is_available() says so
 
 
 _register()
