@@ -119,9 +119,10 @@ struct Packed {
   at::Tensor data;
 };
 std::mutex packed_mutex;
+// Never destroyed: at exit its tensors would be freed into a half-destroyed cache.
 std::map<uint64_t, Packed>& packed_cache() {
-  static std::map<uint64_t, Packed> cache;
-  return cache;
+  static auto* cache = new std::map<uint64_t, Packed>();
+  return *cache;
 }
 // Called by the allocator when a storage is freed. The packed tensor is released outside
 // the lock: freeing it calls back here.
