@@ -3,6 +3,8 @@ backward (gradients of sum(output · R) for a fixed random R): convolution (stri
 padding, dilation, groups, depthwise, 1x1, 7x7, conv1d, strided inputs), batch norm
 (train and eval), layer norm, pooling, softmax, cross-entropy, embedding, cat, dropout
 and attention. OCL_FALLBACK=error: each runs natively."""
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -203,3 +205,17 @@ def test_random_fills():
     torch.manual_seed(0)
     assert torch.equal(torch.randn(200000, device="opencl").cpu(), n)
     close(torch.linspace(-1, 2, 7, device="opencl"), torch.linspace(-1, 2, 7))
+
+
+def test_multi_head_attention_fast_path():
+    torch.manual_seed(0)
+    cpu = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    dev = copy.deepcopy(cpu).to("opencl")
+    x = randn(3, 5, 16)
+    with torch.no_grad():
+        for need_weights in (True, False):
+            ref, ref_w = cpu(x, x, x, need_weights=need_weights)
+            out, out_w = dev(*[x.to("opencl")] * 3, need_weights=need_weights)
+            close(out, ref, 1e-5, 1e-5)
+            if need_weights:
+                close(out_w, ref_w, 1e-5, 1e-5)
