@@ -55,10 +55,15 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
       release_cached();
       mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
     }
-    if (status != CL_SUCCESS)
-      throw ocl::Error("opencl: out of device memory allocating " + std::to_string(bytes) + " bytes (" +
-                           ocl::status_name(status) + "); " + std::to_string(stats_.allocated) + " bytes in use",
-                       status);
+    if (status != CL_SUCCESS) {
+      try {
+        CL_CHECK(status);
+      } catch (const ocl::Error& err) {  // the CL_* name, with what was asked and what is in use
+        throw ocl::Error("opencl: out of device memory allocating " + std::to_string(bytes) + " bytes with " +
+                             std::to_string(stats_.allocated) + " bytes in use: " + err.what(),
+                         status);
+      }
+    }
     block = new Block{mem, size, next_address_, 0};
     next_address_ += round_up(size, kAddressAlign) + kAddressAlign;  // a gap: block ends never meet
     stats_.reserved += size;

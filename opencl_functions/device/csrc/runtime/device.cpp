@@ -96,26 +96,29 @@ cl_kernel Device::kernel(const std::string& file, const std::string& name, const
     CL_CHECK(status);
     const std::string all_options = "-cl-std=CL1.2 " + options;
     status = clBuildProgram(built, 1, &device_, all_options.c_str(), nullptr, nullptr);
-    if (status != CL_SUCCESS) {
+    if (status == CL_BUILD_PROGRAM_FAILURE) {
       size_t n = 0;
       clGetProgramBuildInfo(built, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
       std::string log(n, '\0');
       clGetProgramBuildInfo(built, device_, CL_PROGRAM_BUILD_LOG, n, &log[0], nullptr);
       while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
       clReleaseProgram(built);
-      throw ocl::BuildError(std::string(ocl::status_name(status)) + " (" + std::to_string(status) + "): building " +
-                                path + "\noptions: " + all_options + "\nbuild log:\n" + log,
+      throw ocl::BuildError("CL_BUILD_PROGRAM_FAILURE (" + std::to_string(status) + "): building " + path +
+                                "\noptions: " + all_options + "\nbuild log:\n" + log,
                             status);
     }
+    if (status != CL_SUCCESS) clReleaseProgram(built);
+    CL_CHECK(status);
     program = programs_.emplace(program_key, built).first;
     ++programs_built_;
   }
   cl_int status = CL_SUCCESS;
   cl_kernel made = clCreateKernel(program->second, name.c_str(), &status);
-  if (status != CL_SUCCESS)
-    throw ocl::Error(std::string(ocl::status_name(status)) + " (" + std::to_string(status) + ") in clCreateKernel(\"" +
-                         name + "\") from " + path,
-                     status);
+  try {
+    CL_CHECK(status);
+  } catch (const ocl::Error& err) {  // the CL_* name, and which kernel of which file
+    throw ocl::Error(std::string(err.what()) + ": kernel " + name + " of " + path, status);
+  }
   kernels_.emplace(kernel_key, made);
   return made;
 }
