@@ -3,14 +3,25 @@
 PY      := .venv/bin/python
 SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp opencl_functions/runtime/*)
 BUILT   := build/.core-built
+# BEGIN STAFF
+# The opencl torch device (opencl_functions/device), built against torch's C++ headers:
+# `make run` does not need it; `make test` builds it (ninja from .venv rebuilds only what changed).
+DEVICE_SOURCES := setup_device.py $(wildcard opencl_functions/runtime/* opencl_functions/device/csrc/*.cpp \
+                  opencl_functions/device/csrc/*/*.cpp opencl_functions/device/csrc/*/*.h)
+DEVICE_BUILT   := build/.device-built
+TEST_NEEDS     := device
+# END STAFF
 
-.PHONY: help setup build run check test test-slow info sanity resnet gpt bird bird-model networks bench clblast-tune \
-        calibrate handout autograder clean
+.PHONY: help setup build device run check test test-slow info sanity resnet gpt bird bird-model networks bench \
+        clblast-tune calibrate handout autograder clean
 
 help:
 	@echo "make run         set up, build, run the student checks (tests.py)"
 	@echo "make check       your kernel under Oclgrind: data races and out-of-bounds accesses"
 	@echo "make test        set up, build, run the whole test suite (what CI runs)"
+# BEGIN STAFF
+	@echo "make device      build the opencl torch device (opencl_functions.device)"
+# END STAFF
 	@echo "make test-slow   the opt-in slow checks too"
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
 	@echo "make sanity | resnet | gpt | bird   the demos (options: ARGS=\"--quick --device nvidia\")"
@@ -34,6 +45,14 @@ $(BUILT): .venv/.requirements $(SOURCES)
 
 build: $(BUILT)
 
+# BEGIN STAFF
+$(DEVICE_BUILT): .venv/.requirements $(DEVICE_SOURCES)
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) setup_device.py -q build_ext --inplace
+	@touch $@
+
+device: $(DEVICE_BUILT)
+
+# END STAFF
 # The allowed-calls check first (what the grader's build step checks), then the tests.
 run: build
 	$(PY) -m grading.symbols
@@ -43,10 +62,10 @@ check: build
 	$(PY) -m grading.symbols
 	$(PY) -m grading.check
 
-test: build
+test: build $(TEST_NEEDS)
 	$(PY) -m pytest
 
-test-slow: build
+test-slow: build $(TEST_NEEDS)
 	$(PY) -m pytest -m "slow or not slow"
 
 bench: build
@@ -92,4 +111,4 @@ autograder: .venv/.requirements
 	$(PY) -m grading.autograder --out build/autograder.zip
 
 clean:
-	rm -rf build opencl_functions/_core*.so
+	rm -rf build opencl_functions/_core*.so opencl_functions/device/_C*.so

@@ -1,5 +1,6 @@
-"""Shared pytest fixtures: `ocl` is the opencl_functions module, or a skip with the
-reason when the extension is not built or no OpenCL device can be opened."""
+"""Shared pytest fixtures: `ocl` is the opencl_functions module, `opencl_device` is
+opencl_functions.device (torch's `opencl` device), each a skip with the reason when its
+extension is not built or no OpenCL device can be opened."""
 import functools
 
 import pytest
@@ -27,3 +28,25 @@ def ocl():
 
     opencl_functions.fill_outputs_with_nan = True  # an unwritten output fails, not passes by chance
     return opencl_functions
+
+
+@functools.lru_cache(maxsize=None)
+def _device_unavailable_reason():
+    try:
+        import opencl_functions.device as device
+    except ImportError as err:
+        return f"the opencl device is not built ({err}); run make device"
+    if not device.is_available():
+        return "no usable OpenCL device for the opencl torch device"
+    return None
+
+
+@pytest.fixture(scope="session")
+def opencl_device():
+    """opencl_functions.device (torch's `opencl` device registered), or a skip with the reason."""
+    reason = _device_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    import opencl_functions.device
+
+    return opencl_functions.device

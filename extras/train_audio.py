@@ -4,9 +4,13 @@
     python -m extras.train_audio --arch resnet50       # torchvision ResNet-50, 1 input channel
     python -m extras.train_audio --quick               # 1 epoch on a few clips (tests)
     python -m extras.train_audio --birdset             # BirdSet PER from the Hugging Face Hub
+    python -m extras.train_audio --device opencl       # the whole model on the opencl torch device
 
-Every nn.Conv2d and nn.Linear runs inside utils.patching.opencl_layers() for the forward pass
-and, through their autograd Functions, the backward pass. Prints a tqdm bar per epoch, the train
+By default (--device patched) every nn.Conv2d and nn.Linear runs inside
+utils.patching.opencl_layers() for the forward pass and, through their autograd Functions, the
+backward pass. --device opencl moves the model, the batches and the optimizer's state to the
+opencl torch device (opencl_functions.device), where every layer, the loss and AdamW's step run
+as OpenCL kernels; --device cpu (or --no-opencl) is plain torch. Prints a tqdm bar per epoch, the train
 and test loss and accuracy, saves a PNG of the curves and a checkpoint that inference_bird.py loads.
 The checkpoint also carries a few held-out clips (raw audio) so inference runs offline.
 """
@@ -96,11 +100,11 @@ def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int,
-             weight: torch.Tensor) -> Tuple[float, float, float]:
-    """(loss, accuracy, balanced accuracy) of model on log-mels x with labels y."""
+             weight: torch.Tensor, device: str = "cpu") -> Tuple[float, float, float]:
+    """(loss, accuracy, balanced accuracy) of model (on `device`) on log-mels x with labels y."""
     model.eval()
     with torch.no_grad():
-        logits = torch.cat([model(x[i:i + batch_size]) for i in range(0, len(x), batch_size)])
+        logits = torch.cat([model(x[i:i + batch_size].to(device)).cpu() for i in range(0, len(x), batch_size)])
     pred = logits.argmax(1)
     per_class = [float((pred[y == c] == c).float().mean()) for c in torch.unique(y).tolist()]
     loss = float(F.cross_entropy(logits, y, weight=weight))
@@ -201,7 +205,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="1 epoch on 8 clips per class and split")
-    p.add_argument("--no-opencl", action="store_true", help="plain torch layers (for comparison)")
+    p.add_argument("--device", choices=["patched", "opencl", "cpu"], default="patched",
+                   help="patched: OpenCL layers on CPU tensors (default); opencl: the opencl torch device; "
+                        "cpu: plain torch")
+    p.add_argument("--no-opencl", action="store_true", help="plain torch layers (the same as --device cpu)")
     p.add_argument("--birdset", action="store_true", help=f"train on BirdSet {BIRDSET_CONFIG} from the Hub")
     p.add_argument("--checkpoint", type=Path, default=ROOT / "out" / "birdsong_resnet.pt")
     p.add_argument("--plot", type=Path, default=ROOT / "out" / "birdsong_curves.png")
@@ -211,6 +218,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error("--epochs and --batch-size must be at least 1")
     if args.quick:
         args.epochs = 1
+    if args.no_opencl:
+        args.device = "cpu"
     return args
 
 
@@ -229,19 +238,26 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
     y_train, y_test = train.labels, test.labels
     counts = torch.bincount(y_train, minlength=len(classes)).float()
     weight = counts.sum() / (len(classes) * counts.clamp(min=1))  # balanced classes in the loss
+    described = {"patched": "OpenCL layers (forward and backward)", "opencl": "the opencl torch device",
+                 "cpu": "torch layers"}
     print(f"{len(y_train)} train and {len(y_test)} test clips, {len(classes)} classes, "
-          f"log-mel {tuple(x_train.shape[1:])}, arch {args.arch}, "
-          f"{'torch layers' if args.no_opencl else 'OpenCL layers (forward and backward)'}")
+          f"log-mel {tuple(x_train.shape[1:])}, arch {args.arch}, {described[args.device]}")
 
     model = make_model(args.arch, len(classes))
+    device = "opencl" if args.device == "opencl" else "cpu"
+    if device == "opencl":
+        import opencl_functions.device  # noqa: F401  (registers the device)
+
+        model.to(device)
+        weight = weight.to(device)
     steps = args.epochs * -(-len(y_train) // args.batch_size)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-3)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.2)
 
-    if args.no_opencl:
-        from contextlib import nullcontext as layers
-    else:
+    if args.device == "patched":
         from utils.patching import opencl_layers as layers
+    else:
+        from contextlib import nullcontext as layers
 
     history: List[Dict[str, float]] = []
     with layers():
@@ -255,7 +271,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
                        disable=None)  # a bar on terminals only: in a log, the epoch lines alone
             for i in bar:
                 idx = order[i:i + args.batch_size]
-                xb, yb = augment(x_train[idx], gen), y_train[idx]
+                xb, yb = augment(x_train[idx], gen).to(device), y_train[idx].to(device)
                 logits = model(xb)
                 loss = F.cross_entropy(logits, yb, weight=weight)
                 opt.zero_grad()
@@ -267,18 +283,19 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
                 total_loss += loss.item() * len(yb)
                 bar.set_postfix(loss=f"{total_loss / seen:.3f}", acc=f"{correct / seen:.3f}")
             train_s = time.perf_counter() - start
-            test_loss, test_acc, test_bal = evaluate(model, x_test, y_test, args.batch_size, weight)
+            test_loss, test_acc, test_bal = evaluate(model, x_test, y_test, args.batch_size, weight.cpu(), device)
             history.append({"epoch": epoch, "train_loss": total_loss / seen, "train_acc": correct / seen,
                             "test_loss": test_loss, "test_acc": test_acc, "test_bal_acc": test_bal,
                             "epoch_s": train_s})
             print(f"epoch {epoch}: train loss {total_loss / seen:.3f} acc {correct / seen:.3f} | "
                   f"test loss {test_loss:.3f} acc {test_acc:.3f} balanced {test_bal:.3f} | {train_s:.1f} s")
 
-    plot_curves(history, args.plot, f"{args.arch} on bird-song log-mels ({'torch' if args.no_opencl else 'OpenCL'})")
+    side = {"patched": "OpenCL layers", "opencl": "opencl device", "cpu": "torch"}[args.device]
+    plot_curves(history, args.plot, f"{args.arch} on bird-song log-mels ({side})")
     checkpoint = {
         "arch": args.arch,
         "classes": classes,
-        "state_dict": {k: v.clone() for k, v in model.state_dict().items()},
+        "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
         "history": history,
         "seed": args.seed,
         "features": {"sample_rate": birdsong.SAMPLE_RATE, "clip_samples": birdsong.CLIP_SAMPLES,

@@ -5,6 +5,7 @@ and the same input. Nothing is downloaded.
     python -m extras.validate_networks                      # the whole list, 1x3x64x64
     python -m extras.validate_networks --nets resnet18,vgg16 --batch 2 --size 96
     python -m extras.validate_networks --markdown table.md  # also write the README table
+    python -m extras.validate_networks --device opencl      # the opencl torch device instead
 
 Each network is built with seeded random weights; each BatchNorm's running mean and
 variance are then set to those of its whole input for this batch (one forward in plain
@@ -31,6 +32,11 @@ changed sign between the two forwards is marked "ReLU flip": the gradient is
 discontinuous there, and the note gives the count and the size of those inputs.
 A network whose backward fails with the OpenCL layers is run backward in plain torch
 too, and the table says whether torch fails as well.
+
+--device opencl checks the opencl torch device (opencl_functions.device) instead of the
+patched layers: a copy of the model moved there, the same input and upstream gradient
+moved there, results compared on the CPU. Its "CPU fallbacks" column counts the
+operator calls of one forward + backward that ran on the CPU (0: all native).
 """
 from __future__ import annotations
 
@@ -79,6 +85,7 @@ class Result:
     worst_parameter: str = ""
     conv_calls: int = 0
     linear_calls: int = 0
+    fallbacks: Optional[int] = None  # --device opencl: operator calls that ran on the CPU
     time_patched: Optional[float] = None
     time_torch: Optional[float] = None
     note: str = ""
@@ -175,7 +182,7 @@ def counting_calls(counts: Dict[str, int]) -> Iterator[None]:
 def recording_relu_inputs(model: nn.Module, record: List[torch.Tensor]) -> Iterator[None]:
     """Appends the input of every nn.ReLU / nn.ReLU6 call of model to record."""
     hooks = [
-        m.register_forward_pre_hook(lambda _m, inputs: record.append(inputs[0].detach().clone()))
+        m.register_forward_pre_hook(lambda _m, inputs: record.append(inputs[0].detach().cpu().clone()))
         for m in model.modules()
         if isinstance(m, (nn.ReLU, nn.ReLU6))
     ]
@@ -229,10 +236,39 @@ def timed(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
+class Checked:
+    """The side that is checked against plain torch: the model with the patched layers
+    (device "patched"), or a copy of it on the opencl torch device (device "opencl").
+    run() takes and returns CPU tensors."""
+
+    def __init__(self, model: nn.Module, device: str):
+        self.device = device
+        if device == "opencl":
+            import opencl_functions.device  # noqa: F401  (registers the device)
+
+            self.model = copy.deepcopy(model).to("opencl")
+        else:
+            self.model = model
+
+    def set_mode(self, mode: str) -> None:
+        set_mode(self.model, mode)
+
+    def run(self, x: torch.Tensor, upstream: Optional[torch.Tensor]):
+        if self.device == "patched":
+            with opencl_layers():
+                return forward_backward(self.model, x, upstream)
+        moved = upstream.to("opencl") if upstream is not None else None
+        out, grads = forward_backward(self.model, x.to("opencl"), moved)
+        result = out.cpu(), {n: g.cpu() for n, g in grads.items()}
+        torch.opencl.synchronize()
+        return result
+
+
 def validate(name: str, batch: int = 1, size: int = 64, mode: str = "eval", seed: int = 0,
-             repeat: int = 2) -> Result:
-    """Runs one network forward and backward, patched and plain, and compares them; then
-    times `repeat` runs of each (none when repeat is 0)."""
+             repeat: int = 2, device: str = "patched") -> Result:
+    """Runs one network forward and backward, checked (patched layers, or the opencl
+    device) and plain, and compares them; then times `repeat` runs of each (none when
+    repeat is 0)."""
     size = max(size, MIN_SIZE.get(name, 1))
     result = Result(name, (batch, 3, size, size))
     model = build_model(name, size, seed)
@@ -240,22 +276,29 @@ def validate(name: str, batch: int = 1, size: int = 64, mode: str = "eval", seed
     x = torch.randn(result.input_shape, generator=generator)
 
     calibrate_batchnorm(model, x)
+    checked = Checked(model, device)
     plain_relu, patched_relu = [], []
     with recording_relu_inputs(model, plain_relu):
         ref_out, _ = forward_backward(model, x, None)
     counts = {"conv2d": 0, "linear": 0}
-    with opencl_layers(), counting_calls(counts), recording_relu_inputs(model, patched_relu):
-        out, _ = forward_backward(model, x, None)
+    with counting_calls(counts), recording_relu_inputs(checked.model, patched_relu):
+        out, _ = checked.run(x, None)
     result.relu_flips, result.relu_flip_size = relu_flips(patched_relu, plain_relu)
     del plain_relu, patched_relu
     result.forward_error = relative_error(out, ref_out)
     result.conv_calls, result.linear_calls = counts["conv2d"], counts["linear"]
 
     set_mode(model, mode)
+    checked.set_mode(mode)
     upstream = torch.randn(ref_out.shape, generator=generator)
+    if device == "opencl":
+        import opencl_functions.device as opencl_device
+
+        opencl_device.reset_fallback_ops()
     try:
-        with opencl_layers():
-            _, grads = forward_backward(model, x, upstream)
+        _, grads = checked.run(x, upstream)
+        if device == "opencl":
+            result.fallbacks = sum(opencl_device.fallback_ops().values())
     except Exception as err:  # reported in the table, with whether plain torch fails too
         try:
             forward_backward(model, x, upstream)
@@ -287,13 +330,10 @@ def validate(name: str, batch: int = 1, size: int = 64, mode: str = "eval", seed
     )
 
     if repeat > 0:
-        def patched():
-            with opencl_layers():
-                forward_backward(model, x, upstream)
-
-        result.time_patched = timed(patched, repeat)
+        result.time_patched = timed(lambda: checked.run(x, upstream), repeat)
         result.time_torch = timed(lambda: forward_backward(model, x, upstream), repeat)
     model.zero_grad(set_to_none=True)
+    checked.model.zero_grad(set_to_none=True)
     return result
 
 
@@ -312,7 +352,8 @@ def rows(results: List[Result]) -> List[List[str]]:
         out.append([
             r.name, "x".join(map(str, r.input_shape)), _fmt_error(r.forward_error), _fmt_error(r.backward_error),
             _fmt_error(r.opencl_fp64_error), _fmt_error(r.torch_fp32_error),
-            f"{r.conv_calls}/{r.linear_calls}", _fmt_time(r.time_patched), _fmt_time(r.time_torch), status,
+            f"{r.conv_calls}/{r.linear_calls}" if r.fallbacks is None else str(r.fallbacks),
+            _fmt_time(r.time_patched), _fmt_time(r.time_torch), status,
         ])
     return out
 
@@ -363,6 +404,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=2, help="timed runs per side, best kept (0: no timing)")
     parser.add_argument("--markdown", help="also write the markdown table to this file")
+    parser.add_argument("--device", choices=["patched", "opencl"], default="patched",
+                        help="what is checked: the patched layers (default) or the opencl torch device")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.nets.split(",") if n.strip()]
     unknown = [n for n in names if n not in torchvision.models.list_models()]
@@ -373,7 +416,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name in names:
         start = time.perf_counter()
         try:
-            result = validate(name, args.batch, args.size, args.mode, args.seed, args.repeat)
+            result = validate(name, args.batch, args.size, args.mode, args.seed, args.repeat, args.device)
         except Exception as err:  # one broken network must not hide the others
             traceback.print_exc()
             result = Result(name, (args.batch, 3, args.size, args.size), note=f"{type(err).__name__}: {err}")
@@ -382,6 +425,9 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"vs fp64 {_fmt_error(result.opencl_fp64_error)} torch vs fp64 {_fmt_error(result.torch_fp32_error)} "
               f"({time.perf_counter() - start:.0f} s)", flush=True)
 
+    if args.device == "opencl":
+        HEADER[HEADER.index("OpenCL conv/linear")] = "CPU fallbacks"
+        HEADER[HEADER.index("OpenCL s")] = "device s"
     print()
     print(text_table(results))
     markdown = markdown_table(results)

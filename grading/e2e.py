@@ -1,24 +1,31 @@
-"""End-to-end inference with the patched layers (utils.patching.opencl_layers) against
-torch, on random weights (the point is time and agreement, not predictions):
+"""End-to-end timings of whole models on random weights (the point is time and
+agreement, not predictions), in two modes:
 
-- ResNet-50, batch 1, 224×224: one forward pass.
-- GPT-2 (full size, GPT2Config() defaults): greedy decoding with the key/value cache, an
-  8-token prompt then 16 new tokens (so mostly one-row products).
+- patched (default): the patched layers (utils.patching.opencl_layers), tensors on the
+  host. ResNet-18 and ResNet-50 at batch 1 (224×224, one forward pass) and GPT-2 generation.
+- device: the opencl torch device (opencl_functions.device), tensors on the device.
+  ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, one ResNet-50 training step at batch 16
+  (forward, cross-entropy, backward, SGD with momentum), and GPT-2 generation.
 
-Rounds alternate torch and OpenCL, so a busy machine slows both alike; each reports the
-median of its rounds, and the ratio torch time / OpenCL time. On a CUDA machine torch on
-the GPU (TF32 off) is timed too.
+GPT-2 is full size (GPT2Config() defaults): greedy decoding with the key/value cache, an
+8-token prompt then 16 new tokens (so mostly one-row products).
 
-    python -m grading.e2e [--model resnet50|gpt2|all] [--rounds N]
+Rounds alternate torch on the CPU and OpenCL, so a busy machine slows both alike; each
+reports the median of its rounds and the ratio. On a CUDA machine torch on the GPU (fp32,
+TF32 off) is timed too, and in device mode the OpenCL device's speed relative to it.
+
+    python -m grading.e2e [--mode patched|device|all] [--model NAME|all] [--rounds N]
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 from typing import Callable, Dict, List
 
 import torch
+import torch.nn.functional as F
 import torchvision
 
 import opencl_functions
@@ -26,46 +33,98 @@ from utils.patching import opencl_layers
 
 PROMPT_TOKENS, NEW_TOKENS = 8, 16
 
-
-def resnet50() -> Callable[[], torch.Tensor]:
-    torch.manual_seed(0)
-    model = torchvision.models.resnet50().eval()
-    x = torch.randn(1, 3, 224, 224)
-    return lambda: model(x)
+# A model maker takes a device ("cpu", "opencl", "cuda") and returns a function that runs
+# the workload once there and returns its result on that device.
+Maker = Callable[[str], Callable[[], torch.Tensor]]
 
 
-def gpt2() -> Callable[[], torch.Tensor]:
+def resnet_inference(arch: str, batch: int) -> Maker:
+    def make(device: str) -> Callable[[], torch.Tensor]:
+        torch.manual_seed(0)
+        model = torchvision.models.get_model(arch).eval().to(device)
+        x = torch.randn(batch, 3, 224, 224).to(device)
+
+        def run() -> torch.Tensor:
+            with torch.no_grad():
+                return model(x)
+
+        return run
+
+    return make
+
+
+def resnet50_training(batch: int) -> Maker:
+    """One SGD step; returns the loss. Each call trains on: the weights move every step
+    on every device alike, so the first steps agree."""
+
+    def make(device: str) -> Callable[[], torch.Tensor]:
+        torch.manual_seed(0)
+        model = torchvision.models.resnet50().train().to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+        x = torch.randn(batch, 3, 224, 224).to(device)
+        target = torch.randint(0, 1000, (batch,)).to(device)
+
+        def run() -> torch.Tensor:
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), target)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        return run
+
+    return make
+
+
+def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config()).eval()
-    prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT_TOKENS))
+    model = GPT2LMHeadModel(GPT2Config()).eval().to(device)
+    prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT_TOKENS)).to(device)
 
     def generate() -> torch.Tensor:
         x, past, logits = prompt, None, []
-        for _ in range(NEW_TOKENS):
-            out = model(input_ids=x, past_key_values=past, use_cache=True)
-            past, step = out.past_key_values, out.logits[0, -1]
-            logits.append(step)
-            x = step.argmax().view(1, 1)
+        with torch.no_grad():
+            for _ in range(NEW_TOKENS):
+                out = model(input_ids=x, past_key_values=past, use_cache=True)
+                past, step = out.past_key_values, out.logits[0, -1]
+                logits.append(step)
+                x = step.argmax().view(1, 1)
         return torch.stack(logits)
 
     return generate
 
 
-MODELS = {"resnet50": (resnet50, "ResNet-50 b1 224x224"),
-          "gpt2": (gpt2, f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens")}
+MODELS: Dict[str, Dict[str, object]] = {
+    "resnet18": {"make": resnet_inference("resnet18", 1), "label": "ResNet-18 b1 224x224",
+                 "modes": ("patched", "device")},
+    "resnet50": {"make": resnet_inference("resnet50", 1), "label": "ResNet-50 b1 224x224",
+                 "modes": ("patched", "device")},
+    "resnet50_b16": {"make": resnet_inference("resnet50", 16), "label": "ResNet-50 b16 224x224",
+                     "modes": ("device",)},
+    "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
+                           "modes": ("device",)},
+    "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",
+             "modes": ("patched", "device")},
+}
 
 
-def seconds(fn: Callable[[], torch.Tensor]) -> float:
+def seconds(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:
     start = time.perf_counter()
     fn()
+    sync()
     return time.perf_counter() - start
 
 
-def compare(name: str, rounds: int) -> Dict[str, float]:
-    make, label = MODELS[name]
-    run = make()
+def max_rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out, ref = out.detach().float().cpu(), ref.detach().float().cpu()
+    return float((out - ref).abs().max() / ref.abs().max().clamp(min=1e-12))
+
+
+def compare_patched(name: str, rounds: int) -> Dict[str, float]:
+    spec = MODELS[name]
+    run = spec["make"]("cpu")
     times: Dict[str, List[float]] = {"torch": [], "opencl": []}
     with torch.no_grad():
         ref = run()
@@ -77,46 +136,84 @@ def compare(name: str, rounds: int) -> Dict[str, float]:
             times["torch"].append(seconds(run))
             with opencl_layers():
                 times["opencl"].append(seconds(run))
+    return report(name, "patched", times, first, max_rel_error(out, ref), rounds)
+
+
+def compare_device(name: str, rounds: int) -> Dict[str, float]:
+    import opencl_functions.device  # noqa: F401  (registers the opencl device)
+
+    spec = MODELS[name]
+    run_cpu, run_dev = spec["make"]("cpu"), spec["make"]("opencl")
+    sync = torch.opencl.synchronize
+    ref = run_cpu()
+    start = time.perf_counter()
+    out = run_dev()  # builds the kernels; the weights are on the device already
+    sync()
+    first = time.perf_counter() - start
+    error = max_rel_error(out, ref)
+    times: Dict[str, List[float]] = {"torch": [], "opencl": []}
+    threads = torch.get_num_threads()
+    for _ in range(rounds):
+        times["torch"].append(seconds(run_cpu))
+        # The device needs no torch threads; on a CPU OpenCL device, torch's idle OpenMP
+        # workers would spin on the cores PoCL runs on (as opencl_layers() avoids too).
+        torch.set_num_threads(1)
+        try:
+            times["opencl"].append(seconds(run_dev, sync))
+        finally:
+            torch.set_num_threads(threads)
+    return report(name, "device", times, first, error, rounds)
+
+
+def report(name: str, mode: str, times: Dict[str, List[float]], first: float, error: float,
+           rounds: int) -> Dict[str, float]:
+    spec = MODELS[name]
     result = {key: statistics.median(values) for key, values in times.items()}
     result["first_call"] = first
-    result["max_rel_error"] = float((out - ref).abs().max() / ref.abs().max())
-    line = (f"{label} on {opencl_functions.device_info()['device']}: torch CPU {result['torch'] * 1e3:.1f} ms, "
-            f"OpenCL {result['opencl'] * 1e3:.1f} ms (first call {first * 1e3:.0f} ms), "
-            f"OpenCL/torch {result['opencl'] / result['torch']:.2f}x")
+    result["max_rel_error"] = error
+    where = "on the opencl device" if mode == "device" else "with the patched layers"
+    line = (f"{spec['label']} {where} ({opencl_functions.device_info()['device']}): "
+            f"torch CPU {result['torch'] * 1e3:.1f} ms, OpenCL {result['opencl'] * 1e3:.1f} ms "
+            f"(first call {first * 1e3:.0f} ms), OpenCL/torch {result['opencl'] / result['torch']:.2f}x")
     if torch.cuda.is_available():
-        result["torch_cuda"] = cuda_seconds(make, rounds)
-        line += f"; torch CUDA fp32 {result['torch_cuda'] * 1e3:.1f} ms"
-    print(f"{line}; max rel error {result['max_rel_error']:.1e}", flush=True)
+        result["torch_cuda"] = cuda_seconds(spec["make"], rounds)
+        line += (f"; torch CUDA fp32 {result['torch_cuda'] * 1e3:.1f} ms "
+                 f"(OpenCL speed {result['torch_cuda'] / result['opencl']:.2f}x of CUDA's)")
+    print(f"{line}; max rel error {error:.1e}", flush=True)
     return result
 
 
-def cuda_seconds(make: Callable[[], Callable[[], torch.Tensor]], rounds: int) -> float:
-    """Median time of the same model on the GPU with CUDA torch, TF32 off."""
+def cuda_seconds(make: Maker, rounds: int) -> float:
+    """Median time of the same workload on the GPU with CUDA torch, TF32 off."""
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    torch.set_default_device("cuda")
-    try:
-        run = make()
-        with torch.no_grad():
-            run()
+    run = make("cuda")
+    run()
 
-            def synced():
-                run()
-                torch.cuda.synchronize()
+    def synced():
+        run()
+        torch.cuda.synchronize()
 
-            return statistics.median(seconds(synced) for _ in range(rounds))
-    finally:
-        torch.set_default_device("cpu")
+    return statistics.median(seconds(synced) for _ in range(rounds))
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> Dict[str, Dict[str, float]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=["patched", "device", "all"], default="patched")
     p.add_argument("--model", choices=[*MODELS, "all"], default="all")
     p.add_argument("--rounds", type=int, default=9, help="alternating torch/OpenCL rounds (default 9)")
     args = p.parse_args(argv)
-    for name in MODELS if args.model == "all" else [args.model]:
-        compare(name, args.rounds)
-    print(f"resident parameters: {opencl_functions.resident_bytes() / 2**20:.0f} MiB")
+    modes = ["patched", "device"] if args.mode == "all" else [args.mode]
+    results = {}
+    for mode in modes:
+        for name in MODELS if args.model == "all" else [args.model]:
+            if mode not in MODELS[name]["modes"]:
+                continue
+            compare = compare_device if mode == "device" else compare_patched
+            results[f"{mode}:{name}"] = compare(name, args.rounds)
+    if "patched" in modes:
+        print(f"resident parameters: {opencl_functions.resident_bytes() / 2**20:.0f} MiB")
+    return results
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ struct Alias {
   const char* name;
   const char* old_name;
 };
-constexpr Alias kAliases[] = {{"DEVICE", "OCL_DEVICE"}, {"KERNEL_DIR", "OCL_KERNEL_DIR"}};
+constexpr Alias kAliases[] = {
+    {"DEVICE", "OCL_DEVICE"}, {"KERNEL_DIR", "OCL_KERNEL_DIR"}, {"FALLBACK", "OCL_FALLBACK"}};
 
 }  // namespace
 

@@ -1,0 +1,171 @@
+"""PyTorch's `opencl` device, on the OpenCL device that OCLF_DEVICE (or OCL_DEVICE) selects.
+
+    import opencl_functions.device          # registers the device (once per process)
+    x = torch.randn(8, 3).to("opencl")       # or torch.empty(..., device="opencl")
+    model = model.to("opencl")               # tensors stay there: ops run as OpenCL kernels
+    y = model(x).cpu()                       # .cpu(), printing and .item() wait for the queue
+
+Torch's PrivateUse1 backend, renamed "opencl", with `torch.opencl.is_available()`,
+`device_count()`, `synchronize()`, `memory_allocated()`, `memory_reserved()` and
+`empty_cache()` as for other backends. Operators without an OpenCL kernel run on the CPU
+(copied to the host and back) with one UserWarning per operator; OCLF_FALLBACK=error (or
+OCL_FALLBACK) turns that into a NotImplementedError, OCLF_FALLBACK=silent drops the
+warnings. Which operators
+run natively: README.md in this folder. Random numbers for device tensors (randn,
+dropout, init) come from torch's CPU generator, so `torch.manual_seed` covers them.
+"""
+from __future__ import annotations
+
+import sys
+import types
+from typing import Dict
+
+import torch
+
+from .. import OpenCLError, load_clblast_params
+from . import _C  # noqa: F401  (registers the device's allocator, guard, hooks and operators)
+
+__all__ = [
+    "is_available", "device_count", "current_device", "synchronize", "get_device_name",
+    "memory_allocated", "memory_reserved", "max_memory_allocated", "memory_stats", "empty_cache",
+    "fallback_ops", "reset_fallback_ops", "manual_seed", "manual_seed_all",
+]
+
+NAME = "opencl"
+_ops = torch.ops.oclf
+
+
+def is_available() -> bool:
+    """Whether an OpenCL device can be opened (never raises)."""
+    return bool(_ops.is_available())
+
+
+def device_count() -> int:
+    return 1 if is_available() else 0
+
+
+def current_device() -> int:
+    return 0
+
+
+def set_device(device) -> None:
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index not in (None, 0):
+        raise ValueError(f"there is one opencl device (index 0), got {device!r}")
+
+
+class device:
+    """Context manager selecting the device (there is one): torch.load(..., map_location)
+    and storage copies use it."""
+
+    def __init__(self, device):
+        set_device(device if device is not None else 0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+
+def is_initialized() -> bool:
+    return is_available()
+
+
+def synchronize(device=None) -> None:
+    """Waits for every queued kernel and copy of the device."""
+    _ops.synchronize()
+
+
+def get_device_name(device=None) -> str:
+    """'platform / device (type)' of the OpenCL device behind `opencl`."""
+    return str(_ops.device_name())
+
+
+def memory_stats() -> Dict[str, int]:
+    """The caching allocator's counters: bytes allocated and reserved (allocated plus
+    cached), the peak, how many OpenCL buffers were created, allocations served and
+    served from the cache, kernel launches and programs built."""
+    keys = ("allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "buffers_created", "allocations",
+            "cache_hits", "kernel_launches", "programs_built")
+    return dict(zip(keys, (int(v) for v in _ops.memory_stats())))
+
+
+def memory_allocated(device=None) -> int:
+    return memory_stats()["allocated_bytes"]
+
+
+def memory_reserved(device=None) -> int:
+    return memory_stats()["reserved_bytes"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory_stats()["peak_allocated_bytes"]
+
+
+def empty_cache() -> None:
+    """Gives the cached (free) device buffers back to OpenCL."""
+    _ops.empty_cache()
+
+
+def fallback_ops() -> Dict[str, int]:
+    """Operators that ran through the CPU fallback since the last reset, with call counts."""
+    out = {}
+    for entry in _ops.fallback_ops():
+        name, count = entry.rsplit(" ", 1)
+        out[name] = int(count)
+    return out
+
+
+def reset_fallback_ops() -> None:
+    """Forgets the fallback record (each operator warns once again)."""
+    _ops.reset_fallback_ops()
+
+
+def manual_seed(seed: int) -> None:
+    """Nothing to seed: random numbers for device tensors come from the CPU generator."""
+
+
+def manual_seed_all(seed: int) -> None:
+    """Nothing to seed: random numbers for device tensors come from the CPU generator."""
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def _tensor_str(self, *, tensor_contents=None):
+    """torch's printing, with the numbers of an opencl tensor formatted from a host copy
+    (torch's formatter runs many small ops, some on float64)."""
+    if self.device.type == NAME and tensor_contents is None and self.layout == torch.strided and self.numel():
+        plain = type(self) in (torch.Tensor, torch.nn.Parameter)
+        indent = len("tensor(") if plain else len(f"{type(self).__name__}(")
+        with torch.no_grad():
+            host = self.detach().cpu()
+        tensor_contents = torch._tensor_str._tensor_str(host, indent)
+    return _torch_str(self, tensor_contents=tensor_contents)
+
+
+_torch_str = torch._tensor_str._str
+
+
+def _register() -> None:
+    if torch._C._get_privateuse1_backend_name() != NAME:
+        torch.utils.rename_privateuse1_backend(NAME)
+    if not hasattr(torch, NAME):
+        module = types.ModuleType(f"torch.{NAME}", __doc__.split("\n\n")[0])
+        for name in [*__all__, "set_device", "device", "is_initialized", "_is_in_bad_fork"]:
+            setattr(module, name, globals()[name])
+        torch._register_device_module(NAME, module)
+        torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+        sys.modules[f"torch.{NAME}"] = module
+        torch._tensor_str._str = _tensor_str
+    # CLBlast's tuned parameters for this device (clblast_params/), as the library applies
+    # them before its first product; CLBlast keeps them per device for the whole process.
+    try:
+        load_clblast_params()
+    except OpenCLError:
+        pass  # no OpenCL device: is_available() says so
+
+
+_register()

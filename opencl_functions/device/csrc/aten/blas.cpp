@@ -1,0 +1,190 @@
+// Matrix products of the opencl device through CLBlast: mm, addmm, bmm, baddbmm, mv.
+// Transposed operands (a row or column stride of 1) go to CLBlast as transpose flags, not
+// copies; products with one row run as GEMV, which CLBlast does much faster than GEMM.
+#include <clblast.h>
+#include <torch/library.h>
+
+#include "pointwise.h"
+
+namespace oclf::device {
+
+namespace {
+
+using clblast::Layout;
+using clblast::Transpose;
+
+// A matrix as CLBlast takes it: row-major storage with leading dimension ld, transposed
+// (stored as cols × rows) when `trans`.
+struct Matrix {
+  at::Tensor t;
+  bool trans = false;
+  size_t ld = 0;
+};
+
+// rows × cols are the last two dimensions of t.
+Matrix as_matrix(const at::Tensor& t) {
+  const int64_t nd = t.dim();
+  const int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
+  const int64_t s_row = t.stride(nd - 2), s_col = t.stride(nd - 1);
+  if (s_col == 1 && s_row >= std::max<int64_t>(cols, 1)) return {t, false, size_t(s_row)};
+  if (s_row == 1 && s_col >= std::max<int64_t>(rows, 1)) return {t, true, size_t(s_col)};
+  const at::Tensor c = t.contiguous();
+  return {c, false, size_t(std::max<int64_t>(cols, 1))};
+}
+
+Transpose flag(bool trans) { return trans ? Transpose::kYes : Transpose::kNo; }
+
+void check_matrix(const at::Tensor& t, int64_t dims, const char* op, const char* what) {
+  check_float(t, what);
+  TORCH_CHECK(t.dim() == dims, "opencl: ", op, ": ", what, " must be ", dims, "-D, got shape ", t.sizes());
+}
+
+// c (M×N, contiguous) = alpha · a (M×K) · b (K×N) + beta · c.
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta) {
+  const size_t m = a.size(0), k = a.size(1), n = b.size(1);
+  if (m == 0 || n == 0) return;
+  // CLBlast's GEMV reads c even with beta = 0 (0 · NaN is NaN); its GEMM does not.
+  if (beta == 0.0f && (m == 1 || k == 0)) c.zero_();
+  if (k == 0) {
+    if (beta != 1.0f) c.mul_(beta);
+    return;
+  }
+  const Matrix A = as_matrix(a), B = as_matrix(b);
+  const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
+  Device& dev = Device::get();
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  if (m == 1) {
+    // One row: c = op(B)ᵀ · a as a GEMV over B stored (K×N, or N×K when transposed).
+    const size_t rows = B.trans ? n : k, cols = B.trans ? k : n;
+    const size_t inc = A.trans ? A.ld : 1;
+    CLBLAST_CHECK(clblast::Gemv(Layout::kRowMajor, B.trans ? Transpose::kNo : Transpose::kYes, rows, cols, alpha,
+                                sb.mem, sb.offset, B.ld, sa.mem, sa.offset, inc, beta, sc.mem, sc.offset, 1,
+                                dev.queue_ptr(), nullptr));
+    return;
+  }
+  CLBLAST_CHECK(clblast::Gemm(Layout::kRowMajor, flag(A.trans), flag(B.trans), m, n, k, alpha, sa.mem, sa.offset,
+                              A.ld, sb.mem, sb.offset, B.ld, beta, sc.mem, sc.offset, n, dev.queue_ptr(), nullptr));
+}
+
+// c (batch×M×N, contiguous) = alpha · a (batch×M×K) · b (batch×K×N) + beta · c.
+void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta) {
+  const size_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+  if (batch == 0 || m == 0 || n == 0) return;
+  if (beta == 0.0f && k == 0) c.zero_();
+  if (k == 0) {
+    if (beta != 1.0f) c.mul_(beta);
+    return;
+  }
+  if (batch == 1) {
+    gemm(a[0], b[0], c[0], alpha, beta);
+    return;
+  }
+  const Matrix A = as_matrix(a), B = as_matrix(b);
+  const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
+  Device& dev = Device::get();
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  CLBLAST_CHECK(clblast::GemmStridedBatched(Layout::kRowMajor, flag(A.trans), flag(B.trans), m, n, k, alpha, sa.mem,
+                                            sa.offset, A.ld, size_t(A.t.stride(0)), sb.mem, sb.offset, B.ld,
+                                            size_t(B.t.stride(0)), beta, sc.mem, sc.offset, n, m * n, batch,
+                                            dev.queue_ptr(), nullptr));
+}
+
+void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  check_matrix(a, 2, op, "self");
+  check_matrix(b, 2, op, "mat2");
+  TORCH_CHECK(a.size(1) == b.size(0), "opencl: ", op, ": shapes ", a.sizes(), " and ", b.sizes(),
+              " cannot be multiplied");
+}
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  check_mm(self, mat2, "mm");
+  at::native::resize_output(out, {self.size(0), mat2.size(1)});
+  at::Tensor result = out.is_contiguous() ? out : empty_device(out.sizes(), at::kFloat);
+  gemm(self, mat2, result, 1.0f, 0.0f);
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  at::Tensor out = empty_device({self.size(0), mat2.size(1)}, at::kFloat);
+  return mm_out(self, mat2, out);
+}
+
+at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
+                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  check_mm(mat1, mat2, "addmm");
+  check_float(bias, "self");
+  const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
+  const bool aliased = out.is_same(bias);
+  at::native::resize_output(out, shape);
+  at::Tensor result = out.is_contiguous() ? out : empty_device(shape, at::kFloat);
+  const float b = static_cast<float>(beta.toDouble());
+  if (b != 0.0f && !(aliased && result.is_same(out))) result.copy_(bias.expand(shape));
+  gemm(mat1, mat2, result, static_cast<float>(alpha.toDouble()), b);
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+at::Tensor addmm(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                 const at::Scalar& alpha) {
+  at::Tensor out = empty_device({mat1.size(0), mat2.size(1)}, at::kFloat);
+  return addmm_out(bias, mat1, mat2, beta, alpha, out);
+}
+
+at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                   const at::Scalar& alpha) {
+  return addmm_out(self, mat1, mat2, beta, alpha, self);
+}
+
+void check_bmm(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  check_matrix(a, 3, op, "self");
+  check_matrix(b, 3, op, "mat2");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "opencl: ", op, ": shapes ", a.sizes(), " and ",
+              b.sizes(), " cannot be multiplied");
+}
+
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  check_bmm(self, mat2, "bmm");
+  at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
+  at::Tensor result = out.is_contiguous() ? out : empty_device(out.sizes(), at::kFloat);
+  gemm_batched(self, mat2, result, 1.0f, 0.0f);
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  at::Tensor out = empty_device({self.size(0), self.size(1), mat2.size(2)}, at::kFloat);
+  return bmm_out(self, mat2, out);
+}
+
+at::Tensor baddbmm(const at::Tensor& bias, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
+                   const at::Scalar& alpha) {
+  check_bmm(b1, b2, "baddbmm");
+  const std::vector<int64_t> shape = {b1.size(0), b1.size(1), b2.size(2)};
+  at::Tensor out = empty_device(shape, at::kFloat);
+  const float b = static_cast<float>(beta.toDouble());
+  if (b != 0.0f) out.copy_(bias.expand(shape));
+  gemm_batched(b1, b2, out, static_cast<float>(alpha.toDouble()), b);
+  return out;
+}
+
+at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
+  TORCH_CHECK(vec.dim() == 1, "opencl: mv: vec must be 1-D, got shape ", vec.sizes());
+  return oclf::device::mm(self, vec.unsqueeze(1)).squeeze(1);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm", mm);
+  m.impl("mm.out", mm_out);
+  m.impl("addmm", addmm);
+  m.impl("addmm.out", addmm_out);
+  m.impl("addmm_", addmm_);
+  m.impl("bmm", bmm);
+  m.impl("bmm.out", bmm_out);
+  m.impl("baddbmm", baddbmm);
+  m.impl("mv", mv);
+}
+
+}  // namespace oclf::device

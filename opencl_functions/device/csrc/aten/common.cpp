@@ -1,0 +1,289 @@
+// Helpers shared by the opencl device's operators (see common.h).
+#include "common.h"
+
+#include <ATen/native/TypeProperties.h>
+
+#include <climits>
+#include <cstring>
+
+namespace oclf::device {
+
+const char* cl_type(at::ScalarType dtype, const char* what) {
+  switch (dtype) {
+    case at::kFloat: return "float";
+    case at::kLong: return "long";
+    case at::kInt: return "int";
+    case at::kShort: return "short";
+    case at::kChar: return "char";
+    case at::kByte: return "uchar";
+    case at::kBool: return "uchar";
+    default: break;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "opencl: ", what, " has dtype ", dtype,
+                              "; the device's kernels take float32, int64, int32, int16, int8, uint8 and bool");
+}
+
+bool is_device(const at::Tensor& t) { return t.defined() && t.device().type() == kType; }
+
+void check_device(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(is_device(t), "opencl: ", what, " must be an opencl tensor, got ",
+              t.defined() ? t.device().str() : std::string("an undefined tensor"));
+}
+
+void check_float(const at::Tensor& t, const char* what) {
+  check_device(t, what);
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "opencl: ", what, " must be float32, got ", t.scalar_type());
+}
+
+DeviceSpan span(const at::Tensor& t) {
+  const size_t item = t.element_size();
+  const char* first = static_cast<const char*>(t.storage().data()) + t.storage_offset() * item;
+  const Location where = Allocator::get().locate(first);
+  TORCH_CHECK(where.offset / item <= size_t(INT_MAX), "opencl: tensor offset past 2^31 elements");
+  return DeviceSpan{where.mem, static_cast<int>(where.offset / item)};
+}
+
+at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype) {
+  return at::empty(sizes, at::TensorOptions().device(kType, 0).dtype(dtype));
+}
+
+at::Tensor contiguous(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+
+// ---------------------------------------------------------------------------------
+// Launches
+
+Launch::Launch(cl_kernel kernel) : lock_(Device::get().mutex()), kernel_(kernel) {}
+
+Launch& Launch::raw(const void* value, size_t size) {
+  CL_CHECK(clSetKernelArg(kernel_, index_, size, value));
+  ++index_;
+  return *this;
+}
+
+Launch& Launch::mem(cl_mem m) { return raw(&m, sizeof(m)); }
+
+Launch& Launch::tensor(const at::Tensor& t) {
+  if (t.numel() == 0 || t.storage().data() == nullptr) {
+    // Nothing is read or written; any valid buffer stands in.
+    cl_mem none = nullptr;
+    raw(&none, sizeof(none));
+    return i32(0);
+  }
+  const DeviceSpan s = span(t);
+  mem(s.mem);
+  return i32(s.offset);
+}
+
+Launch& Launch::i32(int v) { return raw(&v, sizeof(v)); }
+Launch& Launch::i64(int64_t v) {
+  const cl_long value = v;
+  return raw(&value, sizeof(value));
+}
+Launch& Launch::f32(float v) { return raw(&v, sizeof(v)); }
+
+void Launch::run(cl_uint dims, const size_t* global, const size_t* local) {
+  Device::get().launch(kernel_, dims, global, local);
+}
+
+void Launch::run1(size_t n, size_t group) {
+  // On CPUs (PoCL) a fixed work-group of 64: PoCL compiles a kernel anew for each
+  // work-group size, and one it picks itself changes with the global size.
+  if (Device::get().is_cpu()) group = 64;
+  if (group == 0) {
+    const size_t global[1] = {n};
+    run(1, global, nullptr);
+    return;
+  }
+  const size_t global[1] = {round_up(n, group)};
+  const size_t local[1] = {group};
+  run(1, global, local);
+}
+
+ScalarArg::ScalarArg(double value, at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: {
+      const float v = static_cast<float>(value);
+      std::memcpy(bytes, &v, sizeof(v));
+      size = sizeof(v);
+      break;
+    }
+    case at::kLong: {
+      const cl_long v = static_cast<cl_long>(value);
+      std::memcpy(bytes, &v, sizeof(v));
+      size = sizeof(v);
+      break;
+    }
+    case at::kInt: {
+      const cl_int v = static_cast<cl_int>(value);
+      std::memcpy(bytes, &v, sizeof(v));
+      size = sizeof(v);
+      break;
+    }
+    case at::kShort: {
+      const cl_short v = static_cast<cl_short>(value);
+      std::memcpy(bytes, &v, sizeof(v));
+      size = sizeof(v);
+      break;
+    }
+    case at::kBool:
+    case at::kByte:
+    case at::kChar: {
+      const unsigned char v = static_cast<unsigned char>(type == at::kBool ? value != 0 : value);
+      bytes[0] = v;
+      size = 1;
+      break;
+    }
+    default:
+      TORCH_CHECK_TYPE(false, "opencl: cannot compute in ", type);
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Elementwise
+
+Operand::Operand(const at::Tensor& t) {
+  if (!is_device(t) && t.dim() == 0 && t.device().is_cpu()) {
+    number = t.item<double>();
+    tensor = t;  // kept for type promotion only
+  } else {
+    tensor = t;
+  }
+}
+
+Operand::Operand(const at::Scalar& value) : number(value.toDouble()) {
+  tensor = at::scalar_to_tensor(value);
+  tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+}
+
+at::ScalarType promoted(std::initializer_list<Operand> inputs) {
+  at::native::ResultTypeState state = {};
+  for (const Operand& in : inputs) state = at::native::update_result_type_state(in.tensor, state);
+  return at::native::result_type(state);
+}
+
+namespace {
+
+constexpr int kMaxDims = 6;  // MAX_DIMS in elementwise.cl
+constexpr int kOperands = 4;
+
+// The kernel's Layout, as elementwise.cl declares it (ints only: no padding).
+struct Layout {
+  cl_int ndim;
+  cl_int size[kMaxDims];
+  cl_int stride[kOperands][kMaxDims];
+};
+
+}  // namespace
+
+void elementwise(const std::string& op, const at::Tensor& out, std::initializer_list<Operand> inputs,
+                 at::ScalarType compute, double s0, double s1) {
+  check_device(out, "output");
+  if (out.numel() == 0) return;
+  TORCH_CHECK(out.numel() <= INT_MAX, "opencl: ", op, " on more than 2^31 elements is not supported");
+  const std::vector<Operand> ins(inputs);
+  TORCH_CHECK(ins.size() <= 3, "opencl: elementwise ops take at most 3 inputs");
+  const int64_t nd = out.dim();
+
+  // Strides of every operand in the output's shape (0 where broadcast or a number).
+  std::vector<int64_t> sizes(out.sizes().begin(), out.sizes().end());
+  std::vector<std::vector<int64_t>> strides(kOperands, std::vector<int64_t>(nd, 0));
+  for (int64_t d = 0; d < nd; ++d) strides[0][d] = out.stride(d);
+  for (size_t k = 0; k < ins.size(); ++k) {
+    if (ins[k].number) continue;
+    const at::Tensor& t = ins[k].tensor;
+    check_device(t, "input");
+    TORCH_CHECK(t.dim() <= nd, "opencl: ", op, ": input of shape ", t.sizes(), " does not broadcast to ",
+                out.sizes());
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      const int64_t od = nd - t.dim() + d;
+      TORCH_CHECK(t.size(d) == sizes[od] || t.size(d) == 1, "opencl: ", op, ": input of shape ", t.sizes(),
+                  " does not broadcast to ", out.sizes());
+      strides[k + 1][od] = t.size(d) == 1 ? 0 : t.stride(d);
+    }
+  }
+
+  // Drop dimensions of size 1, then merge neighbours that every operand walks as one.
+  std::vector<int64_t> csize;
+  std::vector<std::vector<int64_t>> cstride(kOperands);
+  for (int64_t d = 0; d < nd; ++d) {
+    if (sizes[d] == 1) continue;
+    bool merge = !csize.empty();
+    for (int k = 0; k < kOperands && merge; ++k) merge = cstride[k].back() == strides[k][d] * sizes[d];
+    if (merge) {
+      csize.back() *= sizes[d];
+      for (int k = 0; k < kOperands; ++k) cstride[k].back() = strides[k][d];
+    } else {
+      csize.push_back(sizes[d]);
+      for (int k = 0; k < kOperands; ++k) cstride[k].push_back(strides[k][d]);
+    }
+  }
+  bool contig = csize.size() <= 1;
+  for (size_t k = 0; k < ins.size() + 1 && contig; ++k) {
+    const bool number = k > 0 && ins[k - 1].number.has_value();
+    contig = number || csize.empty() || cstride[k][0] == 1;
+  }
+  TORCH_CHECK(contig || csize.size() <= size_t(kMaxDims), "opencl: ", op, " over ", csize.size(),
+              " non-mergeable dimensions; at most ", kMaxDims, " are supported");
+
+  const char* ct = cl_type(compute);
+  std::string options = "-DOP_" + op + " -DNIN=" + std::to_string(ins.size()) + " -DCT=" + ct;
+  options += std::string(" -DTO=") + cl_type(out.scalar_type(), "output");
+  const char* names[3] = {"A", "B", "C"};
+  for (size_t k = 0; k < 3; ++k) {
+    const bool present = k < ins.size();
+    const bool number = present && ins[k].number.has_value();
+    const char* type = present && !number ? cl_type(ins[k].tensor.scalar_type(), "input") : ct;
+    options += std::string(" -DT") + names[k] + "=" + type;
+    if (number) options += std::string(" -D") + names[k] + "_SCALAR";
+  }
+  if (out.scalar_type() == at::kBool) options += " -DOUT_BOOL";
+  const size_t chunk = Device::get().is_cpu() ? 16 : 1;
+  options += " -DCHUNK=" + std::to_string(chunk);
+
+  // Rows of at least 16 elements run 2-D (row offsets once per row), shorter ones 1-D.
+  const int64_t inner = csize.empty() ? 1 : csize.back();
+  const bool rows = !contig && inner >= 16;
+  Device& dev = Device::get();
+  Launch launch(dev.kernel("elementwise.cl", contig ? "ew_contig" : rows ? "ew_strided2" : "ew_strided", options));
+  launch.tensor(out);
+  for (size_t k = 0; k < 3; ++k) {
+    if (k < ins.size() && !ins[k].number) {
+      launch.tensor(ins[k].tensor);
+    } else {
+      launch.tensor(out);  // unused: any buffer of the right kind
+    }
+  }
+  const ScalarArg p0(s0, compute), p1(s1, compute);
+  launch.raw(p0.bytes, p0.size).raw(p1.bytes, p1.size);
+  for (size_t k = 0; k < 3; ++k) {
+    const ScalarArg v(k < ins.size() && ins[k].number ? *ins[k].number : 0.0, compute);
+    launch.raw(v.bytes, v.size);
+  }
+  const int n = static_cast<int>(out.numel());
+  launch.i32(n);
+  if (!contig) {
+    Layout layout{};
+    layout.ndim = static_cast<cl_int>(csize.size());
+    for (size_t d = 0; d < csize.size(); ++d) {
+      layout.size[d] = static_cast<cl_int>(csize[d]);
+      for (int k = 0; k < kOperands; ++k) {
+        TORCH_CHECK(std::abs(cstride[k][d]) <= INT_MAX, "opencl: stride past 2^31 elements");
+        layout.stride[k][d] = static_cast<cl_int>(cstride[k][d]);
+      }
+    }
+    launch.raw(&layout, sizeof(layout));
+  }
+  if (rows) {
+    // Work-groups of up to 64 along a row (a power of two, so few sizes get compiled).
+    const size_t items = (size_t(inner) + chunk - 1) / chunk;
+    size_t group = 1;
+    while (group < items && group < 64) group *= 2;
+    const size_t global[2] = {round_up(items, group), size_t(n / inner)};
+    const size_t local[2] = {group, 1};
+    launch.run(2, global, local);
+    return;
+  }
+  launch.run1(n);
+}
+
+}  // namespace oclf::device

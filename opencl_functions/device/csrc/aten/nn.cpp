@@ -1,0 +1,344 @@
+// Softmax and log-softmax (forward and backward), the NLL loss (so cross-entropy),
+// index_select (so embedding) and the embedding's backward, cat, tril/triu and the
+// infinity tests, on the opencl device (kernels/softmax.cl, kernels/index.cl).
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/WrapDimUtils.h>
+#include <torch/library.h>
+
+#include "pointwise.h"
+
+namespace oclf::device {
+
+namespace {
+
+size_t group_size() { return Device::get().is_cpu() ? 64 : 256; }
+
+// ---- softmax ------------------------------------------------------------------------------
+
+// x as (outer, D, inner) around dimension `dim`.
+std::tuple<int64_t, int64_t, int64_t> around(const at::Tensor& x, int64_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  return {outer, x.dim() == 0 ? 1 : x.size(dim), inner};
+}
+
+void run_rows(Launch& launch, int64_t rows) {
+  const size_t g = group_size();
+  const size_t global[1] = {size_t(rows) * g};
+  const size_t local[1] = {g};
+  launch.run(1, global, local);
+}
+
+std::string softmax_options(bool log) {
+  return "-DGROUP=" + std::to_string(group_size()) + (log ? " -DLOG" : "");
+}
+
+template <bool Log>
+at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  check_float(self, "input");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return out;
+  const at::Tensor x = contiguous(self);
+  at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), at::kFloat);
+  const auto [outer, D, inner] = around(x, d);
+  Launch launch(Device::get().kernel("softmax.cl", "softmax_forward", softmax_options(Log)));
+  launch.tensor(x).tensor(y).i32(int(D)).i32(int(inner));
+  run_rows(launch, outer * inner);
+  if (!y.is_same(out)) out.copy_(y);
+  return out;
+}
+
+template <bool Log>
+at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  at::Tensor out = empty_device(self.sizes(), at::kFloat);
+  return softmax_out<Log>(self, dim, half_to_float, out);
+}
+
+template <bool Log>
+at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 at::ScalarType input_dtype, at::Tensor& grad_input) {
+  check_float(output, "output");
+  const int64_t d = at::maybe_wrap_dim(dim, output.dim());
+  at::native::resize_output(grad_input, output.sizes());
+  if (output.numel() == 0) return grad_input;
+  at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(output.sizes(), at::kFloat);
+  const auto [outer, D, inner] = around(output, d);
+  Launch launch(Device::get().kernel("softmax.cl", "softmax_backward", softmax_options(Log)));
+  launch.tensor(contiguous(grad_output)).tensor(contiguous(output)).tensor(dx).i32(int(D)).i32(int(inner));
+  run_rows(launch, outer * inner);
+  if (!dx.is_same(grad_input)) grad_input.copy_(dx);
+  return grad_input;
+}
+
+template <bool Log>
+at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                            at::ScalarType input_dtype) {
+  at::Tensor grad_input = empty_device(output.sizes(), at::kFloat);
+  return softmax_backward_out<Log>(grad_output, output, dim, input_dtype, grad_input);
+}
+
+// ---- NLL loss -----------------------------------------------------------------------------
+
+void check_nll(const at::Tensor& self, const at::Tensor& target) {
+  check_float(self, "input");
+  check_device(target, "target");
+  TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "opencl: nll_loss: input must be 1-D or 2-D, got ", self.sizes());
+  TORCH_CHECK_TYPE(target.scalar_type() == at::kLong, "opencl: nll_loss: target must be int64, got ",
+                   target.scalar_type());
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nll_out(const at::Tensor& self, const at::Tensor& target,
+                                             const std::optional<at::Tensor>& weight, int64_t reduction,
+                                             c10::SymInt ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+  check_nll(self, target);
+  const int64_t N = self.dim() == 2 ? self.size(0) : 1, C = self.size(-1);
+  at::native::resize_output(output, reduction == 0 && self.dim() == 2 ? at::IntArrayRef{N} : at::IntArrayRef{});
+  at::native::resize_output(total_weight, {});
+  const bool has_w = weight && weight->defined();
+  const at::Tensor x = contiguous(self);
+  const size_t g = group_size();
+  Launch launch(Device::get().kernel("softmax.cl", "nll_forward", softmax_options(false)));
+  launch.tensor(x).tensor(contiguous(target)).tensor(has_w ? contiguous(*weight) : x).tensor(output);
+  launch.tensor(total_weight).i32(has_w).i32(int(reduction)).i32(int(ignore_index.expect_int()));
+  launch.i32(int(N)).i32(int(C));
+  const size_t global[1] = {g};
+  const size_t local[1] = {g};
+  launch.run(1, global, local);
+  return {output, total_weight};
+}
+
+std::tuple<at::Tensor, at::Tensor> nll(const at::Tensor& self, const at::Tensor& target,
+                                       const std::optional<at::Tensor>& weight, int64_t reduction,
+                                       c10::SymInt ignore_index) {
+  at::Tensor output = empty_device({0}, at::kFloat), total = empty_device({0}, at::kFloat);
+  nll_out(self, target, weight, reduction, ignore_index, output, total);
+  return {output, total};
+}
+
+at::Tensor& nll_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                             const at::Tensor& total_weight, at::Tensor& grad_input) {
+  check_nll(self, target);
+  const int64_t N = self.dim() == 2 ? self.size(0) : 1, C = self.size(-1);
+  at::native::resize_output(grad_input, self.sizes());
+  at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), at::kFloat);
+  dx.zero_();
+  const bool has_w = weight && weight->defined();
+  Launch launch(Device::get().kernel("softmax.cl", "nll_backward", softmax_options(false)));
+  launch.tensor(contiguous(grad_output)).tensor(contiguous(target)).tensor(has_w ? contiguous(*weight) : dx);
+  launch.tensor(total_weight).tensor(dx).i32(has_w).i32(int(reduction)).i32(int(ignore_index.expect_int()));
+  launch.i32(int(N)).i32(int(C)).run1(size_t(N));
+  if (!dx.is_same(grad_input)) grad_input.copy_(dx);
+  return grad_input;
+}
+
+at::Tensor nll_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                        const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                        const at::Tensor& total_weight) {
+  at::Tensor grad_input = empty_device(self.sizes(), at::kFloat);
+  return nll_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+}
+
+// ---- indexing -----------------------------------------------------------------------------
+
+std::string typed(const at::Tensor& t) { return std::string("-DT=") + cl_type(t.scalar_type()); }
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  check_device(self, "self");
+  check_device(index, "index");
+  TORCH_CHECK(index.dim() <= 1, "opencl: index_select: index must be 0-D or 1-D, got ", index.sizes());
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor idx = contiguous(index.scalar_type() == at::kLong ? index : index.to(at::kLong));
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (!shape.empty()) shape[d] = idx.numel();
+  at::Tensor y = empty_device(shape, self.scalar_type());
+  if (y.numel() == 0) return y;
+  const at::Tensor x = contiguous(self);
+  const auto [outer, D, inner] = around(x, d);
+  Launch launch(Device::get().kernel("index.cl", "index_select", typed(x)));
+  launch.tensor(x).tensor(idx).tensor(y).i32(int(D)).i32(int(idx.numel())).i32(int(inner)).i32(int(y.numel()));
+  launch.run1(size_t(y.numel()));
+  return y;
+}
+
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          const at::Scalar& alpha, at::Tensor& out) {
+  check_device(self, "self");
+  check_device(source, "source");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+  }
+  at::Tensor y = out.is_contiguous() ? out : out.contiguous();
+  const at::Tensor idx = contiguous(index.scalar_type() == at::kLong ? index : index.to(at::kLong));
+  const at::Tensor src = contiguous(source.to(y.scalar_type()));
+  const auto [outer, D, inner] = around(y, d);
+  const ScalarArg a(alpha.toDouble(), y.scalar_type());
+  Launch launch(Device::get().kernel("index.cl", "index_add", typed(y)));
+  launch.tensor(y).tensor(idx).tensor(src).raw(a.bytes, a.size).i32(int(D)).i32(int(idx.numel())).i32(int(inner));
+  launch.i32(int(outer * inner)).run1(size_t(outer * inner));
+  if (!y.is_same(out)) out.copy_(y);
+  return out;
+}
+
+at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                     const at::Scalar& alpha) {
+  at::Tensor out = empty_device(self.sizes(), self.scalar_type());
+  return index_add_out(self, dim, index, source, alpha, out);
+}
+
+at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                       const at::Scalar& alpha) {
+  return index_add_out(self, dim, index, source, alpha, self);
+}
+
+at::Tensor embedding_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
+                              c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!scale_grad_by_freq, "opencl: embedding with scale_grad_by_freq has no OpenCL kernel");
+  check_float(grad_output, "grad_output");
+  const int64_t E = grad_output.size(-1), V = num_weights.expect_int();
+  const at::Tensor idx = contiguous(indices.scalar_type() == at::kLong ? indices : indices.to(at::kLong));
+  at::Tensor dw = empty_device({V, E}, at::kFloat);
+  dw.zero_();
+  Launch launch(Device::get().kernel("index.cl", "embedding_backward", ""));
+  launch.tensor(contiguous(grad_output)).tensor(idx).tensor(dw).i32(int(idx.numel())).i32(int(E));
+  launch.i32(int(padding_idx.expect_int())).run1(size_t(E));
+  return dw;
+}
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& t : tensors) {
+    if (t.dim() == 1 && t.numel() == 0) continue;  // torch skips legacy empty tensors
+    parts.push_back(t);
+  }
+  TORCH_CHECK(!parts.empty(), "opencl: cat: expected a non-empty list of tensors");
+  const int64_t d = at::maybe_wrap_dim(dim, parts[0].dim());
+  std::vector<int64_t> shape(parts[0].sizes().begin(), parts[0].sizes().end());
+  shape[d] = 0;
+  for (const at::Tensor& t : parts) shape[d] += t.size(d);
+  at::native::resize_output(out, shape);
+  int64_t at_index = 0;
+  for (const at::Tensor& t : parts) {
+    out.narrow(d, at_index, t.size(d)).copy_(t);
+    at_index += t.size(d);
+  }
+  return out;
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  at::ScalarType type = at::kBool;
+  bool first = true;
+  for (const at::Tensor& t : tensors) {
+    type = first ? t.scalar_type() : at::promote_types(type, t.scalar_type());
+    first = false;
+  }
+  at::Tensor out = empty_device({0}, type);
+  return cat_out(tensors, dim, out);
+}
+
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  check_device(out, "out");
+  const double first = start.toDouble(), last = end.toDouble(), by = step.toDouble();
+  TORCH_CHECK(by != 0 && (last - first) / by >= 0, "opencl: arange: bad range from ", first, " to ", last,
+              " by ", by);
+  const int64_t n = static_cast<int64_t>(std::ceil((last - first) / by));
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  at::Tensor y = out.is_contiguous() ? out : empty_device({n}, out.scalar_type());
+  const ScalarArg a(first, y.scalar_type()), b(by, y.scalar_type());
+  Launch launch(Device::get().kernel("index.cl", "arange", typed(y)));
+  launch.tensor(y).raw(a.bytes, a.size).raw(b.bytes, b.size).i32(int(n)).run1(size_t(n));
+  if (!y.is_same(out)) out.copy_(y);
+  return out;
+}
+
+// Dropout with a seed drawn from torch's CPU generator, so torch.manual_seed repeats it.
+std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  check_float(input, "input");
+  const at::Tensor x = contiguous(input);
+  at::Tensor y = empty_device(x.sizes(), at::kFloat), mask = empty_device(x.sizes(), at::kBool);
+  if (!train.value_or(true) || p == 0) {
+    y.copy_(x);
+    mask.fill_(true);
+    return {y, mask};
+  }
+  uint64_t seed = 0;
+  {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    seed = at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
+  }
+  const cl_uint lo = cl_uint(seed), hi = cl_uint(seed >> 32);
+  const float scale = p >= 1 ? 0.0f : float(1.0 / (1.0 - p));
+  Launch launch(Device::get().kernel("index.cl", "dropout", ""));
+  launch.tensor(x).tensor(y).tensor(mask).raw(&lo, sizeof(lo)).raw(&hi, sizeof(hi)).f32(float(p)).f32(scale);
+  launch.i32(int(x.numel())).run1(size_t(x.numel()));
+  return {y, mask};
+}
+
+at::Tensor dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  return apply("dropout_backward", Out::Same, {grad_output, mask}, scale);
+}
+
+template <bool Lower>
+at::Tensor& triangle_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out) {
+  check_device(self, "self");
+  TORCH_CHECK(self.dim() >= 2, "opencl: tril/triu: input must have at least 2 dimensions, got ", self.sizes());
+  at::native::resize_output(out, self.sizes());
+  at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), self.scalar_type());
+  if (y.numel() == 0) return out;
+  const at::Tensor x = contiguous(self);
+  Launch launch(Device::get().kernel("index.cl", "triangle", typed(x) + (Lower ? " -DLOWER" : "")));
+  launch.tensor(x).tensor(y).i32(int(x.size(-2))).i32(int(x.size(-1))).i32(int(diagonal.expect_int()));
+  launch.i32(int(y.numel())).run1(size_t(y.numel()));
+  if (!y.is_same(out)) out.copy_(y);
+  return out;
+}
+
+template <bool Lower>
+at::Tensor triangle(const at::Tensor& self, c10::SymInt diagonal) {
+  at::Tensor out = empty_device(self.sizes(), self.scalar_type());
+  return triangle_out<Lower>(self, diagonal, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_softmax", softmax<false>);
+  m.impl("_softmax.out", softmax_out<false>);
+  m.impl("_log_softmax", softmax<true>);
+  m.impl("_log_softmax.out", softmax_out<true>);
+  m.impl("_softmax_backward_data", softmax_backward<false>);
+  m.impl("_softmax_backward_data.out", softmax_backward_out<false>);
+  m.impl("_log_softmax_backward_data", softmax_backward<true>);
+  m.impl("_log_softmax_backward_data.out", softmax_backward_out<true>);
+  m.impl("nll_loss_forward", nll);
+  m.impl("nll_loss_forward.output", nll_out);
+  m.impl("nll_loss_backward", nll_backward);
+  m.impl("nll_loss_backward.grad_input", nll_backward_out);
+  m.impl("index_select", index_select);
+  m.impl("index_add", index_add);
+  m.impl("index_add_", index_add_);
+  m.impl("index_add.out", index_add_out);
+  m.impl("embedding_dense_backward", embedding_backward);
+  m.impl("cat", cat);
+  m.impl("cat.out", cat_out);
+  m.impl("arange.start_out", arange_out);
+  m.impl("native_dropout", dropout);
+  m.impl("native_dropout_backward", dropout_backward);
+  m.impl("tril", triangle<true>);
+  m.impl("tril.out", triangle_out<true>);
+  m.impl("triu", triangle<false>);
+  m.impl("triu.out", triangle_out<false>);
+  m.impl("isneginf", unary<opname::isneginf, Out::Bool>);
+  m.impl("isneginf.out", unary_out<opname::isneginf, Out::Bool>);
+  m.impl("isposinf", unary<opname::isposinf, Out::Bool>);
+  m.impl("isposinf.out", unary_out<opname::isposinf, Out::Bool>);
+  m.impl("isinf", unary<opname::isinf, Out::Bool>);
+}
+
+}  // namespace oclf::device

@@ -1,0 +1,192 @@
+// Batch norm (training and eval, forward and backward) and layer norm (forward and
+// backward) on the opencl device, kernels/norm.cl. Inputs are made contiguous (N, C, ...).
+#include <torch/library.h>
+
+#include "common.h"
+
+namespace oclf::device {
+
+namespace {
+
+size_t group_size() { return Device::get().is_cpu() ? 64 : 256; }
+
+size_t chunk() { return Device::get().is_cpu() ? 16 : 1; }
+
+std::string options() { return "-DGROUP=" + std::to_string(group_size()) + " -DCHUNK=" + std::to_string(chunk()); }
+
+cl_kernel norm_kernel(const char* name) { return Device::get().kernel("norm.cl", name, options()); }
+
+// An optional tensor as a kernel argument: itself, or `stand_in` when absent (unread).
+const at::Tensor& or_else(const std::optional<at::Tensor>& t, const at::Tensor& stand_in) {
+  return t && t->defined() ? *t : stand_in;
+}
+
+bool given(const std::optional<at::Tensor>& t) { return t && t->defined(); }
+
+// NDRange (ceil(HW / chunk), planes) for the per-pixel batch norm kernels: work-groups of
+// up to 64 along a plane, a power of two (few sizes to compile).
+void run_planes(Launch& launch, int HW, int64_t planes) {
+  const size_t items = (size_t(HW) + chunk() - 1) / chunk();
+  size_t group = 1;
+  while (group < items && group < 64) group *= 2;
+  const size_t global[2] = {round_up(items, group), size_t(planes)};
+  const size_t local[2] = {group, 1};
+  launch.run(2, global, local);
+}
+
+void run_groups(Launch& launch, size_t groups) {
+  const size_t g = group_size();
+  const size_t global[1] = {groups * g};
+  const size_t local[1] = {g};
+  launch.run(1, global, local);
+}
+
+// ---- batch norm ---------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& input,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias,
+                                                          const std::optional<at::Tensor>& running_mean,
+                                                          const std::optional<at::Tensor>& running_var,
+                                                          bool training, double momentum, double eps) {
+  check_float(input, "input");
+  TORCH_CHECK(input.dim() >= 2, "opencl: batch_norm: input must have at least 2 dimensions, got ", input.sizes());
+  const at::Tensor x = contiguous(input);
+  const int N = int(x.size(0)), C = int(x.size(1));
+  const int HW = N * C == 0 ? 0 : int(x.numel() / (int64_t(N) * C));
+  at::Tensor y = empty_device(x.sizes(), at::kFloat);
+  at::Tensor mean = empty_device({training ? C : 0}, at::kFloat);
+  at::Tensor invstd = empty_device({training ? C : 0}, at::kFloat);
+  if (x.numel() == 0) return {y, mean, invstd};
+  const bool running = given(running_mean) && given(running_var);
+  TORCH_CHECK(training || running, "opencl: batch_norm in eval mode needs running_mean and running_var");
+  if (training) {
+    Launch stats(norm_kernel("bn_stats"));
+    stats.tensor(x).tensor(mean).tensor(invstd);
+    stats.tensor(or_else(running_mean, mean)).tensor(or_else(running_var, invstd));
+    stats.i32(running).i32(N).i32(C).i32(HW).f32(float(eps)).f32(float(momentum));
+    run_groups(stats, size_t(C));
+  }
+  const at::Tensor& m = training ? mean : *running_mean;
+  const at::Tensor& s = training ? invstd : *running_var;
+  Launch apply(Device::get().kernel("norm.cl", "bn_apply", options()));
+  apply.tensor(x).tensor(y).tensor(m).tensor(s).tensor(or_else(weight, x)).tensor(or_else(bias, x));
+  apply.i32(given(weight)).i32(given(bias)).i32(!training).i32(C).i32(HW).f32(float(eps));
+  run_planes(apply, HW, int64_t(N) * C);
+  return {y, mean, invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask) {
+  check_float(input, "input");
+  check_float(grad_out, "grad_out");
+  const at::Tensor x = contiguous(input), dy = contiguous(grad_out);
+  const int N = int(x.size(0)), C = int(x.size(1));
+  const int HW = N * C == 0 ? 0 : int(x.numel() / (int64_t(N) * C));
+  // Training uses the batch's statistics, eval the running ones (a variance: use_var).
+  const at::Tensor& m = train ? *save_mean : *running_mean;
+  const at::Tensor& s = train ? *save_invstd : *running_var;
+  const bool use_var = !train;
+  at::Tensor sum_dy = empty_device({C}, at::kFloat), sum_dy_xhat = empty_device({C}, at::kFloat);
+  if (x.numel() == 0) {
+    sum_dy.zero_();
+    sum_dy_xhat.zero_();
+  } else if (train || output_mask[1] || output_mask[2]) {
+    Launch reduce(norm_kernel("bn_backward_reduce"));
+    reduce.tensor(dy).tensor(x).tensor(m).tensor(s).tensor(sum_dy).tensor(sum_dy_xhat);
+    reduce.i32(use_var).i32(N).i32(C).i32(HW).f32(float(eps));
+    run_groups(reduce, size_t(C));
+  }
+  at::Tensor dx;
+  if (output_mask[0]) {
+    dx = empty_device(x.sizes(), at::kFloat);
+    Launch back(Device::get().kernel("norm.cl", "bn_backward_input", options()));
+    back.tensor(dy).tensor(x).tensor(m).tensor(s).tensor(or_else(weight, x)).tensor(sum_dy).tensor(sum_dy_xhat);
+    back.tensor(dx).i32(given(weight)).i32(train).i32(use_var).i32(N).i32(C).i32(HW).f32(float(eps));
+    run_planes(back, HW, int64_t(N) * C);
+  }
+  return {dx, output_mask[1] ? sum_dy_xhat : at::Tensor(), output_mask[2] ? sum_dy : at::Tensor()};
+}
+
+// ---- layer norm ---------------------------------------------------------------------------
+
+// Rows M and row length D of a layer norm over the last `normalized` dimensions.
+std::pair<int64_t, int64_t> rows(const at::Tensor& x, at::IntArrayRef normalized) {
+  const int64_t axis = x.dim() - int64_t(normalized.size());
+  TORCH_CHECK(axis >= 0 && x.sizes().slice(axis).equals(normalized), "opencl: layer_norm: normalized_shape ",
+              normalized, " does not match the input's trailing dimensions ", x.sizes());
+  int64_t d = 1;
+  for (int64_t s : normalized) d *= s;
+  return {d == 0 ? 0 : x.numel() / d, d};
+}
+
+// mean and rstd have the input's leading dimensions followed by ones, as torch returns them.
+std::vector<int64_t> stat_shape(const at::Tensor& x, size_t normalized) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  for (size_t k = 0; k < normalized; ++k) shape[shape.size() - 1 - k] = 1;
+  return shape;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input, c10::SymIntArrayRef shape,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias, double eps) {
+  check_float(input, "input");
+  const at::IntArrayRef normalized = C10_AS_INTARRAYREF_SLOW(shape);
+  const at::Tensor x = contiguous(input);
+  const auto [M, D] = rows(x, normalized);
+  at::Tensor y = empty_device(x.sizes(), at::kFloat);
+  at::Tensor mean = empty_device(stat_shape(x, normalized.size()), at::kFloat);
+  at::Tensor rstd = empty_device(stat_shape(x, normalized.size()), at::kFloat);
+  if (M == 0 || D == 0) return {y, mean, rstd};
+  const at::Tensor w = given(weight) ? contiguous(*weight) : x, b = given(bias) ? contiguous(*bias) : x;
+  Launch launch(norm_kernel("ln_forward"));
+  launch.tensor(x).tensor(y).tensor(w).tensor(b).tensor(mean).tensor(rstd);
+  launch.i32(given(weight)).i32(given(bias)).i32(int(D)).f32(float(eps));
+  run_groups(launch, size_t(M));
+  return {y, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> output_mask) {
+  check_float(input, "input");
+  check_float(grad_out, "grad_out");
+  const at::IntArrayRef normalized = C10_AS_INTARRAYREF_SLOW(shape);
+  const at::Tensor x = contiguous(input), dy = contiguous(grad_out);
+  const at::Tensor m = contiguous(mean), r = contiguous(rstd);
+  const auto [M, D] = rows(x, normalized);
+  at::Tensor dx, dw, db;
+  if (output_mask[0]) {
+    dx = empty_device(x.sizes(), at::kFloat);
+    if (M > 0 && D > 0) {
+      const at::Tensor w = given(weight) ? contiguous(*weight) : x;
+      Launch launch(norm_kernel("ln_backward_input"));
+      launch.tensor(dy).tensor(x).tensor(m).tensor(r).tensor(w).tensor(dx).i32(given(weight)).i32(int(D));
+      run_groups(launch, size_t(M));
+    }
+  }
+  if (output_mask[1]) dw = empty_device(normalized, at::kFloat);
+  if (output_mask[2]) db = empty_device(normalized, at::kFloat);
+  if ((output_mask[1] || output_mask[2]) && D > 0) {
+    Launch launch(Device::get().kernel("norm.cl", "ln_backward_params", options()));
+    launch.tensor(dy).tensor(x).tensor(m).tensor(r).tensor(dw.defined() ? dw : x).tensor(db.defined() ? db : x);
+    launch.i32(dw.defined()).i32(db.defined()).i32(int(M)).i32(int(D));
+    launch.run1(size_t(D));
+  }
+  return {dx, dw, db};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", batch_norm);
+  m.impl("native_batch_norm_backward", batch_norm_backward);
+  m.impl("native_layer_norm", layer_norm);
+  m.impl("native_layer_norm_backward", layer_norm_backward);
+}
+
+}  // namespace oclf::device

@@ -1,0 +1,295 @@
+// Reductions of the opencl device (kernels/reduce.cl): sum, mean, prod, amax/amin,
+// max/min (with indices), argmax/argmin, all/any and the vector norm, over any dimensions
+// of a strided tensor, keepdim or not.
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/ReduceOpsUtils.h>
+#include <torch/library.h>
+
+#include <climits>
+
+#include "pointwise.h"
+
+namespace oclf::device {
+
+namespace {
+
+constexpr int kMaxDims = 6;  // MAX_DIMS in reduce.cl
+constexpr size_t kGroup = 256;
+
+struct Dims {
+  cl_int ndim = 0;
+  cl_int size[kMaxDims] = {0};
+  cl_int stride[kMaxDims] = {0};
+};
+
+// Sizes and strides with size-1 dimensions dropped and neighbours merged where the
+// strides allow (the outer one's stride is the inner one's times its size).
+Dims merged(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  std::vector<int64_t> s, t;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;
+    if (!s.empty() && t.back() == strides[d] * sizes[d]) {
+      s.back() *= sizes[d];
+      t.back() = strides[d];
+    } else {
+      s.push_back(sizes[d]);
+      t.push_back(strides[d]);
+    }
+  }
+  TORCH_CHECK(s.size() <= size_t(kMaxDims), "opencl: reduction over a layout of ", s.size(),
+              " non-mergeable dimensions; at most ", kMaxDims, " are supported");
+  Dims out;
+  out.ndim = static_cast<cl_int>(s.size());
+  for (size_t d = 0; d < s.size(); ++d) {
+    out.size[d] = static_cast<cl_int>(s[d]);
+    out.stride[d] = static_cast<cl_int>(t[d]);
+  }
+  return out;
+}
+
+const char* lowest(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "(-INFINITY)";
+    case at::kLong: return "LONG_MIN";
+    case at::kInt: return "INT_MIN";
+    default: return "0";
+  }
+}
+
+const char* highest(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "INFINITY";
+    case at::kLong: return "LONG_MAX";
+    case at::kInt: return "INT_MAX";
+    case at::kBool: return "1";
+    default: return "255";
+  }
+}
+
+// Reduces `self` over `dims` (all when empty) into `values` (and `indices` for max/min
+// and the arg reductions), both contiguous with the kept dimensions' shape.
+// `acc` is the accumulator type; mean passes scale = 1/R.
+void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims, const at::Tensor& values,
+            const at::Tensor& indices, at::ScalarType acc, bool scale_by_count = false) {
+  check_device(self, "input");
+  const int64_t nd = self.dim();
+  std::vector<bool> reduced(nd, dims.empty());
+  for (int64_t d : dims) reduced[at::maybe_wrap_dim(d, nd)] = true;
+  std::vector<int64_t> kept_size, kept_stride, red_size, red_stride;
+  for (int64_t d = 0; d < nd; ++d) {
+    (reduced[d] ? red_size : kept_size).push_back(self.size(d));
+    (reduced[d] ? red_stride : kept_stride).push_back(self.stride(d));
+  }
+  int64_t count = 1, outputs = 1;
+  for (int64_t s : red_size) count *= s;
+  for (int64_t s : kept_size) outputs *= s;
+  if (outputs == 0) return;
+  TORCH_CHECK(self.numel() <= INT_MAX, "opencl: reductions over more than 2^31 elements are not supported");
+  const bool arg = op == "argmax" || op == "argmin";
+  TORCH_CHECK(count > 0 || (op != "max" && op != "min" && !arg), "opencl: ", op,
+              "(): cannot reduce over a zero-size dimension");
+
+  const at::ScalarType in_type = self.scalar_type();
+  const at::ScalarType out_type = values.defined() ? values.scalar_type() : in_type;
+  const bool group = count >= 64 && outputs < 4096;
+  std::string options = "-DOP_" + op + " -DTI=" + cl_type(in_type) + " -DTO=" + cl_type(out_type) +
+                        " -DACC=" + cl_type(acc) + " -DLOWEST=" + lowest(acc) + " -DHIGHEST=" + highest(acc) +
+                        " -DGROUP=" + std::to_string(kGroup);
+  const Dims kept = merged(kept_size, kept_stride), red = merged(red_size, red_stride);
+  const float scale = scale_by_count ? 1.0f / static_cast<float>(std::max<int64_t>(count, 1)) : 1.0f;
+
+  Launch launch(Device::get().kernel("reduce.cl", group ? "reduce_group" : "reduce_item", options));
+  launch.tensor(self);
+  launch.tensor(values.defined() ? values : indices);
+  launch.tensor(indices.defined() ? indices : values);
+  launch.i32(indices.defined() ? 1 : 0);
+  launch.raw(&kept, sizeof(kept)).raw(&red, sizeof(red));
+  launch.i32(static_cast<int>(count)).i32(static_cast<int>(outputs)).f32(scale);
+  if (group) {
+    const size_t global[1] = {size_t(outputs) * kGroup};
+    const size_t local[1] = {kGroup};
+    launch.run(1, global, local);
+  } else {
+    launch.run1(size_t(outputs));
+  }
+}
+
+// The result's shape: reduced dimensions dropped, or kept as size 1.
+std::vector<int64_t> result_shape(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {
+  const int64_t nd = self.dim();
+  std::vector<bool> reduced(nd, dims.empty());
+  for (int64_t d : dims) reduced[at::maybe_wrap_dim(d, nd)] = true;
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!reduced[d]) {
+      shape.push_back(self.size(d));
+    } else if (keepdim) {
+      shape.push_back(1);
+    }
+  }
+  return shape;
+}
+
+at::ScalarType sum_type(at::ScalarType in, std::optional<at::ScalarType> dtype) {
+  if (dtype) return *dtype;
+  return at::isIntegralType(in, /*includeBool=*/true) ? at::kLong : in;
+}
+
+// Writes through a contiguous result when `out` is not contiguous.
+template <typename Fill>
+at::Tensor& into(at::Tensor& out, const std::vector<int64_t>& shape, Fill fill) {
+  at::native::resize_output(out, shape);
+  if (out.is_contiguous()) {
+    fill(out);
+  } else {
+    at::Tensor tmp = empty_device(shape, out.scalar_type());
+    fill(tmp);
+    out.copy_(tmp);
+  }
+  return out;
+}
+
+at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
+  const at::ScalarType acc = sum_type(self.scalar_type(), dtype) == at::kFloat ? at::kFloat : at::kLong;
+  return into(out, result_shape(self, dims, keepdim), [&](const at::Tensor& v) {
+    reduce("sum", self, dims, v, at::Tensor(), acc);
+  });
+}
+
+at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  at::Tensor out = empty_device({0}, sum_type(self.scalar_type(), dtype));
+  return sum_out(self, dim, keepdim, dtype, out);
+}
+
+at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
+  TORCH_CHECK_TYPE(at::isFloatingType(out.scalar_type()), "opencl: mean(): needs a floating point result, got ",
+                   out.scalar_type());
+  return into(out, result_shape(self, dims, keepdim), [&](const at::Tensor& v) {
+    reduce("sum", self, dims, v, at::Tensor(), at::kFloat, /*scale_by_count=*/true);
+  });
+}
+
+at::Tensor mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                std::optional<at::ScalarType> dtype) {
+  at::Tensor out = empty_device({0}, dtype.value_or(self.scalar_type()));
+  return mean_out(self, dim, keepdim, dtype, out);
+}
+
+at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                     at::Tensor& out) {
+  const at::ScalarType acc = sum_type(self.scalar_type(), dtype) == at::kFloat ? at::kFloat : at::kLong;
+  return into(out, result_shape(self, {dim}, keepdim), [&](const at::Tensor& v) {
+    reduce("prod", self, {dim}, v, at::Tensor(), acc);
+  });
+}
+
+at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  const at::ScalarType type = sum_type(self.scalar_type(), dtype);
+  at::Tensor out = empty_device({}, type);
+  reduce("prod", self, {}, out, at::Tensor(), type == at::kFloat ? at::kFloat : at::kLong);
+  return out;
+}
+
+template <const char* op>
+at::Tensor& extreme_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  return into(out, result_shape(self, dim, keepdim), [&](const at::Tensor& v) {
+    reduce(op, self, dim, v, at::Tensor(), self.scalar_type());
+  });
+}
+
+template <const char* op>
+at::Tensor extreme(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  at::Tensor out = empty_device({0}, self.scalar_type());
+  return extreme_out<op>(self, dim, keepdim, out);
+}
+
+template <const char* op>
+at::Tensor extreme_all(const at::Tensor& self) {
+  return extreme<op>(self, {}, false);
+}
+
+template <const char* op>
+std::tuple<at::Tensor, at::Tensor> extreme_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  const std::vector<int64_t> shape = result_shape(self, {dim}, keepdim);
+  at::Tensor values = empty_device(shape, self.scalar_type());
+  at::Tensor indices = empty_device(shape, at::kLong);
+  reduce(op, self, {dim}, values, indices, self.scalar_type());
+  return {values, indices};
+}
+
+template <const char* op>
+at::Tensor arg_extreme(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  const at::Tensor input = dim ? self : self.reshape({-1});
+  const int64_t d = dim.value_or(0);
+  std::vector<int64_t> shape = result_shape(input, {d}, keepdim && dim.has_value());
+  if (!dim && keepdim) shape.assign(self.dim(), 1);
+  at::Tensor indices = empty_device(shape, at::kLong);
+  reduce(op, input, {d}, at::Tensor(), indices, input.scalar_type());
+  return indices;
+}
+
+template <const char* op>
+at::Tensor logical_all(const at::Tensor& self) {
+  at::Tensor out = empty_device({}, at::kBool);
+  reduce(op, self, {}, out, at::Tensor(), at::kInt);
+  return out;
+}
+
+template <const char* op>
+at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  at::Tensor out = empty_device(result_shape(self, {dim}, keepdim), at::kBool);
+  reduce(op, self, {dim}, out, at::Tensor(), at::kInt);
+  return out;
+}
+
+at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype) {
+  check_float(self, "input");
+  const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
+  const double p = ord.toDouble();
+  const std::vector<int64_t> shape = result_shape(self, dims, keepdim);
+  at::Tensor out = empty_device(shape, at::kFloat);
+  if (p == 2.0) {
+    reduce("norm2", self, dims, out, at::Tensor(), at::kFloat);
+  } else if (p == 1.0) {
+    reduce("sum", self.abs(), dims, out, at::Tensor(), at::kFloat);
+  } else if (std::isinf(p)) {
+    reduce(p > 0 ? "max" : "min", self.abs(), dims, out, at::Tensor(), at::kFloat);
+  } else {
+    reduce("sum", self.abs().pow(p), dims, out, at::Tensor(), at::kFloat);
+    out = out.pow(1.0 / p);
+  }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sum.dim_IntList", sum);
+  m.impl("sum.IntList_out", sum_out);
+  m.impl("mean.dim", mean);
+  m.impl("mean.out", mean_out);
+  m.impl("prod.int_out", prod_out);
+  m.impl("prod", prod_all);
+  m.impl("amax", extreme<opname::max>);
+  m.impl("amax.out", extreme_out<opname::max>);
+  m.impl("amin", extreme<opname::min>);
+  m.impl("amin.out", extreme_out<opname::min>);
+  m.impl("max", extreme_all<opname::max>);
+  m.impl("min", extreme_all<opname::min>);
+  m.impl("max.dim", extreme_dim<opname::max>);
+  m.impl("min.dim", extreme_dim<opname::min>);
+  m.impl("argmax", arg_extreme<opname::argmax>);
+  m.impl("argmin", arg_extreme<opname::argmin>);
+  m.impl("all", logical_all<opname::all>);
+  m.impl("any", logical_all<opname::any>);
+  m.impl("all.dim", logical_dim<opname::all>);
+  m.impl("any.dim", logical_dim<opname::any>);
+  m.impl("linalg_vector_norm", vector_norm);
+}
+
+}  // namespace oclf::device

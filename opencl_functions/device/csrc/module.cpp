@@ -1,0 +1,63 @@
+// The Python module opencl_functions.device._C. Importing it registers the device (the
+// static registrations of runtime/ and aten/); the helpers below are torch operators
+// (torch.ops.oclf.*), so no Python binding library is needed.
+#include <Python.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aten/fallback.h"
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+
+namespace oclf::device {
+
+namespace {
+
+void synchronize() {
+  if (Device::available()) Device::get().synchronize();
+}
+
+bool is_available() { return Device::available(); }
+
+std::string device_name() {
+  const DeviceInfo& info = Device::get().info();
+  return info.platform + " / " + info.device + " (" + info.type + ")";
+}
+
+// [allocated, reserved, peak allocated, buffers created, allocations, cache hits,
+//  kernel launches, programs built]
+std::vector<int64_t> memory_stats() {
+  const MemoryStats s = Allocator::get().stats();
+  const bool open = Device::available();
+  return {int64_t(s.allocated),       int64_t(s.reserved),    int64_t(s.peak_allocated),
+          int64_t(s.buffers_created), int64_t(s.allocations), int64_t(s.cache_hits),
+          open ? int64_t(Device::get().launches()) : 0, open ? int64_t(Device::get().programs_built()) : 0};
+}
+
+void empty_cache() { Allocator::get().empty_cache(); }
+
+int64_t bucket_bytes(int64_t bytes) { return int64_t(Allocator::bucket(size_t(bytes))); }
+
+}  // namespace
+
+TORCH_LIBRARY(oclf, m) {
+  m.def("synchronize() -> ()", &synchronize);
+  m.def("is_available() -> bool", &is_available);
+  m.def("device_name() -> str", &device_name);
+  m.def("memory_stats() -> int[]", &memory_stats);
+  m.def("empty_cache() -> ()", &empty_cache);
+  m.def("bucket_bytes(int bytes) -> int", &bucket_bytes);
+  m.def("fallback_ops() -> str[]", &fallback_names);
+  m.def("reset_fallback_ops() -> ()", &reset_fallback_counts);
+}
+
+}  // namespace oclf::device
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C",
+                                        "The opencl device's native part (operators in torch.ops.oclf).", -1,
+                                        nullptr};
+
+PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&module_def); }

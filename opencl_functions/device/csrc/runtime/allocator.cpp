@@ -1,0 +1,147 @@
+// The opencl device's caching allocator (see allocator.h).
+#include "allocator.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace oclf::device {
+
+namespace {
+// Addresses of consecutive blocks are this far apart at least, and aligned to it.
+constexpr size_t kAddressAlign = 4096;
+}  // namespace
+
+Allocator& Allocator::get() {
+  static Allocator* instance = new Allocator();
+  return *instance;
+}
+
+// Buckets: multiples of 512 bytes up to 1 MiB; above, multiples of an eighth of the
+// next lower power of two (at most 12.5 % wasted), so a training loop whose sizes repeat
+// finds its buffers again.
+size_t Allocator::bucket(size_t bytes) {
+  if (bytes <= (size_t(1) << 20)) return round_up(std::max<size_t>(bytes, 1), 512);
+  size_t power = size_t(1) << 20;
+  while (power * 2 <= bytes) power *= 2;
+  return round_up(bytes, power / 8);
+}
+
+c10::DataPtr Allocator::allocate(size_t bytes) {
+  const c10::Device device(c10::DeviceType::PrivateUse1, 0);
+  if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
+  const size_t size = bucket(bytes);
+  Device& dev = Device::get();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.allocations;
+  Block* block = nullptr;
+  auto cached = cache_.find(size);
+  if (cached != cache_.end()) {
+    block = cached->second;
+    cache_.erase(cached);
+    ++stats_.cache_hits;
+  } else {
+    // Past 80 % of device memory, the cached buffers go back first: some drivers (NVIDIA)
+    // create buffers lazily and report a lack of memory only when a kernel first uses one.
+    const size_t limit = dev.info().global_mem_size / 10 * 8;
+    if (stats_.reserved + size > limit) {
+      release_cached();
+    }
+    cl_int status = CL_SUCCESS;
+    cl_mem mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
+    if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
+        status == CL_OUT_OF_HOST_MEMORY) {
+      // Give the cached buffers back and try once more.
+      release_cached();
+      mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
+    }
+    if (status != CL_SUCCESS) {
+      try {
+        CL_CHECK(status);
+      } catch (const Error& err) {  // the CL_* name, with what was asked and what is in use
+        throw Error("opencl: out of device memory allocating " + std::to_string(bytes) + " bytes with " +
+                             std::to_string(stats_.allocated) + " bytes in use: " + err.what(),
+                         status);
+      }
+    }
+    block = new Block{mem, size, next_address_, 0};
+    next_address_ += round_up(size, kAddressAlign) + kAddressAlign;  // a gap: block ends never meet
+    stats_.reserved += size;
+    ++stats_.buffers_created;
+  }
+  block->serial = next_serial_++;
+  live_.emplace(block->base, block);
+  stats_.allocated += size;
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  return c10::DataPtr(reinterpret_cast<void*>(block->base), block, &free_block, device);
+}
+
+void Allocator::free_block(void* context) {
+  if (context != nullptr) get().release(static_cast<Block*>(context));
+}
+
+c10::DeleterFnPtr Allocator::raw_deleter() const { return nullptr; }
+
+void Allocator::release(Block* block) {
+  uint64_t serial = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(block->base);
+    stats_.allocated -= block->size;
+    cache_.emplace(block->size, block);
+    serial = block->serial;
+  }
+  if (on_free_ != nullptr) on_free_(serial);
+}
+
+uint64_t Allocator::serial(const void* address) const {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(address);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.upper_bound(a);
+  if (it != live_.begin()) {
+    --it;
+    if (a >= it->second->base && a <= it->second->base + it->second->size) return it->second->serial;
+  }
+  return 0;
+}
+
+Location Allocator::locate(const void* address) const {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(address);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.upper_bound(a);
+  if (it != live_.begin()) {
+    --it;
+    const Block* block = it->second;
+    if (a >= block->base && a <= block->base + block->size) return Location{block->mem, size_t(a - block->base)};
+  }
+  throw std::invalid_argument("opencl: address " + std::to_string(a) + " is not inside a live device storage");
+}
+
+void Allocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  if (count == 0) return;
+  const Location to = locate(dest), from = locate(src);
+  Device& dev = Device::get();
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  CL_CHECK(clEnqueueCopyBuffer(dev.queue(), from.mem, to.mem, from.offset, to.offset, count, 0, nullptr, nullptr));
+}
+
+MemoryStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Allocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cached();
+}
+
+void Allocator::release_cached() {
+  for (auto& entry : cache_) {
+    clReleaseMemObject(entry.second->mem);
+    stats_.reserved -= entry.second->size;
+    delete entry.second;
+  }
+  cache_.clear();
+}
+
+}  // namespace oclf::device

@@ -1,0 +1,78 @@
+// The opencl device's caching allocator. Each tensor storage is an OpenCL buffer; torch
+// sees it at an address of its own (a reserved range that is never dereferenced), so
+// storage offsets, views and torch's overlap checks work on plain pointers, and
+// locate() maps any address inside a storage back to (cl_mem, byte offset).
+// Freed buffers wait in a cache by size bucket and are reused without clCreateBuffer;
+// reuse is safe without events because the device runs one in-order queue.
+#pragma once
+
+#include <c10/core/Allocator.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "device.h"
+
+namespace oclf::device {
+
+// Where a device address lies: the buffer and the byte offset into it.
+struct Location {
+  cl_mem mem = nullptr;
+  size_t offset = 0;
+};
+
+struct MemoryStats {
+  size_t allocated = 0;      // bytes of live storages (rounded to their bucket)
+  size_t reserved = 0;       // allocated + cached
+  size_t peak_allocated = 0;
+  uint64_t buffers_created = 0;  // clCreateBuffer calls so far
+  uint64_t allocations = 0;      // allocate() calls that needed memory
+  uint64_t cache_hits = 0;       // ... served from the cache
+};
+
+class Allocator final : public c10::Allocator {
+ public:
+  static Allocator& get();
+
+  c10::DataPtr allocate(size_t bytes) override;
+  c10::DeleterFnPtr raw_deleter() const override;
+  // Device-to-device copy between two addresses of this allocator (queued).
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  // The buffer and offset of an address inside a live storage; throws otherwise.
+  Location locate(const void* address) const;
+  // A number that names the allocation holding `address` (never reused), for caches of
+  // data derived from a storage; on_free(serial) is called when that storage is freed.
+  uint64_t serial(const void* address) const;
+  void set_on_free(void (*on_free)(uint64_t serial)) { on_free_ = on_free; }
+  MemoryStats stats() const;
+  // Releases every cached (free) buffer.
+  void empty_cache();
+  // The bucket an allocation of `bytes` is served from (exposed for tests).
+  static size_t bucket(size_t bytes);
+
+ private:
+  Allocator() = default;
+  struct Block {
+    cl_mem mem;
+    size_t size;     // bucket size in bytes
+    uintptr_t base;  // the block's address as torch sees it
+    uint64_t serial; // of its current allocation
+  };
+  static void free_block(void* context);
+  void release(Block* block);
+  void release_cached();  // callers hold mutex_
+
+  mutable std::mutex mutex_;
+  std::map<uintptr_t, Block*> live_;                 // by base address
+  std::multimap<size_t, Block*> cache_;              // free blocks by size
+  uintptr_t next_address_ = uintptr_t(1) << 44;      // start of the reserved range
+  uint64_t next_serial_ = 1;
+  void (*on_free_)(uint64_t serial) = nullptr;
+  MemoryStats stats_;
+};
+
+}  // namespace oclf::device

@@ -1,0 +1,128 @@
+// The opencl device's runtime core: queue, program cache and launches (see device.h).
+#include "device.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace oclf::device {
+
+namespace {
+
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The folder holding this shared library (opencl_functions/device/).
+std::string module_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&module_dir), &info) == 0 || info.dli_fname == nullptr)
+    throw Error("cannot locate the opencl device's shared library (dladdr failed)", CL_INVALID_VALUE);
+  return folder_of(info.dli_fname);
+}
+
+}  // namespace
+
+// Both are looked up once: dladdr walks the loaded libraries, too slow for every launch.
+std::string Device::kernels_dir() {
+  static const std::string dir = module_dir() + "/kernels";
+  return dir;
+}
+
+std::string Device::library_dir() {
+  static const std::string dir = folder_of(module_dir());
+  return dir;
+}
+
+Device& Device::get() {
+  static Device* instance = new Device();
+  return *instance;
+}
+
+bool Device::available() {
+  try {
+    get();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+Device::Device()
+    : context_(Runtime::get().context()),
+      device_(Runtime::get().device()),
+      programs_(context_, device_, Runtime::get().info().device) {
+  is_cpu_ = Runtime::get().info().type == "CPU";
+  // A queue of our own, in order and without profiling: the library's queue records an
+  // event per launch for its timings, which the device does not need.
+  cl_int status = CL_SUCCESS;
+  queue_ = clCreateCommandQueue(context_, device_, 0, &status);
+  CL_CHECK(status);
+  // OCLF_DEVICE_SYNC=1 waits for each kernel (for profiling per operator; slow).
+  sync_each_ = setting("DEVICE_SYNC") == "1";
+}
+
+const DeviceInfo& Device::info() const { return Runtime::get().info(); }
+
+cl_kernel Device::kernel(const std::string& file, const std::string& name, const std::string& options) {
+  return cached(kernels_dir() + "/" + file, name, options);
+}
+
+cl_kernel Device::library_kernel(const std::string& file, const std::string& name, const std::string& options) {
+  // The library's kernel folder: OCLF_KERNEL_DIR when set, else the folder of this package.
+  const std::string dir = Programs::kernel_dir();
+  return cached((dir.empty() ? library_dir() : dir) + "/" + file, name, options);
+}
+
+// Kernels are looked up on every operator: a map by (path, options, name) in front of the
+// runtime's program cache (Programs, which builds each file once per version and options).
+cl_kernel Device::cached(const std::string& path, const std::string& name, const std::string& options) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  const std::string key = path + "|" + options + "|" + name;
+  auto found = kernels_.find(key);
+  if (found != kernels_.end()) return found->second;
+  cl_kernel made = programs_.kernel(path, name, options);
+  CL_CHECK(clRetainKernel(made));  // kept past a rebuild of an edited file, which releases Programs' own
+  kernels_.emplace(key, made);
+  ++programs_built_;
+  return made;
+}
+
+void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
+  for (cl_uint i = 0; i < dims; ++i)
+    if (global[i] == 0) return;  // OpenCL 1.2 rejects empty ranges
+  CL_CHECK(clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, 0, nullptr, nullptr));
+  ++launches_;
+  if (sync_each_) CL_CHECK(clFinish(queue_));
+}
+
+void Device::synchronize() { CL_CHECK(clFinish(queue_)); }
+
+namespace {
+void CL_CALLBACK free_staging(cl_event, cl_int, void* staging) { std::free(staging); }
+}  // namespace
+
+void Device::write_async(cl_mem mem, size_t offset, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  void* staging = std::malloc(bytes);
+  if (staging == nullptr) throw Error("opencl: out of host memory staging a copy", CL_OUT_OF_HOST_MEMORY);
+  std::memcpy(staging, host, bytes);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  cl_event done = nullptr;
+  const cl_int status = clEnqueueWriteBuffer(queue_, mem, CL_FALSE, offset, bytes, staging, 0, nullptr, &done);
+  if (status != CL_SUCCESS) std::free(staging);
+  CL_CHECK(status);
+  CL_CHECK(clSetEventCallback(done, CL_COMPLETE, &free_staging, staging));
+  CL_CHECK(clReleaseEvent(done));
+}
+
+void Device::read(cl_mem mem, size_t offset, void* host, size_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  CL_CHECK(clEnqueueReadBuffer(queue_, mem, CL_TRUE, offset, bytes, host, 0, nullptr, nullptr));
+}
+
+}  // namespace oclf::device

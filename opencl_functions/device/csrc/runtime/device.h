@@ -1,0 +1,82 @@
+// The opencl device's runtime core: the OpenCL device the library's Runtime chose
+// (OCLF_DEVICE), the device's own in-order queue (asynchronous: only reads to the host
+// wait), its kernels (the runtime's Programs, with a fast lookup in front) for the .cl
+// files of opencl_functions/device/kernels and the library's, and kernel launches.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../../../runtime/runtime.hpp"
+
+namespace oclf::device {
+
+class Device {
+ public:
+  // The process's device, created on first use (opens the OpenCL device).
+  static Device& get();
+  // Whether an OpenCL device can be opened; never throws.
+  static bool available();
+
+  cl_context context() const { return context_; }
+  cl_device_id id() const { return device_; }
+  cl_command_queue queue() const { return queue_; }
+  cl_command_queue* queue_ptr() { return &queue_; }
+  const DeviceInfo& info() const;
+  bool is_cpu() const { return is_cpu_; }
+  // One lock for every enqueue: cached cl_kernel objects are shared, and setting their
+  // arguments and enqueueing them must not interleave between threads (autograd runs the
+  // backward pass on a thread of its own).
+  std::recursive_mutex& mutex() { return mutex_; }
+
+  // A kernel of a device file, e.g. kernel("elementwise.cl", "ew_contig", "-DOP_add ..."):
+  // programs are built once per (file, options) from kernels_dir() and kept for the
+  // process. Throws BuildError with the build log.
+  cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options);
+  // A kernel of one of the student-facing files next to the library (conv2d.cl,
+  // conv2d_backward.cl), read from OCLF_KERNEL_DIR when set, else the library's folder.
+  cl_kernel library_kernel(const std::string& file, const std::string& name, const std::string& options);
+  // Folder of the device's .cl files and of the library's (its parent's parent).
+  static std::string kernels_dir();
+  static std::string library_dir();
+
+  // Enqueues an NDRange without waiting. `local` may be null. Empty ranges do nothing.
+  void launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local);
+  // Waits until every queued command has finished.
+  void synchronize();
+  // Queues a copy of host bytes into a buffer without waiting: the bytes are first
+  // copied to a staging block that is freed when the write completes.
+  void write_async(cl_mem mem, size_t offset, const void* host, size_t bytes);
+  // Reads bytes of a buffer into host memory, after everything queued before (blocking).
+  void read(cl_mem mem, size_t offset, void* host, size_t bytes);
+
+  uint64_t launches() const { return launches_; }
+  uint64_t programs_built() const { return programs_built_; }
+
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+ private:
+  Device();  // never destroyed: OpenCL drivers may unload before static destructors run
+
+  cl_kernel cached(const std::string& path, const std::string& name, const std::string& options);
+
+  cl_context context_ = nullptr;
+  cl_device_id device_ = nullptr;
+  Programs programs_;  // a cache of its own: the library's runtime runs on other threads
+  cl_command_queue queue_ = nullptr;
+  bool is_cpu_ = false;
+  bool sync_each_ = false;
+  std::recursive_mutex mutex_;
+  std::map<std::string, cl_kernel> kernels_;  // by path + options + name
+  uint64_t launches_ = 0, programs_built_ = 0;
+};
+
+// Rounds n up to a multiple of `multiple`.
+inline size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace oclf::device

@@ -1,0 +1,110 @@
+// Indexing kernels of the opencl device: index_select (and so embedding), the embedding's
+// backward, and triangular masks. Tensor arguments are a buffer and an offset in elements.
+//
+//   index_select       x viewed as (outer, D, inner) contiguous, idx (n) int64:
+//                      y[(o·n + j)·inner + k] = x[(o·D + idx[j])·inner + k]; one work-item per
+//                      element of y. -DT= the element type.
+//   embedding_backward dy (n, E), idx (n), dw (V, E) zeroed before: one work-item per column
+//                      e sums dy[j, e] into dw[idx[j], e] for j = 0 .. n-1 in order (no atomics),
+//                      skipping padding_idx.
+//   arange             y[i] = start + i·step, one work-item per element.
+//   dropout            y = x·scale where a random number u_i ≥ p (mask[i] = 1), else 0 (mask 0);
+//                      u_i in [0, 1) hashes (seed, i), so a draw depends on its seed alone.
+//   index_add          y (outer, D, inner) += alpha · src (outer, n, inner) at rows idx (n): one
+//                      work-item per (o, k) adds the n rows in order (no atomics).
+//   pad2d              y (P, H + 2·PH, W + 2·PW) contiguous = x (B, C, H, W) with any strides,
+//                      zero-padded on each side; P = B·C, one work-item per element of y.
+//   triangle           y = x where the element (r, c) of each trailing (R, Cols) matrix is
+//                      kept, else 0: -DLOWER keeps c - r <= diagonal (tril), else c - r >= diagonal.
+
+#ifndef T
+#define T float
+#endif
+
+__kernel void index_select(__global const T* x, const int x_off, __global const long* idx, const int idx_off,
+                           __global T* y, const int y_off, const int D, const int n, const int inner,
+                           const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int k = i % inner, j = (i / inner) % n, o = i / (inner * n);
+  const long row = idx[idx_off + j];
+  y[y_off + i] = x[x_off + ((size_t)o * D + row) * inner + k];
+}
+
+__kernel void embedding_backward(__global const float* dy, const int dy_off, __global const long* idx,
+                                 const int idx_off, __global float* dw, const int dw_off, const int n, const int E,
+                                 const int padding_idx) {
+  const int e = get_global_id(0);
+  if (e >= E) return;
+  for (int j = 0; j < n; ++j) {
+    const long row = idx[idx_off + j];
+    if (row == padding_idx) continue;
+    dw[dw_off + row * E + e] += dy[dy_off + (size_t)j * E + e];
+  }
+}
+
+__kernel void triangle(__global const T* x, const int x_off, __global T* y, const int y_off, const int R,
+                       const int Cols, const int diagonal, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int c = i % Cols, r = (i / Cols) % R;
+#ifdef LOWER
+  const int keep = c - r <= diagonal;
+#else
+  const int keep = c - r >= diagonal;
+#endif
+  y[y_off + i] = keep ? x[x_off + i] : (T)0;
+}
+
+__kernel void arange(__global T* y, const int y_off, const T start, const T step, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  y[y_off + i] = start + (T)i * step;
+}
+
+// A 32-bit integer hash (lowbias32, by C. Wellons) of the element index and the seed.
+inline uint hash32(uint x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+__kernel void dropout(__global const float* x, const int x_off, __global float* y, const int y_off,
+                      __global uchar* mask, const int mask_off, const uint seed_lo, const uint seed_hi,
+                      const float p, const float scale, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const uint h = hash32(hash32((uint)i ^ seed_lo) + seed_hi);
+  const float u = (float)(h >> 8) * (1.0f / 16777216.0f);
+  const uchar keep = u >= p;
+  mask[mask_off + i] = keep;
+  y[y_off + i] = keep ? x[x_off + i] * scale : 0.0f;
+}
+
+__kernel void index_add(__global T* y, const int y_off, __global const long* idx, const int idx_off,
+                        __global const T* src, const int src_off, const T alpha, const int D, const int n,
+                        const int inner, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int k = i % inner, o = i / inner;
+  for (int j = 0; j < n; ++j) {
+    const long row = idx[idx_off + j];
+    y[y_off + ((size_t)o * D + row) * inner + k] += alpha * src[src_off + ((size_t)o * n + j) * inner + k];
+  }
+}
+
+__kernel void pad2d(__global const T* x, const int x_off, __global T* y, const int y_off, const int C, const int H,
+                    const int W, const int PH, const int PW, const int sb, const int sc, const int sh, const int sw,
+                    const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int WP = W + 2 * PW, HP = H + 2 * PH;
+  const int ow = i % WP, oh = (i / WP) % HP, p = i / (WP * HP);
+  const int ih = oh - PH, iw = ow - PW;
+  T v = (T)0;
+  if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = x[x_off + (p / C) * sb + (p % C) * sc + ih * sh + iw * sw];
+  y[y_off + i] = v;
+}

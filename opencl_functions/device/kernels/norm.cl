@@ -1,0 +1,196 @@
+// Batch norm and layer norm of the opencl device, forward and backward. float32,
+// contiguous tensors; every tensor argument is a buffer and an offset in elements.
+//
+// Batch norm: x and y are (N, C, HW) (HW = H·W, 1 for 2-D inputs); statistics per
+// channel c over the n = N·HW values of that channel.
+//   bn_stats          one work-group per channel: mean and 1/sqrt(var + eps) (biased var,
+//                     two passes over the channel), and the running statistics updated
+//                     (running_var with the unbiased variance) when has_running.
+//   bn_apply          NDRange (ceil(HW / CHUNK), N·C): work-item (q, p) computes pixels
+//                     q·CHUNK .. q·CHUNK+CHUNK-1 of plane p (channel
+//                     c = p mod C; the planes' rows are contiguous): y = (x - mean[c]) · invstd[c] · w[c] + b[c];
+//                     with use_var, invstd[c] holds a variance and 1/sqrt(var + eps) is taken
+//                     (eval mode on the running statistics).
+//   bn_backward_reduce  one work-group per channel: db[c] = Σ dy, dw[c] = Σ dy · x̂, x̂ = (x - mean)·invstd.
+//   bn_backward_input   NDRange as bn_apply: training: dx = w·invstd/n · (n·dy - Σdy - x̂·Σdy·x̂);
+//                     eval: dx = dy · w · invstd.
+// Layer norm: x and y are (M, D), each row normalised on its own.
+//   ln_forward        one work-group per row: mean, rstd = 1/sqrt(var + eps), y = x̂·w + b.
+//   ln_backward_input one work-group per row: g = dy·w, dx = rstd·(g - mean(g) - x̂·mean(g·x̂)).
+//   ln_backward_params one work-item per column j: dw[j] = Σ_rows dy·x̂, db[j] = Σ_rows dy.
+// Work-groups have GROUP work-items (build option), reducing through local memory.
+
+#ifndef GROUP
+#define GROUP 256
+#endif
+#ifndef CHUNK
+#define CHUNK 1  // pixels per work-item in bn_apply and bn_backward_input (16 on CPUs)
+#endif
+
+#define BUF(name) __global float *restrict name, const int name##_off
+#define CBUF(name) __global const float *restrict name, const int name##_off
+
+// Sum of `value` over the work-group; every work-item gets the result.
+inline float group_sum(float value, __local float* scratch) {
+  const int lid = get_local_id(0);
+  scratch[lid] = value;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int step = GROUP / 2; step > 0; step /= 2) {
+    if (lid < step) scratch[lid] += scratch[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float total = scratch[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return total;
+}
+
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void bn_stats(CBUF(x), BUF(mean), BUF(invstd), BUF(run_mean), BUF(run_var), const int has_running, const int N,
+              const int C, const int HW, const float eps, const float momentum) {
+  __local float scratch[GROUP];
+  const int c = get_group_id(0);
+  const int lid = get_local_id(0);
+  const int n = N * HW;
+  float s = 0.0f;
+  for (int i = lid; i < n; i += GROUP) s += x[x_off + ((i / HW) * C + c) * HW + i % HW];
+  const float m = group_sum(s, scratch) / n;
+  float q = 0.0f;
+  for (int i = lid; i < n; i += GROUP) {
+    const float d = x[x_off + ((i / HW) * C + c) * HW + i % HW] - m;
+    q += d * d;
+  }
+  const float var = group_sum(q, scratch) / n;
+  if (lid == 0) {
+    mean[mean_off + c] = m;
+    invstd[invstd_off + c] = rsqrt(var + eps);
+    if (has_running) {
+      const float unbiased = n > 1 ? var * n / (n - 1) : var;
+      run_mean[run_mean_off + c] = (1.0f - momentum) * run_mean[run_mean_off + c] + momentum * m;
+      run_var[run_var_off + c] = (1.0f - momentum) * run_var[run_var_off + c] + momentum * unbiased;
+    }
+  }
+}
+
+__kernel void bn_apply(CBUF(x), BUF(y), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(b), const int has_w,
+                       const int has_b, const int use_var, const int C, const int HW, const float eps) {
+  const int j0 = get_global_id(0) * CHUNK;
+  const int p = get_global_id(1);
+  if (j0 >= HW) return;
+  const int c = p % C;
+  const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
+  const float scale = has_w ? w[w_off + c] * is : is;
+  const float shift = (has_b ? b[b_off + c] : 0.0f) - mean[mean_off + c] * scale;
+  __global const float* xr = x + x_off + (size_t)p * HW;
+  __global float* yr = y + y_off + (size_t)p * HW;
+  const int end = min(CHUNK, HW - j0);
+  for (int k = 0; k < end; ++k) yr[j0 + k] = fma(xr[j0 + k], scale, shift);
+}
+
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void bn_backward_reduce(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), BUF(sum_dy), BUF(sum_dy_xhat),
+                        const int use_var, const int N, const int C, const int HW, const float eps) {
+  __local float scratch[GROUP];
+  const int c = get_group_id(0);
+  const int lid = get_local_id(0);
+  const int n = N * HW;
+  const float m = mean[mean_off + c];
+  const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
+  float s = 0.0f, t = 0.0f;
+  for (int i = lid; i < n; i += GROUP) {
+    const int at = ((i / HW) * C + c) * HW + i % HW;
+    const float g = dy[dy_off + at];
+    s += g;
+    t += g * (x[x_off + at] - m) * is;
+  }
+  s = group_sum(s, scratch);
+  t = group_sum(t, scratch);
+  if (lid == 0) {
+    sum_dy[sum_dy_off + c] = s;
+    sum_dy_xhat[sum_dy_xhat_off + c] = t;
+  }
+}
+
+__kernel void bn_backward_input(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(sum_dy),
+                                CBUF(sum_dy_xhat), BUF(dx), const int has_w, const int training, const int use_var,
+                                const int N, const int C, const int HW, const float eps) {
+  const int j0 = get_global_id(0) * CHUNK;
+  const int p = get_global_id(1);
+  if (j0 >= HW) return;
+  const int c = p % C;
+  const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
+  const float scale = (has_w ? w[w_off + c] : 1.0f) * is;
+  const float n = (float)(N * HW);
+  const float m = mean[mean_off + c];
+  const float a = training ? scale / n * sum_dy[sum_dy_off + c] : 0.0f;
+  const float b = training ? scale / n * sum_dy_xhat[sum_dy_xhat_off + c] * is : 0.0f;
+  const size_t base = (size_t)p * HW;
+  const int end = min(CHUNK, HW - j0);
+  // training: dx = scale·dy - a - b·(x - mean); eval: dx = scale·dy.
+  for (int k = 0; k < end; ++k) {
+    const size_t i = base + j0 + k;
+    dx[dx_off + i] = scale * dy[dy_off + i] - a - b * (x[x_off + i] - m);
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void ln_forward(CBUF(x), BUF(y), CBUF(w), CBUF(b), BUF(mean), BUF(rstd), const int has_w, const int has_b,
+                const int D, const float eps) {
+  __local float scratch[GROUP];
+  const int row = get_group_id(0);
+  const int lid = get_local_id(0);
+  __global const float* xr = x + x_off + (size_t)row * D;
+  float s = 0.0f;
+  for (int j = lid; j < D; j += GROUP) s += xr[j];
+  const float m = group_sum(s, scratch) / D;
+  float q = 0.0f;
+  for (int j = lid; j < D; j += GROUP) q += (xr[j] - m) * (xr[j] - m);
+  const float r = rsqrt(group_sum(q, scratch) / D + eps);
+  __global float* yr = y + y_off + (size_t)row * D;
+  for (int j = lid; j < D; j += GROUP) {
+    float v = (xr[j] - m) * r;
+    if (has_w) v *= w[w_off + j];
+    if (has_b) v += b[b_off + j];
+    yr[j] = v;
+  }
+  if (lid == 0) {
+    mean[mean_off + row] = m;
+    rstd[rstd_off + row] = r;
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void ln_backward_input(CBUF(dy), CBUF(x), CBUF(mean), CBUF(rstd), CBUF(w), BUF(dx), const int has_w, const int D) {
+  __local float scratch[GROUP];
+  const int row = get_group_id(0);
+  const int lid = get_local_id(0);
+  const size_t base = (size_t)row * D;
+  const float m = mean[mean_off + row], r = rstd[rstd_off + row];
+  float s = 0.0f, t = 0.0f;
+  for (int j = lid; j < D; j += GROUP) {
+    const float g = dy[dy_off + base + j] * (has_w ? w[w_off + j] : 1.0f);
+    s += g;
+    t += g * (x[x_off + base + j] - m) * r;
+  }
+  const float mean_g = group_sum(s, scratch) / D;
+  const float mean_gx = group_sum(t, scratch) / D;
+  for (int j = lid; j < D; j += GROUP) {
+    const float g = dy[dy_off + base + j] * (has_w ? w[w_off + j] : 1.0f);
+    const float xhat = (x[x_off + base + j] - m) * r;
+    dx[dx_off + base + j] = r * (g - mean_g - xhat * mean_gx);
+  }
+}
+
+__kernel void ln_backward_params(CBUF(dy), CBUF(x), CBUF(mean), CBUF(rstd), BUF(dw), BUF(db), const int has_dw,
+                                 const int has_db, const int M, const int D) {
+  const int j = get_global_id(0);
+  if (j >= D) return;
+  float sw = 0.0f, sb = 0.0f;
+  for (int row = 0; row < M; ++row) {
+    const size_t at = (size_t)row * D + j;
+    const float g = dy[dy_off + at];
+    sb += g;
+    sw += g * (x[x_off + at] - mean[mean_off + row]) * rstd[rstd_off + row];
+  }
+  if (has_dw) dw[dw_off + j] = sw;
+  if (has_db) db[db_off + j] = sb;
+}

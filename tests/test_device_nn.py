@@ -1,0 +1,221 @@
+"""Neural-network operators of the opencl device against torch on the CPU, forward and
+backward (gradients of sum(output · R) for a fixed random R): convolution (strides,
+padding, dilation, groups, depthwise, 1x1, 7x7, conv1d, strided inputs), batch norm
+(train and eval), layer norm, pooling, softmax, cross-entropy, embedding, cat, dropout
+and attention. OCL_FALLBACK=error: each runs natively."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+ATOL, RTOL = 1e-4, 1e-4
+
+
+@pytest.fixture(autouse=True)
+def native_only(opencl_device, monkeypatch):
+    monkeypatch.setenv("OCL_FALLBACK", "error")
+
+
+def close(got, ref, atol=ATOL, rtol=RTOL):
+    got = got.detach().cpu()
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    err = (got.double() - ref.double()).abs()
+    ok = err <= atol + rtol * ref.double().abs()
+    assert bool(ok.all()), f"max error {err[~ok].max().item():.3g} at {ok.logical_not().nonzero()[0].tolist()}"
+
+
+def check(fn, *inputs, atol=ATOL, rtol=RTOL):
+    """fn on the CPU and on the device: outputs and every float input's gradient agree."""
+    results = []
+    for device in ("cpu", "opencl"):
+        xs = [t.detach().clone().to(device) for t in inputs]
+        for x in xs:
+            if x.is_floating_point():
+                x.requires_grad_()
+        y = fn(*xs)
+        weights = torch.randn(y.shape, generator=torch.Generator().manual_seed(1)).to(device)
+        (y * weights).sum().backward()
+        results.append([y] + [x.grad for x in xs if x.is_floating_point()])
+    for got, ref in zip(results[1], results[0]):
+        close(got, ref, atol, rtol)
+
+
+def randn(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
+
+
+X = randn(2, 6, 9, 11)
+
+
+@pytest.mark.parametrize("kw, w_shape", [
+    (dict(padding=1), (4, 6, 3, 3)),
+    (dict(stride=2, padding=(2, 1), dilation=(2, 1)), (4, 6, 3, 3)),
+    (dict(groups=2, padding=1), (4, 3, 3, 3)),
+    (dict(groups=6, stride=2, padding=1), (6, 1, 3, 3)),
+    (dict(), (5, 6, 1, 1)),
+    (dict(stride=(1, 2)), (3, 6, 2, 5)),
+])
+def test_conv2d(kw, w_shape):
+    check(lambda x, w, b: F.conv2d(x, w, b, **kw), X, randn(*w_shape), randn(w_shape[0]))
+
+
+def test_conv2d_7x7_stride_2():
+    check(lambda x, w: F.conv2d(x, w, stride=2, padding=3), randn(2, 3, 33, 31), randn(8, 3, 7, 7))
+
+
+def test_conv2d_on_a_strided_view_and_conv1d():
+    check(lambda x, w: F.conv2d(x[:, 1:5, 1:, ::2], w, padding=1), X, randn(4, 4, 3, 3))
+    check(lambda x, w, b: F.conv1d(x, w, b, padding=2, stride=2), randn(2, 6, 21), randn(4, 6, 5), randn(4))
+
+
+def test_batch_norm_train_and_eval():
+    w, b = randn(6), randn(6)
+    check(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), X, w, b)
+    mean, var = randn(6), randn(6).abs() + 0.5
+    check(lambda x, w, b: F.batch_norm(x, mean.to(x.device), var.to(x.device), w, b, training=False), X, w, b)
+    check(lambda x: F.batch_norm(x, None, None, training=True, eps=1e-3), randn(5, 7))
+
+
+def test_batch_norm_running_statistics():
+    cpu, dev = torch.nn.BatchNorm2d(6, momentum=0.3), torch.nn.BatchNorm2d(6, momentum=0.3).to("opencl")
+    for _ in range(2):
+        cpu(X)
+        dev(X.to("opencl"))
+    close(dev.running_mean, cpu.running_mean, 1e-5, 1e-5)
+    close(dev.running_var, cpu.running_var, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("shape", [(11,), (9, 11)])
+def test_layer_norm(shape):
+    check(lambda x, w, b: F.layer_norm(x, shape, w, b, eps=1e-5), X, randn(*shape), randn(*shape))
+    check(lambda x: F.layer_norm(x.transpose(1, 3), (6,)), X)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: F.max_pool2d(x, 3, 2, 1), lambda x: F.max_pool2d(x, 2, ceil_mode=True),
+    lambda x: F.max_pool2d(x, 3, 1, 1, dilation=2), lambda x: F.avg_pool2d(x, 3, 2, 1),
+    lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+    lambda x: F.avg_pool2d(x, 2, divisor_override=3), lambda x: F.adaptive_avg_pool2d(x, 1),
+    lambda x: F.adaptive_avg_pool2d(x, (4, 3)), lambda x: F.adaptive_avg_pool2d(x, (7, 7)),
+])
+def test_pooling(fn):
+    check(fn, X)
+
+
+@pytest.mark.parametrize("dim", [-1, 1, 0])
+def test_softmax_and_log_softmax(dim):
+    check(lambda x: F.softmax(x, dim), X)
+    check(lambda x: F.log_softmax(x, dim), X)
+    check(lambda x: F.softmax(x, -1), randn(3, 1000) * 10)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(reduction="sum"), dict(reduction="none"), dict(ignore_index=3),
+                                dict(weight=torch.rand(7, generator=torch.Generator().manual_seed(0)))])
+def test_cross_entropy(kw):
+    target = torch.tensor([1, 0, 3, 2, 6])
+
+    def loss(x):
+        extra = {k: (v.to(x.device) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+        return F.cross_entropy(x, target.to(x.device), **extra)
+
+    check(loss, randn(5, 7))
+
+
+def test_embedding_and_index_select():
+    ids = torch.tensor([[1, 2, 4], [1, 0, 1]])
+    check(lambda w: F.embedding(ids.to(w.device), w), randn(5, 3))
+    check(lambda w: F.embedding(ids.to(w.device), w, padding_idx=1), randn(5, 3))
+    check(lambda x: x.index_select(1, torch.tensor([2, 0, 2]).to(x.device)), X)
+
+
+def test_cat_stack_split():
+    a, b = randn(3, 4), randn(2, 3)
+    check(lambda a, b: torch.cat([a, b.t(), a[:, :1]], 1), a, b)
+    check(lambda a: torch.stack([a, a * 2], 0), a)
+    check(lambda a: torch.cat(a.split(2, dim=1)[::-1], 1), a)
+
+
+def test_attention():
+    q, k, v = randn(1, 2, 5, 8), randn(1, 2, 5, 9)[..., :8], randn(2, 2, 5, 8)[:1]
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k, v)
+
+
+def test_dropout_keeps_a_scaled_fraction():
+    torch.manual_seed(0)
+    x = torch.ones(100000, device="opencl", requires_grad=True)
+    y = F.dropout(x, 0.25, training=True)
+    kept = (y.detach() != 0).float().mean().item()
+    assert abs(kept - 0.75) < 0.01
+    assert torch.allclose(y.detach().cpu()[y.detach().cpu() != 0], torch.tensor(1 / 0.75))
+    y.sum().backward()
+    assert torch.equal(x.grad.cpu(), y.detach().cpu())
+    torch.manual_seed(0)
+    again = F.dropout(x.detach(), 0.25, training=True)
+    assert torch.equal(again.cpu(), y.detach().cpu())
+
+
+def test_tril_triu_arange():
+    close(torch.ones(4, 5, device="opencl").tril(1), torch.ones(4, 5).tril(1))
+    close(torch.ones(2, 4, 5, device="opencl").triu(-1), torch.ones(2, 4, 5).triu(-1))
+    close(torch.arange(3, 20, 4, device="opencl"), torch.arange(3, 20, 4))
+    close(torch.arange(0.5, 2.0, 0.25, device="opencl"), torch.arange(0.5, 2.0, 0.25))
+
+
+def test_statistics_losses_and_shape_ops():
+    x = randn(4, 5, 6)
+    check(lambda x: x.var(1), x)
+    check(lambda x: x.std((0, 2), keepdim=True, correction=0), x)
+    check(lambda x: torch.var_mean(x, -1)[0] + torch.var_mean(x, -1)[1], x)
+    check(lambda x: F.mse_loss(x, x.detach() * 0.5 + 1), x)
+    check(lambda x: x.prod(1), randn(3, 4) * 0.5 + 1)
+    check(lambda x: x.flip(0, 2), x)
+    check(lambda x: x.roll(2, 1) + x.roll((1, -1), (0, 2)), x)
+    check(lambda x: x.repeat(2, 1, 3), randn(2, 3, 4))
+    check(lambda x: x.cumsum(1), x)
+    close(torch.arange(10).to("opencl").cumsum(0), torch.arange(10).cumsum(0))
+
+
+def test_gather_scatter_and_indexing():
+    x = randn(4, 6)
+    idx = torch.tensor([[0, 5, 5], [1, 1, 0], [2, 3, 4], [5, 5, 5]])
+    check(lambda x: x.gather(1, idx.to(x.device)), x)
+    check(lambda x, s: x.scatter_add(1, idx.to(x.device), s), x, randn(4, 3))
+    close(F.one_hot(torch.tensor([0, 3, 1]).to("opencl"), 5), F.one_hot(torch.tensor([0, 3, 1]), 5))
+    check(lambda x: x[torch.tensor([3, 0, 3]).to(x.device)], x)
+    check(lambda x: x[:, torch.tensor([[1, 2], [5, 0]]).to(x.device)], x)
+    host, dev = x.clone(), x.to("opencl")
+    host[torch.tensor([2, 0])] = torch.tensor([1.5])
+    dev[torch.tensor([2, 0]).to("opencl")] = torch.tensor([1.5]).to("opencl")
+    close(dev, host)
+    host.index_put_((torch.tensor([1, 1]),), torch.ones(6), accumulate=True)
+    dev.index_put_((torch.tensor([1, 1]).to("opencl"),), torch.ones(6).to("opencl"), accumulate=True)
+    close(dev, host)
+
+
+def test_random_fills():
+    torch.manual_seed(0)
+    n = torch.randn(200000, device="opencl").cpu()
+    assert abs(n.mean().item()) < 0.01 and abs(n.std().item() - 1) < 0.01
+    u = torch.rand(200000, device="opencl").cpu()
+    assert 0 <= u.min().item() and u.max().item() < 1 and abs(u.mean().item() - 0.5) < 0.01
+    b = torch.empty(100000, device="opencl").bernoulli_(0.3).cpu()
+    assert abs(b.mean().item() - 0.3) < 0.01
+    torch.manual_seed(0)
+    assert torch.equal(torch.randn(200000, device="opencl").cpu(), n)
+    close(torch.linspace(-1, 2, 7, device="opencl"), torch.linspace(-1, 2, 7))
+
+
+def test_multi_head_attention_fast_path():
+    torch.manual_seed(0)
+    cpu = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    dev = copy.deepcopy(cpu).to("opencl")
+    x = randn(3, 5, 16)
+    with torch.no_grad():
+        for need_weights in (True, False):
+            ref, ref_w = cpu(x, x, x, need_weights=need_weights)
+            out, out_w = dev(*[x.to("opencl")] * 3, need_weights=need_weights)
+            close(out, ref, 1e-5, 1e-5)
+            if need_weights:
+                close(out_w, ref_w, 1e-5, 1e-5)
