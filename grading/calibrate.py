@@ -42,8 +42,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     import opencl_functions
 
     info = opencl_functions.device_info()
-    print(f"\nLadder on {info['device']} ({info['platform']}), {args.perf_runs} runs × "
-          f"all side by side, fastest call per layer in ms:\n")
+    print(f"\nLadder on {info['device']} ({info['platform']}): {args.perf_runs} timed runs per layer, the programs "
+          f"side by side; the fastest whole call per layer, in ms:\n")
     names = [r.name for r in rungs]
     print(f"{'layer':<20}" + "".join(f"{n:>12}" for n in names))
     for i, layer in enumerate(C.PERF_LAYERS):
