@@ -2,6 +2,8 @@
 views and in-place ops; module.to("opencl") keeps tied parameters tied; optimizers
 (SGD with momentum, Adam, AdamW; foreach and single-tensor paths) step on the device."""
 import copy
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -23,6 +25,19 @@ def test_gradients_stay_on_the_device_and_accumulate():
     for _ in range(2):
         (x.cpu() @ w_cpu.t()).relu().sum().backward()
     assert torch.allclose(w.grad.cpu(), w_cpu.grad, atol=1e-5)
+
+
+def test_backward_works_when_a_cpu_backward_ran_before_the_import(opencl_device):
+    # torch's autograd engine sizes its device queues at the first backward pass of the
+    # process; the device adds its own when that happened before it registered.
+    code = ("import torch\n"
+            "x = torch.ones(3, requires_grad=True); (x * 2).sum().backward()\n"
+            "import opencl_functions.device\n"
+            "y = torch.ones(3, device='opencl', requires_grad=True); (y * 3).sum().backward()\n"
+            "print(y.grad.cpu().tolist())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[3.0, 3.0, 3.0]"
 
 
 def test_gradients_through_views_and_in_place_ops():

@@ -160,6 +160,10 @@ def _register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
         sys.modules[f"torch.{NAME}"] = module
         torch._tensor_str._str = _tensor_str
+    # Backward passes through the device run on an autograd worker thread; the engine sizes
+    # its device queues once, so a process that ran a CPU backward pass before this import
+    # needs the queue for opencl:0 added.
+    _ops.ensure_autograd_threads()
     # CLBlast's tuned parameters for this device (clblast_params/), as the library applies
     # them before its first product; CLBlast keeps them per device for the whole process.
     try:

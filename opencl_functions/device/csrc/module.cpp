@@ -10,6 +10,7 @@
 
 #include "aten/fallback.h"
 #include "runtime/allocator.h"
+#include "runtime/autograd_threads.h"
 #include "runtime/device.h"
 
 namespace oclf::device {
@@ -52,6 +53,7 @@ TORCH_LIBRARY(oclf, m) {
   m.def("bucket_bytes(int bytes) -> int", &bucket_bytes);
   m.def("fallback_ops() -> str[]", &fallback_names);
   m.def("reset_fallback_ops() -> ()", &reset_fallback_counts);
+  m.def("ensure_autograd_threads() -> ()", &ensure_autograd_threads);
 }
 
 }  // namespace oclf::device

@@ -1,0 +1,9 @@
+#pragma once
+
+namespace oclf::device {
+
+// Makes sure torch's autograd engine has a device queue (and worker thread) for opencl:0,
+// also when the process ran a backward pass before the device registered.
+void ensure_autograd_threads();
+
+}  // namespace oclf::device
