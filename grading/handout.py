@@ -26,10 +26,15 @@ ROOT = Path(__file__).resolve().parent.parent
 STAFF_ONLY = (
     "STAFF.md",
     "grading/",
+    "opencl_functions/conv2d_fast.hpp",
+    "opencl_functions/fast_tuning.hpp",
+    "opencl_functions/matmul_fast.cl",
+    "opencl_functions/matmul_fast.hpp",
     "tests/test_conv_paths.py",
     "tests/test_fixtures.py",
     "tests/test_grading.py",
     "tests/test_handout.py",
+    "tests/test_matmul_paths.py",
     "tests/test_oclgrind.py",
     "tests/test_sandbox.py",
 )

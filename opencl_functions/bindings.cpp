@@ -148,6 +148,8 @@ py::dict device_info() {
   d["local_mem_size"] = i.local_mem_size;
   d["global_mem_size"] = i.global_mem_size;
   d["compute_units"] = i.compute_units;
+  d["preferred_vector_width_float"] = i.preferred_vector_width_float;
+  d["native_vector_width_float"] = i.native_vector_width_float;
   d["index"] = std::to_string(i.platform_index) + ":" + std::to_string(i.device_index);
   return d;
 }
