@@ -242,7 +242,13 @@ inline void candidates(const DeviceInfo& info, int m, const Paths& can, const st
   const bool gemm_first = cpu ? m > 256 : m > 8;
   if (gemm_first) quick.push_back(conv ? "conv" : "clblast");
   if (rows) append(quick, rows_configs(info, m, false)), append(full, rows_configs(info, m, true));
-  if (can.cols) append(quick, cols_configs(info, m, false)), append(full, cols_configs(info, m, true));
+  // On CPUs cols runs only where rows cannot: streaming K×N columns from memory measured half
+  // the bandwidth of rows over the transposed copy (lm_head, 154 MB: 7-8 against 13-26 GB/s),
+  // which repeated trial runs on cache-resident weights do not show.
+  if (can.cols) {
+    if (!(cpu && rows)) append(quick, cols_configs(info, m, false));
+    append(full, cols_configs(info, m, true));
+  }
   if (conv) {
     if (!gemm_first) quick.push_back("conv");
     full.push_back("conv");
@@ -312,7 +318,8 @@ inline bool matmul_fast(Runtime& rt, const MatmulArgs& p) {
   };
 
   std::string hash = rt.programs().source_hash("matmul_fast.cl");
-  if (can.conv) hash += rt.programs().source_hash("conv2d.cl");
+  const bool conv_candidate = std::count(full.begin(), full.end(), "conv") > 0;
+  if (conv_candidate) hash += rt.programs().source_hash("conv2d.cl");
   const std::string key = "matmul.v1 B=" + std::string(b_rows ? "NxK" : "KxN") + (resident ? " resident" : "") +
                           (sak == 1 ? "" : " A=strided") + " M=" + std::to_string(m_bucket(m)) +
                           " K=" + std::to_string(k) + " N=" + std::to_string(n);

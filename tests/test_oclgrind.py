@@ -1,6 +1,6 @@
 """Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
-CPU, GPU with and without split-K, depthwise), the backward kernels, and the CLBlast
-calls (GEMM, and GEMV for one-row products). No data race, no out-of-bounds access, no
+CPU, GPU with and without split-K, depthwise), the backward kernels, the CLBlast
+calls (GEMM, and GEMV for one-row products) and our own products (matmul_fast.cl). No data race, no out-of-bounds access, no
 read of a write-only buffer, and the results still match torch."""
 import os
 import shutil
@@ -43,6 +43,15 @@ SCRIPT = textwrap.dedent("""
             close(ocl.ocl_conv2d_backward_input(g, w, x.shape, variant=variant, **args), xg.grad)
             close(ocl.ocl_conv2d_backward_weight(x, g, w.shape, variant=variant, **args), wg.grad)
         close(ocl.ocl_conv2d_backward_bias(g), g.sum((0, 2, 3)))
+    elif what == "fast_matmul":
+        # Our own products (OCLF_MATMUL picks the path): one row and three rows, B stored N×K
+        # (a weight's transpose), K×N resident (transposed once for rows), A transposed.
+        for m in (1, 3):
+            a, w = torch.randn(m, 37), torch.randn(9, 37)
+            close(ocl.ocl_matmul(a, w.t()), a @ w.t())
+            p = torch.nn.Parameter(torch.randn(37, 9), requires_grad=False)
+            close(ocl.ocl_matmul(a, p), a @ p)
+            close(ocl.ocl_matmul(a.t().contiguous().t(), p.detach()), a @ p)
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -71,6 +80,14 @@ def test_conv2d_paths_under_oclgrind(kernel, tmp_path, ocl):
     # Split-K runs when the output tiles do not fill the device: a device of 64 compute units.
     args = ("--compute-units", "64") if kernel == "gpu_split_k" else ()
     run_under_oclgrind("conv", tmp_path, args, OCLF_CONV_KERNEL=kernel.replace("_split_k", ""))
+
+
+@pytest.mark.parametrize("path", ["rows VW=16 MR=3 RN=4 LX=1 LY=1", "rows VW=4 MR=1 RN=2 LX=8 LY=2",
+                                  "cols VW=8 MR=3 CPW=2 LX=1 LY=1", "cols VW=4 MR=1 CPW=1 LX=4 LY=4", "conv"])
+def test_fast_matmul_under_oclgrind(path, tmp_path, ocl):
+    # Split K over work-groups (gemm_cols with LX·LY > 1) runs when the columns do not fill
+    # the device twice: a device of 64 compute units.
+    run_under_oclgrind("fast_matmul", tmp_path, ("--compute-units", "64"), OCLF_MATMUL=path)
 
 
 def test_backward_kernels_under_oclgrind(tmp_path, ocl):
