@@ -27,6 +27,8 @@ STAFF_ONLY = (
     "STAFF.md",
     "grading/",
     "opencl_functions/conv2d_fast.hpp",
+    "opencl_functions/depthwise.cl",
+    "opencl_functions/depthwise_fast.hpp",
     "opencl_functions/fast_tuning.hpp",
     "opencl_functions/matmul_fast.cl",
     "opencl_functions/matmul_fast.hpp",

@@ -1,14 +1,30 @@
 // conv2d_fast.hpp: the reference's own conv2d kernels per device and shape (staff-only).
 // Included from a staff region of opencl-functions.cpp, so it compiles into the host code's
 // object and calls only the course runtime; the handout has neither the include nor this file.
-// The kernels are in conv2d.cl (staff regions); matmul_fast.hpp reuses conv2d_gpu as a GEMM.
+// The kernels are in conv2d.cl (staff regions) and depthwise.cl; matmul_fast.hpp reuses
+// conv2d_gpu as a GEMM.
+//
+// Kernel choice (OCLF_CONV_KERNEL forces one where it applies: tiled, cpu, gpu, the depthwise
+// kinds of depthwise_fast.hpp, or a whole configuration such as "cpu COV=8 PX=12"):
+//   depthwise convs (one input and one output channel per group): depthwise_fast.hpp;
+//   CPU devices: conv2d_cpu (v2) on weights packed by conv2d_pack_weights, COV output
+//     channels (the device's float vector width: 16 with AVX-512, 8 with AVX2) × PX = 8
+//     pixels per work-item; OCLF_CPU_BLOCK="COV,PX" overrides;
+//   other devices: conv2d_gpu (v4), with split-K when the output alone gives too few
+//     work-groups; tiles by layer shape (default_gpu_tile), OCLF_GPU_TILE="TM,TN,WM,WN,TK"
+//     overrides; OCLF_GPU_SPLIT_TARGET sets split-K's aim.
+// Each layer shape may be tuned at first use among a few candidates (fast_tuning.hpp).
 #pragma once
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "depthwise_fast.hpp"
+#include "fast_tuning.hpp"
 #include "opencl-functions.hpp"
 #include "runtime/runtime.hpp"
 
@@ -17,16 +33,18 @@ namespace fast {
 
 inline size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// Kernel choice (OCLF_CONV_KERNEL=tiled|cpu|gpu|depthwise|depthwise_cpu forces one where it applies):
-//   depthwise convs (one input and one output channel per group): conv2d_depthwise;
-//   CPU devices: conv2d_cpu (v2) on weights packed by conv2d_pack_weights;
-//   other devices: conv2d_gpu (v4), with split-K when the output alone gives too few
-//   work-groups. Tile sizes of v4 come from OCLF_GPU_TILE="TM,TN,WM,WN,TK" if set, else
-//   from the layer's shape (gpu_tile); OCLF_GPU_SPLIT_TARGET sets split-K's aim.
 inline std::string forced_kernel() { return setting("CONV_KERNEL"); }
 
 struct GpuTile {
   int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
+  std::string text() const {
+    return "gpu TM=" + std::to_string(tm) + " TN=" + std::to_string(tn) + " WM=" + std::to_string(wm) +
+           " WN=" + std::to_string(wn) + " TK=" + std::to_string(tk);
+  }
+  static GpuTile of(const std::string& config) {
+    return GpuTile{config_value(config, "TM", 64), config_value(config, "TN", 64), config_value(config, "WM", 4),
+                   config_value(config, "WN", 4), config_value(config, "TK", 16)};
+  }
 };
 
 // The v4 kernel needs WM, WN and TK multiples of 4, and its loads must split evenly over
@@ -40,19 +58,27 @@ inline bool valid_tile(const GpuTile& t) {
          threads % (t.tn / 4) == 0 && threads % t.tn == 0 && threads % t.tk == 0;
 }
 
-// Tile per layer shape, from OCLF_GPU_TILE="TM,TN,WM,WN,TK" if set.
-inline GpuTile gpu_tile(Runtime& rt, const Conv2dArgs& p, bool pointwise) {
+// OCLF_GPU_TILE="TM,TN,WM,WN,TK" into *t; false when it is unset.
+inline bool tile_setting(GpuTile* t) {
+  const std::string env = setting("GPU_TILE");
+  if (env.empty()) return false;
+  if (std::sscanf(env.c_str(), "%d,%d,%d,%d,%d", &t->tm, &t->tn, &t->wm, &t->wn, &t->tk) != 5 || !valid_tile(*t))
+    throw Error("OCLF_GPU_TILE must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and loads that split evenly "
+                "over the work-group, got " + env, CL_INVALID_VALUE);
+  return true;
+}
+
+inline bool is_pointwise(const Conv2dArgs& p) {
+  return (p.h_out * p.w_out) % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
+         p.h == p.h_out && p.w == p.w_out;
+}
+
+// The default tile of a layer shape.
+inline GpuTile default_gpu_tile(Runtime& rt, const Conv2dArgs& p) {
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int hw_out = p.h_out * p.w_out;
   const size_t pixels = size_t(p.batch) * hw_out;
-  GpuTile t;
-  if (const std::string env = setting("GPU_TILE"); !env.empty()) {
-    if (std::sscanf(env.c_str(), "%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.wm, &t.wn, &t.tk) != 5 || !valid_tile(t))
-      throw Error("OCLF_GPU_TILE must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and loads that split evenly "
-                  "over the work-group, got " + env, CL_INVALID_VALUE);
-    return t;
-  }
   // Sweeps on the H100 (grading.tune): 64×64 tiles with 4×4 outputs per work-item had the
   // best geometric mean over ResNet-50's convs among 32×32 to 128×128; two kinds of layers
   // do better with smaller tiles: 1×1 stride-1 convs over large images, where 32×32 tiles
@@ -60,9 +86,23 @@ inline GpuTile gpu_tile(Runtime& rt, const Conv2dArgs& p, bool pointwise) {
   // multiple of 4 (the 7×7 first layer, 1.2× faster with 64×32).
   const int cus = rt.info().compute_units;
   const size_t tiles32 = round_up(cout_g, 32) / 32 * (round_up(pixels, 32) / 32) * p.groups;
-  if (pointwise && hw_out >= 28 * 28 && tiles32 >= size_t(cus)) return GpuTile{32, 32, 4, 4, 16};
+  if (is_pointwise(p) && hw_out >= 28 * 28 && tiles32 >= size_t(cus)) return GpuTile{32, 32, 4, 4, 16};
   if (k_dim % 4 != 0) return GpuTile{64, 32, 4, 4, 16};
-  return t;
+  return GpuTile{};
+}
+
+// Tile candidates of a layer (the default first); `full`: a sweep's.
+inline std::vector<std::string> gpu_candidates(Runtime& rt, const Conv2dArgs& p, bool full) {
+  std::vector<GpuTile> tiles = {default_gpu_tile(rt, p), {64, 64, 4, 4, 16}, {32, 32, 4, 4, 16}, {64, 32, 4, 4, 16}};
+  if (full) {
+    for (GpuTile t : {GpuTile{128, 64, 8, 4, 16}, GpuTile{64, 128, 4, 8, 16}, GpuTile{128, 128, 8, 8, 16},
+                      GpuTile{64, 64, 4, 4, 32}, GpuTile{32, 64, 4, 4, 16}})
+      tiles.push_back(t);
+  }
+  std::vector<std::string> out;
+  for (const GpuTile& t : tiles)
+    if (valid_tile(t) && std::find(out.begin(), out.end(), t.text()) == out.end()) out.push_back(t.text());
+  return out;
 }
 
 // Split-K aims at this many work-groups per compute unit; OCLF_GPU_SPLIT_TARGET overrides it.
@@ -74,14 +114,13 @@ inline int split_target() {
   return target;
 }
 
-inline void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
+inline void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
+                       const GpuTile& t) {
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int hw_out = p.h_out * p.w_out;
   const size_t pixels = size_t(p.batch) * hw_out;
-  const bool pointwise = hw_out % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
-                         p.h == p.h_out && p.w == p.w_out;
-  const GpuTile t = gpu_tile(rt, p, pointwise);
+  const bool pointwise = is_pointwise(p);
   std::string options = "-cl-mad-enable -DGTM=" + std::to_string(t.tm) + " -DGTN=" + std::to_string(t.tn) +
                         " -DGWM=" + std::to_string(t.wm) + " -DGWN=" + std::to_string(t.wn) +
                         " -DGTK=" + std::to_string(t.tk);
@@ -123,76 +162,158 @@ inline void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_
   }
 }
 
-inline void conv2d_cpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
-  // Block sizes: COV output channels (the vector width) × PX pixels per work-item;
-  // OCLF_CPU_BLOCK="COV,PX" overrides them for tuning.
-  int cov = 16, px = 8;
-  if (const std::string env = setting("CPU_BLOCK"); !env.empty()) {
-    if (std::sscanf(env.c_str(), "%d,%d", &cov, &px) != 2 || (cov != 4 && cov != 8 && cov != 16) || px < 1)
-      throw Error("OCLF_CPU_BLOCK must be COV,PX with COV 4, 8 or 16, got " + env, CL_INVALID_VALUE);
+// conv2d_gpu with OCLF_GPU_TILE's tile, else the layer's default (matmul_fast.hpp's GEMM).
+inline void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
+  GpuTile t;
+  if (!tile_setting(&t)) t = default_gpu_tile(rt, p);
+  conv2d_gpu(rt, p, x, w, bias, y, t);
+}
+
+inline std::string cpu_config(int cov, int px) {
+  return "cpu COV=" + std::to_string(cov) + " PX=" + std::to_string(px);
+}
+
+// Block candidates of conv2d_cpu (the default first): COV = the device's vector width.
+inline std::vector<std::string> cpu_candidates(const DeviceInfo& info, bool full) {
+  const int vw = cpu_vector_width(info);
+  std::vector<std::string> out = {cpu_config(vw, 8), cpu_config(vw, 4), cpu_config(vw, 12)};
+  if (full) {
+    for (int px : {6, 16}) out.push_back(cpu_config(vw, px));
+    if (vw > 4) out.push_back(cpu_config(vw / 2, 8)), out.push_back(cpu_config(vw / 2, 16));
   }
+  return out;
+}
+
+// conv2d_cpu's weights packed into blocks of COV output channels: kept with a resident
+// weight (keep), else in `scratch` (made per call, or per candidate while tuning).
+inline cl_mem packed_weights(Runtime& rt, const Conv2dArgs& p, cl_mem w, int cov, bool keep, Buffer& scratch) {
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int co_blocks = (cout_g + cov - 1) / cov;
-  const std::string options = "-cl-mad-enable -DCOV=" + std::to_string(cov) + " -DPX=" + std::to_string(px);
-  // Common square kernels get a build of their own, with the tap loops unrolled.
-  const bool fixed = p.k_h == p.k_w && (p.k_h == 1 || p.k_h == 3 || p.k_h == 5 || p.k_h == 7);
-  const std::string conv_options =
-      fixed ? options + " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w) : options;
-  // Packed weights: made once per resident weight and kept with it, else made per call.
-  const size_t packed_bytes = size_t(p.groups) * co_blocks * cov * k_dim * sizeof(float);
-  const std::string tag = "cpu-packed" + options;
-  Buffer packed_here;
-  cl_mem packed = p.weight_dev ? rt.derived(p.weight_dev, tag) : nullptr;
-  if (!packed) {
-    if (p.weight_dev) {
-      packed = rt.keep_derived(p.weight_dev, tag, packed_bytes);
-    } else {
-      packed_here = Buffer(packed_bytes, CL_MEM_READ_WRITE);
-      packed = packed_here.get();
-    }
-    cl_kernel pack = rt.kernel("conv2d.cl", "conv2d_pack_weights", options);
-    set_args(pack, w, packed, k_dim, cout_g, co_blocks);
-    const size_t pack_global[3] = {size_t(k_dim), size_t(co_blocks) * cov, size_t(p.groups)};
-    rt.launch(pack, 3, pack_global, nullptr);
+  const size_t bytes = size_t(p.groups) * co_blocks * cov * k_dim * sizeof(float);
+  const std::string tag = "cpu-packed COV=" + std::to_string(cov);
+  cl_mem packed = keep ? rt.derived(p.weight_dev, tag) : nullptr;
+  if (packed) return packed;
+  if (keep) {
+    packed = rt.keep_derived(p.weight_dev, tag, bytes);
+  } else {
+    scratch = Buffer(bytes, CL_MEM_READ_WRITE);
+    packed = scratch.get();
   }
+  cl_kernel pack = rt.kernel("conv2d.cl", "conv2d_pack_weights", "-cl-mad-enable -DCOV=" + std::to_string(cov));
+  set_args(pack, w, packed, k_dim, cout_g, co_blocks);
+  const size_t pack_global[3] = {size_t(k_dim), size_t(co_blocks) * cov, size_t(p.groups)};
+  rt.launch(pack, 3, pack_global, nullptr);
+  return packed;
+}
 
-  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_cpu", conv_options);
+// conv2d_cpu: COV output channels × PX consecutive pixels per work-item, on packed weights.
+inline void conv2d_cpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem packed, cl_mem bias, cl_mem y, int cov,
+                       int px) {
+  const int cout_g = p.c_out / p.groups;
+  const int co_blocks = (cout_g + cov - 1) / cov;
+  std::string options = "-cl-mad-enable -DCOV=" + std::to_string(cov) + " -DPX=" + std::to_string(px);
+  // Common square kernels get a build of their own, with the tap loops unrolled.
+  if (p.k_h == p.k_w && (p.k_h == 1 || p.k_h == 3 || p.k_h == 5 || p.k_h == 7))
+    options += " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w);
+  cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_cpu", options);
   const int has_bias = bias != nullptr;
-  set_args(kernel, x, packed, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w,
-                p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
-  const size_t global[3] = {size_t(co_blocks), size_t(p.h_out * p.w_out + px - 1) / px,
-                            size_t(p.batch) * p.groups};
+  set_args(kernel, x, packed, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
+           p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
+  const size_t global[3] = {size_t(co_blocks), size_t(p.h_out * p.w_out + px - 1) / px, size_t(p.batch) * p.groups};
   rt.launch(kernel, 3, global, nullptr);  // PoCL picks the work-group; setting 1, 4, 7 or 16 did not help
 }
 
-// Depthwise: on CPUs a vector of 16 outputs along a row per work-item, elsewhere one output.
-inline void conv2d_depthwise(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
-  const bool cpu = rt.info().type == "CPU" || forced_kernel() == "depthwise_cpu";
-  const int cov = cpu ? 16 : 1;
-  cl_kernel kernel = rt.kernel("conv2d.cl", cpu ? "conv2d_depthwise_cpu" : "conv2d_depthwise",
-                               "-cl-mad-enable -DCOV=16 -DPX=8");
-  const int has_bias = bias != nullptr;
-  set_args(kernel, x, w, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
-                p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
-  const size_t global[3] = {size_t(p.w_out + cov - 1) / cov, size_t(p.h_out), size_t(p.batch) * p.c_out};
-  rt.launch(kernel, 3, global, nullptr);
+// OCLF_CPU_BLOCK="COV,PX" as a configuration, or "" when unset.
+inline std::string cpu_block_setting() {
+  const std::string env = setting("CPU_BLOCK");
+  if (env.empty()) return "";
+  int cov = 0, px = 0;
+  if (std::sscanf(env.c_str(), "%d,%d", &cov, &px) != 2 || (cov != 4 && cov != 8 && cov != 16) || px < 1)
+    throw Error("OCLF_CPU_BLOCK must be COV,PX with COV 4, 8 or 16, got " + env, CL_INVALID_VALUE);
+  return cpu_config(cov, px);
 }
 
-// The reference's own kernels for the layer's shape and device: conv2d_depthwise for
+// The tuning key of a layer: kernel family and every size that changes the best block.
+inline std::string conv_key(const std::string& family, const Conv2dArgs& p) {
+  char key[256];
+  std::snprintf(key, sizeof(key), "conv.v1 %s B=%d Cin=%d H=%d W=%d Cout=%d K=%dx%d S=%dx%d D=%dx%d G=%d",
+                family.c_str(), p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h, p.stride_w,
+                p.dilation_h, p.dilation_w, p.groups);
+  return key;
+}
+
+// Layers smaller than this many multiply-adds are not worth a measurement.
+inline bool conv_worth_tuning(const Conv2dArgs& p) {
+  const double macs = double(p.batch) * p.c_out * p.h_out * p.w_out * (p.c_in / p.groups) * p.k_h * p.k_w;
+  return macs >= double(1 << 20);
+}
+
+// The configuration for a layer: a forced one (OCLF_CONV_KERNEL with a space), a block
+// setting (OCLF_CPU_BLOCK, OCLF_GPU_TILE), else choose() among the candidates (a forced kind
+// without sizes only picks the family). Notes it for the benchmark.
+inline std::string conv_config(Runtime& rt, const Conv2dArgs& p, const std::string& family, const std::string& forced,
+                               const std::string& block_setting, const std::vector<std::string>& quick,
+                               const std::vector<std::string>& full, const std::string& source_hash,
+                               const std::function<void(const std::string&)>& run) {
+  Choice choice;
+  if (forced.find(' ') != std::string::npos) {
+    choice = {forced, "setting"};
+  } else if (!block_setting.empty()) {
+    choice = {block_setting, "setting"};
+  } else {
+    choice = choose(rt, conv_key(family, p), source_hash, quick, full, run, conv_worth_tuning(p));
+  }
+  rt.tuning().note(choice.config, choice.origin);
+  return choice.config;
+}
+
+// The reference's own kernels for the layer's shape and device: depthwise_fast.hpp for
 // depthwise convs, conv2d_cpu on CPU devices, conv2d_gpu elsewhere. Returns false when
 // OCLF_CONV_KERNEL=tiled asks for the students' kernel instead.
 inline bool conv2d_fast(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y) {
   const std::string forced = forced_kernel();
   if (forced == "tiled") return false;
+  const std::string forced_kind = config_kind(forced);
   const bool depthwise = p.c_in == p.groups && p.c_out == p.groups;
   const bool cpu = rt.info().type == "CPU";
-  if (depthwise && (forced.empty() || forced.rfind("depthwise", 0) == 0)) {
-    conv2d_depthwise(rt, p, x, w, bias, y);
-  } else if (forced == "cpu" || (forced != "gpu" && cpu)) {
-    conv2d_cpu(rt, p, x, w, bias, y);
+  const bool dw_forced = forced_kind.rfind("depthwise", 0) == 0 || forced_kind.rfind("dw_", 0) == 0;
+  if (depthwise && (forced.empty() || dw_forced)) {
+    std::vector<std::string> quick = depthwise_candidates(rt.info(), p, false);
+    std::vector<std::string> full = depthwise_candidates(rt.info(), p, true);
+    if (!forced.empty() && forced.find(' ') == std::string::npos) {
+      // A forced kind keeps that kind's candidates (the v2 kinds have no others).
+      auto other = [&](const std::string& c) { return config_kind(c) != forced; };
+      quick.erase(std::remove_if(quick.begin(), quick.end(), other), quick.end());
+      full.erase(std::remove_if(full.begin(), full.end(), other), full.end());
+      if (quick.empty()) quick = full = {forced};
+    }
+    auto run = [&](const std::string& c) { depthwise_run(rt, p, x, w, bias, y, c); };
+    const std::string hash = rt.programs().source_hash("depthwise.cl") + rt.programs().source_hash("conv2d.cl");
+    depthwise_run(rt, p, x, w, bias, y, conv_config(rt, p, "depthwise", forced, "", quick, full, hash, run));
+  } else if (forced_kind == "cpu" || (forced_kind != "gpu" && cpu)) {
+    // While tuning, each candidate packs into a scratch buffer; the winner's packing is kept.
+    std::map<int, Buffer> scratch;
+    auto run = [&](const std::string& c) {
+      const int cov = config_value(c, "COV", 16);
+      cl_mem packed = scratch.count(cov) ? scratch[cov].get() : packed_weights(rt, p, w, cov, false, scratch[cov]);
+      conv2d_cpu(rt, p, x, packed, bias, y, cov, config_value(c, "PX", 8));
+    };
+    const std::string config = conv_config(rt, p, "cpu", forced_kind == "cpu" ? forced : "", cpu_block_setting(),
+                                           cpu_candidates(rt.info(), false), cpu_candidates(rt.info(), true),
+                                           rt.programs().source_hash("conv2d.cl"), run);
+    const int cov = config_value(config, "COV", 16);
+    Buffer per_call;
+    cl_mem packed = packed_weights(rt, p, w, cov, p.weight_dev != nullptr, per_call);
+    conv2d_cpu(rt, p, x, packed, bias, y, cov, config_value(config, "PX", 8));
   } else {
-    conv2d_gpu(rt, p, x, w, bias, y);
+    GpuTile set;
+    const std::string block = tile_setting(&set) ? set.text() : "";
+    auto run = [&](const std::string& c) { conv2d_gpu(rt, p, x, w, bias, y, GpuTile::of(c)); };
+    const std::string config = conv_config(rt, p, "gpu", forced_kind == "gpu" ? forced : "", block,
+                                           gpu_candidates(rt, p, false), gpu_candidates(rt, p, true),
+                                           rt.programs().source_hash("conv2d.cl"), run);
+    conv2d_gpu(rt, p, x, w, bias, y, GpuTile::of(config));
   }
   return true;
 }

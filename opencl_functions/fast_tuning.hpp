@@ -13,6 +13,8 @@
 // Candidates that fail (a build error, too much local memory) are skipped.
 #pragma once
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <string>
@@ -55,6 +57,13 @@ inline Choice choose(Runtime& rt, const std::string& key, const std::string& sou
   }
   tuning.remember(key, source_hash, best);
   return {best, "tuned now"};
+}
+
+// The vector width of the CPU kernels: the device's preferred float width (AVX-512 reports
+// 16, AVX2 8, SSE 4; never less than 4).
+inline int cpu_vector_width(const DeviceInfo& info) {
+  const unsigned w = std::max(info.preferred_vector_width_float, info.native_vector_width_float);
+  return w >= 16 ? 16 : w >= 8 ? 8 : 4;
 }
 
 // "NAME=value" from a configuration text ("rows VW=16 RN=4"), or `otherwise`.

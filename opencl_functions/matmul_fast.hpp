@@ -48,12 +48,6 @@ struct Operands {
   cl_mem c;     // C (m × n), row-major
 };
 
-// The vector width of the CPU kernels: the device's preferred float width (4, 8 or 16).
-inline int cpu_vector_width(const DeviceInfo& info) {
-  const unsigned w = std::max(info.preferred_vector_width_float, info.native_vector_width_float);
-  return w >= 16 ? 16 : w >= 8 ? 8 : 4;
-}
-
 inline std::string options_of(const std::string& config) {
   std::string out = "-cl-mad-enable";
   for (const char* name : {"VW", "MR", "RN", "CPW", "LX", "LY"}) {

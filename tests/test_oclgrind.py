@@ -28,6 +28,10 @@ SCRIPT = textwrap.dedent("""
         # A 3x3 conv over 32 channels: K = 288 is long enough for split-K to cut it.
         x, w, b = torch.randn(1, 32, 6, 7), torch.randn(8, 32, 3, 3), torch.randn(8)
         close(ocl.ocl_conv2d(x, w, b), F.conv2d(x, w, b))
+        # Depthwise, strided and dilated, rows wider than a vector, two images.
+        x, w, b = torch.randn(2, 3, 9, 21), torch.randn(3, 1, 3, 2), torch.randn(3)
+        for s, d in (((1, 1), (1, 1)), ((2, 2), (1, 2)), ((1, 3), (2, 1))):
+            close(ocl.ocl_conv2d(x, w, b, s, d, 3), F.conv2d(x, w, b, s, 0, d, 3))
         for c in cases():
             args = dict(stride=tuple(c["stride"]), dilation=tuple(c["dilation"]), groups=c["groups"])
             expected = F.conv2d(c["x"], c["weight"], c["bias"], **args)
@@ -75,7 +79,9 @@ def run_under_oclgrind(what: str, tmp_path, oclgrind_args=(), **env) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("kernel", ["tiled", "cpu", "gpu", "gpu_split_k", "depthwise", "depthwise_cpu"])
+@pytest.mark.parametrize("kernel", ["tiled", "cpu", "gpu", "gpu_split_k", "depthwise", "depthwise_cpu",
+                                    "cpu COV=8 PX=5", "dw_rows VW=8 RY=3", "dw_tiled TX=8 TY=2 TZ=2 RY=2",
+                                    "dw_tiled TX=16 TY=1 TZ=1 RY=4"])
 def test_conv2d_paths_under_oclgrind(kernel, tmp_path, ocl):
     # Split-K runs when the output tiles do not fill the device: a device of 64 compute units.
     args = ("--compute-units", "64") if kernel == "gpu_split_k" else ()
