@@ -12,7 +12,8 @@
 //     pixels per work-item; OCLF_CPU_BLOCK="COV,PX" overrides;
 //   other devices: conv2d_gpu (v4), with split-K when the output alone gives too few
 //     work-groups; tiles by layer shape (default_gpu_tile), OCLF_GPU_TILE="TM,TN,WM,WN,TK"
-//     overrides; OCLF_GPU_SPLIT_TARGET sets split-K's aim.
+//     overrides; OCLF_GPU_SPLIT_TARGET sets split-K's aim. Stride-1 3×3 convs also try
+//     Winograd F(2×2, 3×3) (winograd.cl; "wino", its products through conv2d_gpu) when tuned.
 // Each layer shape may be tuned at first use among a few candidates (fast_tuning.hpp).
 #pragma once
 
@@ -169,6 +170,56 @@ inline void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_
   conv2d_gpu(rt, p, x, w, bias, y, t);
 }
 
+// Winograd F(2×2, 3×3) (winograd.cl) takes stride-1, undilated 3×3 convs with one group.
+inline bool winograd_fits(const Conv2dArgs& p) {
+  return p.k_h == 3 && p.k_w == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dilation_h == 1 &&
+         p.dilation_w == 1 && p.groups == 1;
+}
+
+// The 16 products of Winograd's tile positions as one grouped 1×1 conv2d_gpu: V (16·C_in
+// channels over P tiles) → M (16·C_out channels), U as its weights.
+inline Conv2dArgs winograd_gemm(const Conv2dArgs& p) {
+  const int tiles = p.batch * ((p.h_out + 1) / 2) * ((p.w_out + 1) / 2);
+  Conv2dArgs q{};
+  q.batch = 1, q.c_in = 16 * p.c_in, q.h = 1, q.w = tiles, q.c_out = 16 * p.c_out, q.k_h = q.k_w = 1;
+  q.stride_h = q.stride_w = q.dilation_h = q.dilation_w = 1, q.groups = 16, q.h_out = 1, q.w_out = tiles;
+  return q;
+}
+
+// Winograd: transform the weights (kept with a resident weight) and the input, 16 products
+// through conv2d_gpu with tile t, transform back and add the bias.
+inline void conv2d_winograd(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
+                            const GpuTile& t) {
+  const int th = (p.h_out + 1) / 2, tw = (p.w_out + 1) / 2, tiles = p.batch * th * tw;
+  const size_t u_bytes = size_t(16) * p.c_out * p.c_in * sizeof(float);
+  Buffer u_here;
+  cl_mem u = p.weight_dev ? rt.derived(p.weight_dev, "winograd-U") : nullptr;
+  if (!u) {
+    if (p.weight_dev) {
+      u = rt.keep_derived(p.weight_dev, "winograd-U", u_bytes);
+    } else {
+      u_here = Buffer(u_bytes, CL_MEM_READ_WRITE);
+      u = u_here.get();
+    }
+    cl_kernel weights = rt.kernel("winograd.cl", "winograd_weights", "");
+    set_args(weights, w, u, p.c_in, p.c_out);
+    const size_t global[2] = {size_t(p.c_in), size_t(p.c_out)};
+    rt.launch(weights, 2, global, nullptr);
+  }
+  Buffer v(size_t(16) * p.c_in * tiles * sizeof(float), CL_MEM_READ_WRITE);
+  Buffer m(size_t(16) * p.c_out * tiles * sizeof(float), CL_MEM_READ_WRITE);
+  cl_kernel input = rt.kernel("winograd.cl", "winograd_input", "");
+  set_args(input, x, v.get(), p.batch, p.c_in, p.h, p.w, th, tw);
+  const size_t in_global[2] = {size_t(tiles), size_t(p.c_in)};
+  rt.launch(input, 2, in_global, nullptr);
+  conv2d_gpu(rt, winograd_gemm(p), v.get(), u, nullptr, m.get(), t);
+  cl_kernel output = rt.kernel("winograd.cl", "winograd_output", "");
+  const int has_bias = bias != nullptr;
+  set_args(output, m.get(), bias, y, has_bias, p.batch, p.c_out, p.h_out, p.w_out, th, tw);
+  const size_t out_global[2] = {size_t(tiles), size_t(p.c_out)};
+  rt.launch(output, 2, out_global, nullptr);
+}
+
 inline std::string cpu_config(int cov, int px) {
   return "cpu COV=" + std::to_string(cov) + " PX=" + std::to_string(px);
 }
@@ -263,6 +314,7 @@ inline std::string conv_config(Runtime& rt, const Conv2dArgs& p, const std::stri
     choice = {block_setting, "setting"};
   } else {
     choice = choose(rt, conv_key(family, p), source_hash, quick, full, run, conv_worth_tuning(p));
+    if (!forced.empty() && choice.origin == "defaults") choice.origin = "setting";
   }
   rt.tuning().note(choice.config, choice.origin);
   return choice.config;
@@ -291,7 +343,7 @@ inline bool conv2d_fast(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl
     auto run = [&](const std::string& c) { depthwise_run(rt, p, x, w, bias, y, c); };
     const std::string hash = rt.programs().source_hash("depthwise.cl") + rt.programs().source_hash("conv2d.cl");
     depthwise_run(rt, p, x, w, bias, y, conv_config(rt, p, "depthwise", forced, "", quick, full, hash, run));
-  } else if (forced_kind == "cpu" || (forced_kind != "gpu" && cpu)) {
+  } else if (forced_kind == "cpu" || (forced_kind != "gpu" && forced_kind != "wino" && cpu)) {
     // While tuning, each candidate packs into a scratch buffer; the winner's packing is kept.
     std::map<int, Buffer> scratch;
     auto run = [&](const std::string& c) {
@@ -309,11 +361,25 @@ inline bool conv2d_fast(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl
   } else {
     GpuTile set;
     const std::string block = tile_setting(&set) ? set.text() : "";
-    auto run = [&](const std::string& c) { conv2d_gpu(rt, p, x, w, bias, y, GpuTile::of(c)); };
-    const std::string config = conv_config(rt, p, "gpu", forced_kind == "gpu" ? forced : "", block,
-                                           gpu_candidates(rt, p, false), gpu_candidates(rt, p, true),
-                                           rt.programs().source_hash("conv2d.cl"), run);
-    conv2d_gpu(rt, p, x, w, bias, y, GpuTile::of(config));
+    auto run = [&](const std::string& c) {
+      if (config_kind(c) == "wino")
+        conv2d_winograd(rt, p, x, w, bias, y, GpuTile::of(c));
+      else
+        conv2d_gpu(rt, p, x, w, bias, y, GpuTile::of(c));
+    };
+    std::vector<std::string> quick = gpu_candidates(rt, p, false), full = gpu_candidates(rt, p, true);
+    std::string hash = rt.programs().source_hash("conv2d.cl");
+    if (winograd_fits(p)) {
+      // Winograd with its products' default tile, measured against the direct kernel.
+      const std::string wino = "wino" + default_gpu_tile(rt, winograd_gemm(p)).text().substr(3);
+      quick.push_back(wino);
+      full.push_back(wino);
+      hash += rt.programs().source_hash("winograd.cl");
+    }
+    const bool gpu_forced = forced_kind == "gpu" || (forced_kind == "wino" && winograd_fits(p));
+    if (forced == "wino" && winograd_fits(p)) quick = full = {quick.back()};
+    const std::string config = conv_config(rt, p, "gpu", gpu_forced ? forced : "", block, quick, full, hash, run);
+    run(config);
   }
   return true;
 }

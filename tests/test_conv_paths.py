@@ -94,7 +94,8 @@ def test_depthwise_configurations(ocl, monkeypatch, config):
 
 
 CPU_CONFIGS = ["cpu COV=16 PX=8", "cpu COV=8 PX=12", "cpu COV=4 PX=3", "gpu TM=32 TN=32 WM=4 WN=4 TK=16",
-               "gpu TM=128 TN=64 WM=8 WN=4 TK=16", "gpu TM=64 TN=64 WM=4 WN=4 TK=32"]
+               "gpu TM=128 TN=64 WM=8 WN=4 TK=16", "gpu TM=64 TN=64 WM=4 WN=4 TK=32", "wino",
+               "wino TM=32 TN=32 WM=4 WN=4 TK=16"]
 
 
 @pytest.mark.parametrize("config", CPU_CONFIGS)
@@ -110,3 +111,18 @@ def test_block_configurations(ocl, monkeypatch, config):
         ref = F.conv2d(x, weight, bias, stride, 0, dilation, groups)
         torch.testing.assert_close(ocl.ocl_conv2d(x, weight, bias, stride, dilation, groups), ref, atol=1e-4,
                                    rtol=1e-4)
+
+
+@pytest.mark.parametrize("batch, c_in, h, w, c_out", [(1, 1, 3, 3, 1), (2, 7, 9, 12, 5), (1, 33, 15, 8, 17),
+                                                    (1, 64, 30, 30, 70)])
+def test_winograd(ocl, monkeypatch, batch, c_in, h, w, c_out):
+    """Winograd F(2x2, 3x3): odd output sizes (partial tiles), batches, resident weights, bias."""
+    monkeypatch.setenv("OCLF_CONV_KERNEL", "wino")
+    torch.manual_seed(0)
+    x, weight = torch.randn(batch, c_in, h, w), torch.randn(c_out, c_in, 3, 3) / (9 * c_in) ** 0.5
+    bias = torch.randn(c_out)
+    ref = F.conv2d(x, weight, bias)
+    torch.testing.assert_close(ocl.ocl_conv2d(x, weight, bias), ref, atol=1e-4, rtol=1e-4)
+    param = torch.nn.Parameter(weight, requires_grad=False)
+    torch.testing.assert_close(ocl.ocl_conv2d(x, param, bias), ref, atol=1e-4, rtol=1e-4)
+    assert ocl.last_choice()["config"].startswith("wino")
