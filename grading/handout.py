@@ -32,6 +32,7 @@ STAFF_ONLY = (
     "opencl_functions/fast_tuning.hpp",
     "opencl_functions/matmul_fast.cl",
     "opencl_functions/matmul_fast.hpp",
+    "opencl_functions/winograd.cl",
     "tests/test_conv_paths.py",
     "tests/test_fixtures.py",
     "tests/test_grading.py",
@@ -39,6 +40,7 @@ STAFF_ONLY = (
     "tests/test_matmul_paths.py",
     "tests/test_oclgrind.py",
     "tests/test_sandbox.py",
+    "tests/test_tuning.py",
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need.

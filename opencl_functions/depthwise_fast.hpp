@@ -49,7 +49,8 @@ inline void depthwise_v2(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, c
 inline void depthwise_rows(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
                            const std::string& config) {
   const int vw = config_value(config, "VW", 16), ry = config_value(config, "RY", 4);
-  const std::string options = depthwise_shape_options(p) + " -DVW=" + std::to_string(vw) + " -DRY=" + std::to_string(ry);
+  const std::string options =
+      depthwise_shape_options(p) + " -DVW=" + std::to_string(vw) + " -DRY=" + std::to_string(ry);
   cl_kernel kernel = rt.kernel("depthwise.cl", "conv2d_depthwise_rows", options);
   const int has_bias = bias != nullptr;
   set_args(kernel, x, w, bias, y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out);

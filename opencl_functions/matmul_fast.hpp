@@ -284,7 +284,15 @@ inline bool matmul_fast(Runtime& rt, const MatmulArgs& p) {
   candidates(info, m, can, forced, quick, full);
   if (quick.empty()) return false;
 
-  Buffer a = Buffer::input(a_host, a_len * sizeof(float));
+  // The gathered row is copied into a device buffer now: the product runs after this
+  // function returns (read_async below), when a_row is gone.
+  Buffer a;
+  if (a_host == p.a) {
+    a = Buffer::input(p.a, a_len * sizeof(float));
+  } else {
+    a = Buffer(a_len * sizeof(float), CL_MEM_READ_ONLY);
+    a.write(a_host, a_len * sizeof(float));
+  }
   Buffer a_given;  // CLBlast reads A as given (strided or not)
   if (a_host != p.a) a_given = Buffer::input(p.a, p.a_len * sizeof(float));
   Buffer c = Buffer::output(p.c, p.m * p.n * sizeof(float), CL_MEM_READ_WRITE);
@@ -322,7 +330,7 @@ inline bool matmul_fast(Runtime& rt, const MatmulArgs& p) {
   rt.tuning().note(choice.config, forced.empty() ? choice.origin : "setting");
   if (config_kind(choice.config) == "clblast") return false;
   run(choice.config);
-  c.read(p.c, p.m * p.n * sizeof(float));
+  c.read_async(p.c, p.m * p.n * sizeof(float));
   return true;
 }
 

@@ -1,7 +1,8 @@
 """Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
-CPU, GPU with and without split-K, depthwise), the backward kernels, the CLBlast
-calls (GEMM, and GEMV for one-row products) and our own products (matmul_fast.cl). No data race, no out-of-bounds access, no
-read of a write-only buffer, and the results still match torch."""
+CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
+the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
+(matmul_fast.cl). No data race, no out-of-bounds access, no read of a write-only buffer,
+and the results still match torch."""
 import os
 import shutil
 import subprocess
