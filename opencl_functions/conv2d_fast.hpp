@@ -69,6 +69,13 @@ inline bool tile_setting(GpuTile* t) {
   return true;
 }
 
+// Whether a tile's work-group and local buffers fit the device (As and Bs, two of each).
+inline bool fits_device(const GpuTile& t, const DeviceInfo& info) {
+  const size_t threads = size_t(t.tm / t.wm) * (t.tn / t.wn);
+  const size_t local_bytes = 2 * size_t(t.tk) * (t.tm + 4 + t.tn) * sizeof(float);
+  return threads <= info.max_work_group_size && local_bytes <= info.local_mem_size;
+}
+
 inline bool is_pointwise(const Conv2dArgs& p) {
   return (p.h_out * p.w_out) % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
          p.h == p.h_out && p.w == p.w_out;
@@ -87,9 +94,11 @@ inline GpuTile default_gpu_tile(Runtime& rt, const Conv2dArgs& p) {
   // multiple of 4 (the 7×7 first layer, 1.2× faster with 64×32).
   const int cus = rt.info().compute_units;
   const size_t tiles32 = round_up(cout_g, 32) / 32 * (round_up(pixels, 32) / 32) * p.groups;
-  if (is_pointwise(p) && hw_out >= 28 * 28 && tiles32 >= size_t(cus)) return GpuTile{32, 32, 4, 4, 16};
-  if (k_dim % 4 != 0) return GpuTile{64, 32, 4, 4, 16};
-  return GpuTile{};
+  GpuTile t;
+  if (is_pointwise(p) && hw_out >= 28 * 28 && tiles32 >= size_t(cus)) t = GpuTile{32, 32, 4, 4, 16};
+  if (k_dim % 4 != 0) t = GpuTile{64, 32, 4, 4, 16};
+  // Devices with small work-groups or little local memory start from 32×32 (64 work-items).
+  return fits_device(t, rt.info()) ? t : GpuTile{32, 32, 4, 4, 16};
 }
 
 // Tile candidates of a layer (the default first); `full`: a sweep's.
@@ -102,7 +111,8 @@ inline std::vector<std::string> gpu_candidates(Runtime& rt, const Conv2dArgs& p,
   }
   std::vector<std::string> out;
   for (const GpuTile& t : tiles)
-    if (valid_tile(t) && std::find(out.begin(), out.end(), t.text()) == out.end()) out.push_back(t.text());
+    if (valid_tile(t) && fits_device(t, rt.info()) && std::find(out.begin(), out.end(), t.text()) == out.end())
+      out.push_back(t.text());
   return out;
 }
 
