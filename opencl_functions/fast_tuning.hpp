@@ -45,11 +45,13 @@ inline Choice choose(Runtime& rt, const std::string& key, const std::string& sou
       if (c == cached->choice) return {c, "cache: " + cached->origin};
   }
   if (candidates.size() < 2 || !(worth_measuring || sweeping) || !tuning.may_measure()) return {quick[0], "defaults"};
+  // A sweep has time for more runs per candidate: their fastest is steadier on a busy machine.
+  const int runs = sweeping ? 3 * reps : reps;
   double best_ns = std::numeric_limits<double>::infinity();
   std::string best = quick[0];
   for (const std::string& c : candidates) {
     try {
-      const double ns = tuning.measure([&] { run(c); }, reps);
+      const double ns = tuning.measure([&] { run(c); }, runs);
       if (ns < best_ns) best_ns = ns, best = c;
     } catch (const Error&) {
       continue;  // this candidate does not build or launch on this device
