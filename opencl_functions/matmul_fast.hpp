@@ -8,7 +8,7 @@
 //            K×N B is transposed once into a buffer kept with it, so GPT-2's Conv1D weights
 //            take this path too on CPUs (strided columns streamed at half the bandwidth);
 //   cols     gemm_cols, B stored K×N: vectors along N;
-//   conv     conv2d_gpu (conv2d_fast.hpp) as a 1×1 convolution: C = A·B is C_out = M
+//   conv     conv2d_gpu (conv2d_gpu_fast.hpp) as a 1×1 convolution: C = A·B is C_out = M
 //            channels over N pixels of C_in = K input channels (GPUs, M ≥ 2);
 //   clblast  the solution's CLBlast call.
 // Per shape, fast_tuning.hpp picks among candidates derived from the device's description;
@@ -29,7 +29,7 @@
 
 #include <clblast.h>
 
-#include "conv2d_fast.hpp"
+#include "conv2d_gpu_fast.hpp"
 #include "fast_tuning.hpp"
 #include "opencl-functions.hpp"
 #include "runtime/runtime.hpp"
