@@ -70,7 +70,8 @@ inline void launch_rows(Runtime& rt, const std::string& config, const Operands& 
 }
 
 // gemm_cols, with K split over KS work-groups when the columns alone would not fill the
-// device twice (GPUs; the partial products are added by gemm_sum_splits).
+// device twice (GPUs; at least 8 values of K per work-item; the partial products are added
+// by gemm_sum_splits).
 inline void launch_cols(Runtime& rt, const std::string& config, const Operands& o) {
   const int vw = config_value(config, "VW", 4), cpw = config_value(config, "CPW", 1);
   const int lx = config_value(config, "LX", 1), ly = config_value(config, "LY", 1);
@@ -78,7 +79,7 @@ inline void launch_cols(Runtime& rt, const std::string& config, const Operands& 
   int splits = 1;
   if (lx * ly > 1) {
     const size_t wanted = 2 * size_t(rt.info().compute_units);
-    splits = int(std::min<size_t>((wanted + col_groups - 1) / col_groups, std::max(1, o.k / (16 * ly))));
+    splits = int(std::min<size_t>((wanted + col_groups - 1) / col_groups, std::max(1, o.k / (8 * ly))));
     splits = std::max(1, std::min(splits, 64));
   }
   const int k_chunk = (o.k + splits - 1) / splits;
@@ -237,7 +238,9 @@ inline void candidates(const DeviceInfo& info, int m, const Paths& can, const st
   const bool conv = can.conv && !cpu;
   const bool gemm_first = !cpu && m > 8;
   if (gemm_first) quick.push_back(conv ? "conv" : "clblast");
-  if (rows) append(quick, rows_configs(info, m, false)), append(full, rows_configs(info, m, true));
+  if (rows) append(quick, rows_configs(info, m, false));
+  // A sweep on a GPU also tries rows over a transposed copy of a resident K×N weight.
+  if (can.rows) append(full, rows_configs(info, m, true));
   // On CPUs cols runs only where rows cannot: streaming K×N columns from memory measured half
   // the bandwidth of rows over the transposed copy (lm_head, 154 MB: 7-8 against 13-26 GB/s),
   // which repeated trial runs on cache-resident weights do not show.

@@ -51,10 +51,11 @@ SCRIPT = textwrap.dedent("""
     elif what == "fast_matmul":
         # Our own products (OCLF_MATMUL picks the path): one row and three rows, B stored N×K
         # (a weight's transpose), K×N resident (transposed once for rows), A transposed.
+        # K = 70 is long enough for gemm_cols to split K over work-groups (LX·LY > 1).
         for m in (1, 3):
-            a, w = torch.randn(m, 37), torch.randn(9, 37)
+            a, w = torch.randn(m, 70), torch.randn(9, 70)
             close(ocl.ocl_matmul(a, w.t()), a @ w.t())
-            p = torch.nn.Parameter(torch.randn(37, 9), requires_grad=False)
+            p = torch.nn.Parameter(torch.randn(70, 9), requires_grad=False)
             close(ocl.ocl_matmul(a, p), a @ p)
             close(ocl.ocl_matmul(a.t().contiguous().t(), p.detach()), a @ p)
     else:
