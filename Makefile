@@ -30,6 +30,10 @@ help:
 	@echo "make bench       conv2d and matmul benchmark (grading.bench)"
 	@echo "make clblast-tune  staff: tune CLBlast for the device (needs clblast-utils; ARGS=\"--scale 2\")"
 	@echo "make calibrate   staff: time the grader's ladder of kernels here and print the scale"
+# BEGIN STAFF
+	@echo "make tune        staff: sweep the reference's kernels over ResNet-50, MobileNet and GPT-2 shapes"
+	@echo "                 on this device into the tuning cache (grading.tune; ARGS=\"--models gpt2\")"
+# END STAFF
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 	@echo "make clean       remove build outputs (keeps .venv)"
 	@echo "Pick a device with OCL_DEVICE=P:D or part of its name (see make info)."
@@ -77,6 +81,14 @@ clblast-tune: build
 
 calibrate: build
 	$(PY) -m grading.calibrate
+
+# BEGIN STAFF
+# Every candidate of every layer shape measured once (OCLF_TUNE=sweep), the winners cached
+# per device under ~/.cache/opencl_functions; later runs read them.
+.PHONY: tune
+tune: build
+	$(PY) -m grading.tune $(ARGS)
+# END STAFF
 
 info: build
 	$(PY) -m utils.info

@@ -2,8 +2,13 @@
 opencl_functions.device (torch's `opencl` device), each a skip with the reason when its
 extension is not built or no OpenCL device can be opened."""
 import functools
+import os
 
 import pytest
+
+# Tests take the device-derived defaults: no measuring at first use, and nothing written to
+# the user's tuning cache (tests of tuning turn it on with a cache folder of their own).
+os.environ.setdefault("OCLF_TUNE", "0")
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,6 +29,7 @@ core = Pybind11Extension(
         "opencl_functions/baselines.cpp",
         *sorted(glob.glob("opencl_functions/runtime/*.cpp")),
     ],
+    depends=HEADERS,  # an edited header alone rebuilds too (the fast paths live in headers)
     define_macros=[("CL_TARGET_OPENCL_VERSION", "120")],
     libraries=["OpenCL", "clblast"],
     cxx_std=17,

@@ -1,20 +1,26 @@
 """Benchmark: our conv2d and matmul against torch and OpenCL baselines, in one run.
 
-    python -m grading.bench --out DIR [--quick]
+    python -m grading.bench --out DIR [--quick] [--threads N] [--stat min|median]
 
 For ResNet-50's conv shapes, depthwise shapes (MobileNetV2, EfficientNet) and GPT-2's
-matmul shapes it times:
+matmul shapes (1, 8 and 64 tokens) it times:
   ours       opencl_functions.ocl_conv2d / ocl_matmul: kernel time (OpenCL profiling
-             events) and wall time (transfers and host code included); conv weights
-             are parameters, resident on the device as in a patched model;
+             events) and wall time (transfers and host code included); weights are
+             parameters, resident on the device as in a patched model;
   torch      oneDNN on the CPU (wall time); on a CUDA machine, cuDNN/cuBLAS fp32 with
              TF32 off, GPU time of a CUDA graph of repeats (inputs already on the GPU);
+  clblast    matmul through CLBlast alone (OCLF_MATMUL=clblast), kernel time;
   convgemm   CLBlast's Convgemm (groups=1 only), kernel time;
   naive      one output per work-item, kernel time;
   tiled      the tiled kernel of conv2d.cl, the assignment's (the reference's host code with
              OCLF_CONV_KERNEL=tiled; in the handout, the student's own kernel), kernel time.
-Each is warmed up, then repeated; the median counts. Writes DIR/bench.json and
-DIR/bench.png (GFLOP/s per layer), prints a table and geometric means of time ratios.
+ours, ours_wall, torch (and clblast) are timed in alternation, round after round, so a busy
+machine slows them alike; the baselines after them. Each is warmed up first (the first call
+builds kernels and, with OCLF_TUNE=1, tunes the layer's shape: never inside the timed
+rounds). The fastest run counts (--stat median: the median). Each row also records the
+configuration our call used and where it came from (defaults, tuned now, the tuning cache
+of a first use or of a sweep, a setting). Writes DIR/bench.json and DIR/bench.png (GFLOP/s
+per layer), prints a table and geometric means of time ratios.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ import math
 import os
 import statistics
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -34,30 +40,40 @@ import opencl_functions
 from grading import baselines
 from grading.shapes import DEPTHWISE, GPT2, QUICK_CONV, QUICK_DEPTHWISE, QUICK_GPT2, RESNET50, ConvShape, MatmulShape
 
-METHODS = ["ours", "ours_wall", "torch", "convgemm", "naive", "tiled"]
+METHODS = ["ours", "ours_wall", "torch", "clblast", "convgemm", "naive", "tiled"]
 # Time ratios reported as geometric means: (numerator, denominator) → "num/den".
-RATIOS = [("torch", "ours"), ("torch", "ours_wall"), ("convgemm", "ours"), ("naive", "ours"), ("tiled", "ours"),
-          ("torch", "convgemm"), ("torch", "naive"), ("torch", "tiled")]
+RATIOS = [("torch", "ours"), ("torch", "ours_wall"), ("clblast", "ours"), ("convgemm", "ours"), ("naive", "ours"),
+          ("tiled", "ours"), ("torch", "clblast"), ("torch", "convgemm"), ("torch", "naive"), ("torch", "tiled")]
 
 
 class Timer:
-    """Repeats fn (which returns nanoseconds) after warm-up; median of the repeats.
+    """Times functions that return nanoseconds: each warmed up, then repeated in alternation,
+    round after round (BURST runs of each per round, so each side's threads are awake as in
+    its own loop, and a busy machine slows all alike), for at least min_reps and at most
+    max_reps rounds, or until budget_s seconds have passed; per function the fastest run, or
+    the median (stat)."""
 
-    Repeats stop after max_reps or once budget_s seconds have passed (at least min_reps)."""
+    BURST = 3
 
-    def __init__(self, warmup: int, min_reps: int, max_reps: int, budget_s: float):
+    def __init__(self, warmup: int, min_reps: int, max_reps: int, budget_s: float, stat: str = "min"):
         self.warmup, self.min_reps, self.max_reps, self.budget_s = warmup, min_reps, max_reps, budget_s
+        self.stat = statistics.median if stat == "median" else min
+
+    def all(self, fns: Dict[str, Callable[[], float]]) -> Dict[str, float]:
+        for fn in fns.values():
+            for _ in range(self.warmup):
+                fn()
+        samples: Dict[str, List[float]] = {name: [] for name in fns}
+        start = time.perf_counter()
+        rounds = 0
+        while rounds < self.max_reps and (rounds < self.min_reps or time.perf_counter() - start < self.budget_s):
+            for name, fn in fns.items():
+                samples[name] += [fn() for _ in range(self.BURST if len(fns) > 1 else 1)]
+            rounds += 1
+        return {name: self.stat(values) for name, values in samples.items()}
 
     def __call__(self, fn: Callable[[], float]) -> float:
-        for _ in range(self.warmup):
-            fn()
-        samples: List[float] = []
-        start = time.perf_counter()
-        while len(samples) < self.max_reps and (
-            len(samples) < self.min_reps or time.perf_counter() - start < self.budget_s
-        ):
-            samples.append(fn())
-        return statistics.median(samples)
+        return self.all({"fn": fn})["fn"]
 
 
 class TorchRunner:
@@ -122,17 +138,38 @@ def _max_rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out - ref).abs().max() / (1 + ref.abs().max()))
 
 
-def _tiled_kernel_ns(x: torch.Tensor, w: torch.Tensor, args: Dict) -> float:
-    """Kernel time of the tiled kernel through the host code's own launch (OCLF_CONV_KERNEL)."""
-    before = os.environ.get("OCLF_CONV_KERNEL")
-    os.environ["OCLF_CONV_KERNEL"] = "tiled"
+def _with_env(name: str, value: str, fn: Callable[[], object]) -> object:
+    """fn() with environment variable `name` set to `value` (the host code reads settings when used)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
     try:
-        return _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, w, None, **args))
+        return fn()
     finally:
         if before is None:
-            del os.environ["OCLF_CONV_KERNEL"]
+            del os.environ[name]
         else:
-            os.environ["OCLF_CONV_KERNEL"] = before
+            os.environ[name] = before
+
+
+def _tiled_kernel_ns(x: torch.Tensor, w: torch.Tensor, args: Dict) -> float:
+    """Kernel time of the tiled kernel through the host code's own launch (OCLF_CONV_KERNEL)."""
+    return _with_env("OCLF_CONV_KERNEL", "tiled",
+                     lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, w, None, **args)))
+
+
+def _first_call(fn: Callable[[], torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, str]]:
+    """Our first call of a layer (it builds kernels and may tune the shape), and where its
+    configuration came from."""
+    out = fn()
+    return out, opencl_functions.last_choice()
+
+
+def _choice(ours: Callable[[], object], first: Dict[str, str]) -> Dict[str, str]:
+    """The configuration of one more call of ours, with the origin the first call reported
+    (a shape tuned in this run reads "tuned now", not the cache it went to)."""
+    ours()
+    last = opencl_functions.last_choice()
+    return {"config": last["config"], "origin": first["origin"] if first["config"] else last["origin"]}
 
 
 def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer) -> Dict:
@@ -143,32 +180,38 @@ def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer
     ref = F.conv2d(x, w, None, padding=0, **args)
     # Ours runs as in a patched model: the weight is a parameter, resident on the device.
     param = torch.nn.Parameter(w, requires_grad=False)
-    out = opencl_functions.ocl_conv2d(x, param, None, **args)
-    times = {
-        "ours": fast(lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args))),
-        "ours_wall": fast(lambda: _wall_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args))),
-    }
+    out, first = _first_call(lambda: opencl_functions.ocl_conv2d(x, param, None, **args))
     xd, wd = torch_runner.to(x, w)
-    times["torch"] = fast(torch_runner.timer(lambda: F.conv2d(xd, wd, None, padding=0, **args)))
+    times = fast.all({
+        "ours": lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args)),
+        "ours_wall": lambda: _wall_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args)),
+        "torch": torch_runner.timer(lambda: F.conv2d(xd, wd, None, padding=0, **args)),
+    })
+    choice = _choice(lambda: opencl_functions.ocl_conv2d(x, param, None, **args), first)
     if s.groups == 1:
         times["convgemm"] = slow(lambda: baselines.clblast_convgemm(x, w, args["stride"], args["dilation"])[1])
     times["naive"] = slow(lambda: baselines.naive_conv2d(x, w, None, **args)[1])
     times["tiled"] = slow(lambda: _tiled_kernel_ns(x, w, args))
-    return {"max_rel_error": _max_rel_error(out, ref), "times_ns": times}
+    return {"max_rel_error": _max_rel_error(out, ref), "times_ns": times, **choice}
 
 
 def bench_matmul(s: MatmulShape, torch_runner: TorchRunner, fast: Timer) -> Dict:
+    """x (M, K) @ W (K, N) with W a resident parameter, as GPT-2's Conv1D layers call it."""
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(s.m, s.k, generator=gen)
-    b = torch.randn(s.k, s.n, generator=gen) / math.sqrt(s.k)
-    out = opencl_functions.ocl_matmul(a, b)
-    times = {
-        "ours": fast(lambda: _kernel_ns(lambda: opencl_functions.ocl_matmul(a, b))),
-        "ours_wall": fast(lambda: _wall_ns(lambda: opencl_functions.ocl_matmul(a, b))),
-    }
-    ad, bd = torch_runner.to(a, b)
-    times["torch"] = fast(torch_runner.timer(lambda: ad @ bd))
-    return {"max_rel_error": _max_rel_error(out, a @ b), "times_ns": times}
+    b = torch.nn.Parameter(torch.randn(s.k, s.n, generator=gen) / math.sqrt(s.k), requires_grad=False)
+    out, first = _first_call(lambda: opencl_functions.ocl_matmul(a, b))
+    ad, bd = torch_runner.to(a, b.detach())
+    clblast = lambda: _with_env("OCLF_MATMUL", "clblast", lambda: _kernel_ns(lambda: opencl_functions.ocl_matmul(a, b)))
+    clblast()  # builds CLBlast's kernels outside the timed rounds
+    times = fast.all({
+        "ours": lambda: _kernel_ns(lambda: opencl_functions.ocl_matmul(a, b)),
+        "ours_wall": lambda: _wall_ns(lambda: opencl_functions.ocl_matmul(a, b)),
+        "torch": torch_runner.timer(lambda: ad @ bd),
+        "clblast": clblast,
+    })
+    choice = _choice(lambda: opencl_functions.ocl_matmul(a, b), first)
+    return {"max_rel_error": _max_rel_error(out, a @ b.detach()), "times_ns": times, **choice}
 
 
 def geomean_ratios(rows: List[Dict]) -> Dict[str, Optional[float]]:
@@ -182,15 +225,16 @@ def geomean_ratios(rows: List[Dict]) -> Dict[str, Optional[float]]:
 
 
 def print_table(title: str, rows: List[Dict]) -> None:
-    print(f"\n{title}  (GFLOP/s; ours = kernel time, ours_wall = with transfers)")
-    header = f"{'layer':<16}{'shape':<30}" + "".join(f"{m:>11}" for m in METHODS) + f"{'err':>9}"
+    print(f"\n{title}  (GFLOP/s; ours = kernel time, ours_wall = with transfers; our configuration and its origin)")
+    header = f"{'layer':<16}{'shape':<30}" + "".join(f"{m:>10}" for m in METHODS) + f"{'err':>9}  config (origin)"
     print(header)
     for r in rows:
         cells = ""
         for m in METHODS:
             t = r["times_ns"].get(m)
-            cells += f"{r['flops'] / t:>11.1f}" if t else f"{'-':>11}"
-        print(f"{r['name']:<16}{r['label']:<30}{cells}{r['max_rel_error']:>9.1e}")
+            cells += f"{r['flops'] / t:>10.1f}" if t else f"{'-':>10}"
+        config = f"{r['config']} ({r['origin']})" if r.get("config") else "-"
+        print(f"{r['name']:<16}{r['label']:<30}{cells}{r['max_rel_error']:>9.1e}  {config}")
 
 
 def plot(groups: Dict[str, List[Dict]], path: str, title: str) -> None:
@@ -225,6 +269,10 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--quick", action="store_true", help="a few shapes, few repeats (for tests)")
     parser.add_argument("--torch-device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where torch's reference runs (auto: CUDA when available)")
+    parser.add_argument("--stat", choices=["min", "median"], default="min",
+                        help="what counts of each layer's timed runs (default: the fastest)")
+    parser.add_argument("--only", choices=["resnet50", "depthwise", "gpt2"], action="append",
+                        help="bench only these groups (repeatable; default: all)")
     parser.add_argument("--threads", type=int, default=0,
                         help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
     args = parser.parse_args(argv)
@@ -239,15 +287,17 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         torch_device = "cuda" if torch.cuda.is_available() else "cpu"
     runner = TorchRunner(torch_device)
     if args.quick:
-        fast, slow = Timer(1, 2, 3, 0.0), Timer(1, 1, 1, 0.0)
+        fast, slow = Timer(1, 2, 3, 0.0, args.stat), Timer(1, 1, 1, 0.0, args.stat)
         conv_shapes, dw_shapes, mm_shapes = QUICK_CONV, QUICK_DEPTHWISE, QUICK_GPT2
     else:
-        fast, slow = Timer(2, 5, 30, 0.3), Timer(1, 3, 5, 0.2)
+        fast, slow = Timer(2, 5, 20, 0.6, args.stat), Timer(1, 3, 5, 0.2, args.stat)
         conv_shapes, dw_shapes, mm_shapes = RESNET50, DEPTHWISE, GPT2
 
+    wanted = args.only or ["resnet50", "depthwise", "gpt2"]
     work = [("resnet50", s) for s in conv_shapes] + [("depthwise", s) for s in dw_shapes]
     work += [("gpt2", s) for s in mm_shapes]
-    groups: Dict[str, List[Dict]] = {"resnet50": [], "depthwise": [], "gpt2": []}
+    work = [(group, s) for group, s in work if group in wanted]
+    groups: Dict[str, List[Dict]] = {name: [] for name in ["resnet50", "depthwise", "gpt2"] if name in wanted}
     for group, s in tqdm(work, desc="bench", unit="layer", disable=None):  # no bar when not on a terminal
         if isinstance(s, ConvShape):
             row = bench_conv(s, runner, fast, slow)
@@ -261,6 +311,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "device": info,
         "torch": runner.describe(),
         "quick": args.quick,
+        "stat": args.stat,
         "groups": groups,
         "geomean": {name: geomean_ratios(rows) for name, rows in groups.items()},
     }

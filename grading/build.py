@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
-from grading import fixtures, sandbox, symbols
+from grading import fixtures, handout, sandbox, symbols
 from grading.workspace import POCL_CACHE, ROOT, Workspace
 
 # The reference tree: the library, the child harness and what the ladder's rungs read.
@@ -33,6 +33,10 @@ TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".json"}
 # A program tree: the library and the child harness only (no staff kernels).
 PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", "grading/__init__.py", "grading/child.py",
                  "grading/cases.py"]
+# The student's kernel cache starts from a copy of this one, warmed by the ladder's lowest
+# rung (public kernels and CLBlast's): the reference's own cache holds the sources of the
+# staff kernels (PoCL keeps each program's source beside its binary).
+PUBLIC_CACHE = "pocl-cache-public"
 STUDENT_FILES = {"opencl-functions.cpp": "opencl_functions", "conv2d.cl": "opencl_functions"}
 OBJECT = Path("build/tmp/opencl_functions/opencl-functions.o")
 # The student's file is compiled on its own, with only the OpenCL, CLBlast and course headers
@@ -56,9 +60,14 @@ def _sources(root: Path, names: List[str]) -> List[Path]:
     return paths
 
 
-def _copy(src_root: Path, dst: Path, names: List[str]) -> None:
+def _copy(src_root: Path, dst: Path, names: List[str], staff: bool = True) -> None:
+    """Copies the sources under names; staff=False leaves out the staff-only files (the
+    reference's fast paths), which a student's program must not be able to include."""
     for p in _sources(src_root, names):
-        target = dst / p.relative_to(src_root)
+        rel = p.relative_to(src_root)
+        if not staff and handout.is_staff_only(rel.as_posix()):
+            continue
+        target = dst / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, target)
 
@@ -143,6 +152,9 @@ class Builder:
             if not program.ok:
                 raise RuntimeError(f"ladder rung {rung.name} does not build or calls what it may not: "
                                    f"{program.output[-3000:]} {[str(r) for r in program.refusals]}")
+        if self.warm is not None:
+            baseline = min(fixtures.ladder(), key=lambda rung: rung.share)
+            self.warm(self.ladder_tree(tree, baseline.name), staging / PUBLIC_CACHE)
         (staging / "ready").touch()  # the ladder's "reference" rung is a program like the others
         if home.exists():
             shutil.rmtree(home)
@@ -162,10 +174,15 @@ class Builder:
         """The warm kernel cache of a reference build, shared by the ladder's rungs."""
         return reference.parent / POCL_CACHE
 
+    @staticmethod
+    def public_kernel_cache(reference: Path) -> Path:
+        """The warm kernel cache a submission's copy starts from (no staff kernel in it)."""
+        return reference.parent / PUBLIC_CACHE
+
     def program(self, name: str, files: Dict[str, str], dest: Path, trusted: bool, base: Path) -> Program:
         """Builds a submission given as its student files' text over the reference tree
         `base`: as the sandbox user unless trusted. Never raises for what the code does."""
-        _copy(base, dest, PROGRAM_FILES)
+        _copy(base, dest, PROGRAM_FILES, staff=trusted)
         for file_name, folder in STUDENT_FILES.items():
             (dest / folder / file_name).write_text(files[file_name])
         for obj in (base / "build" / "tmp").rglob("*.o"):  # the reference's objects of the other files
@@ -191,14 +208,15 @@ class Builder:
                        f"```\n{linked.output_tail(12000)}\n```", wall_s=compiled.wall_s + linked.wall_s)
 
     def submission(self, files: Dict[str, Path], reference: Path) -> Program:
-        """The student's submission, built in the sandbox; its kernel cache starts from the
-        reference's warm one (a copy: nothing it writes reaches the reference)."""
+        """The student's submission, built in the sandbox over the reference tree without its
+        staff-only files; its kernel cache starts from a copy of the public warm one."""
         dest = self.ws.work / "student"
         program = self.program("submission", {n: p.read_text(errors="replace") for n, p in files.items()}, dest,
                                trusted=False, base=reference)
         home = self.home("student")
-        if self.kernel_cache(reference).is_dir():
-            shutil.copytree(self.kernel_cache(reference), home / POCL_CACHE, symlinks=False, dirs_exist_ok=True)
+        if self.public_kernel_cache(reference).is_dir():
+            shutil.copytree(self.public_kernel_cache(reference), home / POCL_CACHE, symlinks=False,
+                            dirs_exist_ok=True)
             sandbox.give_to_sandbox(home, self.ws.user)
         return program
 

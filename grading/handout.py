@@ -26,7 +26,16 @@ ROOT = Path(__file__).resolve().parent.parent
 STAFF_ONLY = (
     "STAFF.md",
     "grading/",
+    "opencl_functions/conv2d_fast.hpp",
+    "opencl_functions/conv2d_gpu_fast.hpp",
+    "opencl_functions/depthwise.cl",
+    "opencl_functions/depthwise_fast.hpp",
     "opencl_functions/device/",
+    "opencl_functions/fast_tuning.hpp",
+    "opencl_functions/matmul_fast.cl",
+    "opencl_functions/matmul_fast.hpp",
+    "opencl_functions/winograd.cl",
+    "opencl_functions/winograd_fast.hpp",
     "setup_device.py",
     "tests/test_conv_paths.py",
     "tests/test_device_autograd.py",
@@ -38,8 +47,10 @@ STAFF_ONLY = (
     "tests/test_fixtures.py",
     "tests/test_grading.py",
     "tests/test_handout.py",
+    "tests/test_matmul_paths.py",
     "tests/test_oclgrind.py",
     "tests/test_sandbox.py",
+    "tests/test_tuning.py",
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need.

@@ -107,10 +107,11 @@ DEPTHWISE: List[ConvShape] = [
     _conv("effnet.dw1152k5", 1152, 7, 1152, 5, 1, 2, groups=1152, count=3),
 ]
 
-# GPT-2 (124M) products for 8 and 64 tokens: attention in/out, MLP up/down, the LM head.
+# GPT-2 (124M) products for 1 (a decoding step), 8 and 64 tokens: attention in/out, MLP
+# up/down, the LM head.
 GPT2: List[MatmulShape] = [
     MatmulShape(f"{name}.t{m}", m, k, n)
-    for m in (8, 64)
+    for m in (1, 8, 64)
     for name, k, n in (("c_attn", 768, 2304), ("attn.c_proj", 768, 768), ("c_fc", 768, 3072),
                        ("mlp.c_proj", 3072, 768), ("lm_head", 768, 50257))
 ]
@@ -118,4 +119,4 @@ GPT2: List[MatmulShape] = [
 # A few shapes for --quick (tests).
 QUICK_CONV = [RESNET50[1], RESNET50[22]]
 QUICK_DEPTHWISE = [DEPTHWISE[8]]
-QUICK_GPT2 = [GPT2[1]]
+QUICK_GPT2 = [GPT2[1], GPT2[6]]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 # The course runtime (opencl_functions/runtime/): its classes and functions, in namespace oclf.
-RUNTIME_API = (r"oclf::(Runtime|Buffer|BufferPool|Device|DeviceInfo|Programs|Profiler|ResidentStore|Error|"
+RUNTIME_API = (r"oclf::(Runtime|Buffer|BufferPool|Device|DeviceInfo|Programs|Profiler|ResidentStore|Tuning|Error|"
                r"BuildError)\b|"
                r"oclf::(set_arg|check|check_clblast|status_name|clblast_status_name|describe_failure|setting|"
                r"setting_variable|list_devices)(\[abi:\w+\])?\(")

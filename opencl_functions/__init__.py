@@ -8,6 +8,9 @@
     ocl_conv2d_backward_bias(grad_out)
                                      conv2d's gradients, by conv2d_backward.cl
     device_info(), list_devices()    the selected OpenCL device, and all of them
+    last_kernel_time_ns(), last_choice()
+                                     the last operation's kernel time, and the configuration
+                                     it used with where that came from (tuning, below)
     load_clblast_params(), set_clblast_parameters(params), clblast_parameters(kernels)
                                      CLBlast's tuning parameters (see below)
 
@@ -28,6 +31,10 @@ a name) on first use; .cl files are read from this folder, or from OCLF_KERNEL_D
 CLBlast's tuned parameters for the selected device, clblast_params/<device slug>.json
 (written by `python -m grading.clblast_tune`), are applied before the first product;
 OCLF_CLBLAST_PARAMS=0 keeps CLBlast's own, OCLF_CLBLAST_PARAMS=/path.json reads another file.
+
+Host code may tune at first use (runtime/tuning.hpp): the first time a shape runs, a short
+measurement picks among a few configurations and the winner is cached per device under
+~/.cache/opencl_functions (OCLF_TUNE=0 turns it off, OCLF_TUNE=cache only reads the cache).
 """
 from __future__ import annotations
 
@@ -35,7 +42,7 @@ import atexit
 import os
 
 from . import _core
-from ._core import KernelBuildError, OpenCLError, device_info, list_devices, memory_stats
+from ._core import KernelBuildError, OpenCLError, device_info, last_choice, list_devices, memory_stats
 from .checks import conv2d_output_size
 from .clblast_params import (
     CLBLAST_PARAMS_DIR,
@@ -68,6 +75,7 @@ __all__ = [
     "list_devices",
     "memory_stats",
     "last_kernel_time_ns",
+    "last_choice",
     "resident_bytes",
     "load_clblast_params",
     "apply_clblast_params",

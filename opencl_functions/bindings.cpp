@@ -21,6 +21,8 @@ namespace py = pybind11;
 namespace {
 
 uint64_t g_last_kernel_ns = 0;
+// The configuration the last operation used and where it came from (Tuning::note), or "".
+std::string g_last_config, g_last_origin;
 
 // A memory-safety guard: the arguments reach here checked by opencl_functions/checks.py,
 // so a failing guard means the module was called around it.
@@ -59,6 +61,7 @@ void run_op(F&& op) {
   py::gil_scoped_release no_gil;
   oclf::Runtime& rt = oclf::Runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex());
+  rt.tuning().clear_note();
   try {
     op();
   } catch (...) {
@@ -66,6 +69,8 @@ void run_op(F&& op) {
     throw;
   }
   g_last_kernel_ns = rt.finish_and_take_kernel_ns();
+  g_last_config = rt.tuning().last_config();
+  g_last_origin = rt.tuning().last_origin();
 }
 
 void matmul(const py::buffer& a_buf, const py::buffer& b_buf, const py::buffer& c_buf, size_t m, size_t n,
@@ -148,6 +153,8 @@ py::dict device_info() {
   d["local_mem_size"] = i.local_mem_size;
   d["global_mem_size"] = i.global_mem_size;
   d["compute_units"] = i.compute_units;
+  d["preferred_vector_width_float"] = i.preferred_vector_width_float;
+  d["native_vector_width_float"] = i.native_vector_width_float;
   d["index"] = std::to_string(i.platform_index) + ":" + std::to_string(i.device_index);
   return d;
 }
@@ -264,6 +271,30 @@ PYBIND11_MODULE(_core, m) {
   m.def("list_devices", &list_devices, "Every OpenCL device, as dicts with index 'P:D', platform, device, type.");
   m.def("last_kernel_time_ns", [] { return g_last_kernel_ns; },
         "Kernel time of the last operation, summed from OpenCL profiling events, in nanoseconds.");
+  m.def(
+      "last_choice",
+      [] {
+        py::dict d;
+        d["config"] = g_last_config;
+        d["origin"] = g_last_origin;
+        return d;
+      },
+      "The configuration the last operation used and where it came from ('defaults', 'tuned now',\n"
+      "'cache: first use', 'cache: sweep', 'setting'); empty strings when the host code set none.");
+  m.def(
+      "tuning_cache_path", [] { return oclf::Runtime::get().tuning().cache_path(); },
+      "The tuning cache file of the selected device ('' when no cache folder can be named).");
+  m.def(
+      "tuning_seconds", [] { return oclf::Runtime::get().tuning().seconds_spent(); },
+      "Seconds this process spent measuring candidates (tuning at first use).");
+  m.def(
+      "tuning_forget",
+      [] {
+        oclf::Runtime& rt = oclf::Runtime::get();
+        std::lock_guard<std::mutex> lock(rt.mutex());
+        rt.tuning().forget();
+      },
+      "Forgets the tuning choices read or measured so far (the cache file is read again).");
   m.def("memory_stats", &memory_stats, "Device bytes held by live buffers and by the reuse pool.");
   m.def("clblast_clear_cache", [] { CLBLAST_CHECK(clblast::ClearCache()); },
         "Releases CLBlast's compiled programs (opencl_functions does at exit, before static destructors run).");

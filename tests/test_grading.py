@@ -8,6 +8,7 @@ slow ones are opt-in."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from grading import fixtures, sandbox
+from grading.build import PUBLIC_CACHE
 from grading.autograder import make_zip
 from grading.compare import read_result
-from grading.handout import ROOT, make_handout
+from grading.handout import ROOT, is_staff_only, make_handout
 
-DEFAULT_HOSTILE = ["compile_error", "kernel_loop", "racy_kernel", "torch_from_host"]
+DEFAULT_HOSTILE = ["compile_error", "include_reference", "kernel_loop", "racy_kernel", "torch_from_host"]
 SLOW_HOSTILE = sorted(set(fixtures.hostile()) - set(DEFAULT_HOSTILE))
 STUDENT_FILES = ("opencl-functions.cpp", "conv2d.cl")
 # Timed runs are alternated and the fastest kept; between identical code the share still
@@ -39,6 +41,34 @@ def ref_cache(tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     assert list(cache.glob("*/ladder/reference/opencl_functions/_core*.so"))
     return cache
+
+
+def staff_kernel_names() -> set:
+    """Kernels a student must not find anywhere in their sandbox: those of the reference's
+    staff-only files and staff regions, and the ladder's (but its public naive baseline)."""
+    files = [p for p in (ROOT / "opencl_functions").glob("*.cl") if is_staff_only(p.relative_to(ROOT).as_posix())]
+    files += [p for p in (ROOT / "grading" / "kernels").glob("*.cl") if p.name != "conv2d_naive.cl"]
+    names = set()
+    for p in files:
+        names |= set(re.findall(r"kernel\b[^;{(]*?\bvoid\s+(\w+)\s*\(", p.read_text()))
+    staff_regions = re.findall(r"BEGIN STAFF(.*?)END STAFF", (ROOT / "opencl_functions" / "conv2d.cl").read_text(), re.S)
+    for region in staff_regions:
+        names |= set(re.findall(r"kernel\b[^;{(]*?\bvoid\s+(\w+)\s*\(", region))
+    return names
+
+
+def test_the_students_kernel_cache_holds_no_staff_kernel(ref_cache):
+    # PoCL keeps each program's bitcode and a folder per kernel: the cache a submission
+    # starts from is warmed by the public naive rung, never by the reference or the ladder.
+    staff = staff_kernel_names()
+    staff.add("conv2d_tiled")  # the handout's kernel: compiled from the solution it would be an answer
+    assert {"conv2d_cpu", "conv2d_blocked", "gemm_rows", "winograd_input"} <= staff
+    public = next(ref_cache.glob(f"*/{PUBLIC_CACHE}"))
+    found = {p.name for p in public.rglob("*")}
+    assert "conv2d_naive" in found and any(name.startswith("Xgemm") for name in found), sorted(found)[:20]
+    assert not staff & found, sorted(staff & found)
+    programs = b"".join(p.read_bytes() for p in public.rglob("program.bc"))
+    assert not [name for name in staff if name.encode() in programs]
 
 
 def grade(submission: Path, results: Path, ref_cache: Path, *flags: str) -> dict:

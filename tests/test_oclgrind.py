@@ -1,7 +1,8 @@
 """Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
-CPU, GPU with and without split-K, depthwise), the backward kernels, and the CLBlast
-calls (GEMM, and GEMV for one-row products). No data race, no out-of-bounds access, no
-read of a write-only buffer, and the results still match torch."""
+CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
+the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
+(matmul_fast.cl). No data race, no out-of-bounds access, no read of a write-only buffer,
+and the results still match torch."""
 import os
 import shutil
 import subprocess
@@ -28,6 +29,10 @@ SCRIPT = textwrap.dedent("""
         # A 3x3 conv over 32 channels: K = 288 is long enough for split-K to cut it.
         x, w, b = torch.randn(1, 32, 6, 7), torch.randn(8, 32, 3, 3), torch.randn(8)
         close(ocl.ocl_conv2d(x, w, b), F.conv2d(x, w, b))
+        # Depthwise, strided and dilated, rows wider than a vector, two images.
+        x, w, b = torch.randn(2, 3, 9, 21), torch.randn(3, 1, 3, 2), torch.randn(3)
+        for s, d in (((1, 1), (1, 1)), ((2, 2), (1, 2)), ((1, 3), (2, 1))):
+            close(ocl.ocl_conv2d(x, w, b, s, d, 3), F.conv2d(x, w, b, s, 0, d, 3))
         for c in cases():
             args = dict(stride=tuple(c["stride"]), dilation=tuple(c["dilation"]), groups=c["groups"])
             expected = F.conv2d(c["x"], c["weight"], c["bias"], **args)
@@ -43,6 +48,16 @@ SCRIPT = textwrap.dedent("""
             close(ocl.ocl_conv2d_backward_input(g, w, x.shape, variant=variant, **args), xg.grad)
             close(ocl.ocl_conv2d_backward_weight(x, g, w.shape, variant=variant, **args), wg.grad)
         close(ocl.ocl_conv2d_backward_bias(g), g.sum((0, 2, 3)))
+    elif what == "fast_matmul":
+        # Our own products (OCLF_MATMUL picks the path): one row and three rows, B stored N×K
+        # (a weight's transpose), K×N resident (transposed once for rows), A transposed.
+        # K = 70 is long enough for gemm_cols to split K over work-groups (LX·LY > 1).
+        for m in (1, 3):
+            a, w = torch.randn(m, 70), torch.randn(9, 70)
+            close(ocl.ocl_matmul(a, w.t()), a @ w.t())
+            p = torch.nn.Parameter(torch.randn(70, 9), requires_grad=False)
+            close(ocl.ocl_matmul(a, p), a @ p)
+            close(ocl.ocl_matmul(a.t().contiguous().t(), p.detach()), a @ p)
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -66,11 +81,21 @@ def run_under_oclgrind(what: str, tmp_path, oclgrind_args=(), **env) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("kernel", ["tiled", "cpu", "gpu", "gpu_split_k", "depthwise", "depthwise_cpu"])
+@pytest.mark.parametrize("kernel", ["tiled", "cpu", "gpu", "gpu_split_k", "depthwise", "depthwise_cpu",
+                                    "cpu COV=8 PX=5", "dw_rows VW=8 RY=3", "dw_tiled TX=8 TY=2 TZ=2 RY=2",
+                                    "dw_tiled TX=16 TY=1 TZ=1 RY=4", "wino"])
 def test_conv2d_paths_under_oclgrind(kernel, tmp_path, ocl):
     # Split-K runs when the output tiles do not fill the device: a device of 64 compute units.
     args = ("--compute-units", "64") if kernel == "gpu_split_k" else ()
     run_under_oclgrind("conv", tmp_path, args, OCLF_CONV_KERNEL=kernel.replace("_split_k", ""))
+
+
+@pytest.mark.parametrize("path", ["rows VW=16 MR=3 RN=4 LX=1 LY=1", "rows VW=4 MR=1 RN=2 LX=8 LY=2",
+                                  "cols VW=8 MR=3 CPW=2 LX=1 LY=1", "cols VW=4 MR=1 CPW=1 LX=4 LY=4", "conv"])
+def test_fast_matmul_under_oclgrind(path, tmp_path, ocl):
+    # Split K over work-groups (gemm_cols with LX·LY > 1) runs when the columns do not fill
+    # the device twice: a device of 64 compute units.
+    run_under_oclgrind("fast_matmul", tmp_path, ("--compute-units", "64"), OCLF_MATMUL=path)
 
 
 def test_backward_kernels_under_oclgrind(tmp_path, ocl):

@@ -124,6 +124,27 @@ void Buffer::read(void* host, size_t bytes) const {
   CL_CHECK(clEnqueueUnmapMemObject(queue, mem_, mapped, 0, nullptr, nullptr));
 }
 
+void Buffer::read_async(void* host, size_t bytes) const {
+  if (bytes == 0) return;
+  cl_command_queue queue = Runtime::get().queue();
+  if (!host_) {
+    CL_CHECK(clEnqueueReadBuffer(queue, mem_, CL_FALSE, 0, bytes, host, 0, nullptr, nullptr));
+    return;
+  }
+  cl_int status = CL_SUCCESS;
+  cl_event mapped_event = nullptr;
+  void* mapped =
+      clEnqueueMapBuffer(queue, mem_, CL_FALSE, CL_MAP_READ, 0, bytes, 0, nullptr, &mapped_event, &status);
+  CL_CHECK(status);
+  if (mapped != host) {  // the driver copies to a mapping of its own: wait for it, copy out
+    status = clWaitForEvents(1, &mapped_event);
+    if (status == CL_SUCCESS) std::memcpy(host, mapped, bytes);
+  }
+  clReleaseEvent(mapped_event);
+  CL_CHECK(status);
+  CL_CHECK(clEnqueueUnmapMemObject(queue, mem_, mapped, 0, nullptr, nullptr));
+}
+
 void Buffer::zero() {
   const float zero = 0.0f;
   CL_CHECK(clEnqueueFillBuffer(Runtime::get().queue(), mem_, &zero, sizeof(zero), 0, bytes_, 0, nullptr, nullptr));

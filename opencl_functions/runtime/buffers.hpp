@@ -56,6 +56,11 @@ class Buffer {
   // Blocking copies between host memory and the buffer (bytes may be less than bytes()).
   void write(const void* host, size_t bytes);
   void read(void* host, size_t bytes) const;
+  // read() without waiting: the bytes are in host memory once the queue has finished (the
+  // bindings finish it before an operation returns), and host must stay valid until then.
+  // Saves a round trip to the device per operation; on a wrapping buffer it waits only
+  // when the driver mapped the buffer elsewhere than the host bytes.
+  void read_async(void* host, size_t bytes) const;
   // Sets the buffer to zero, in the queue's order.
   void zero();
 

@@ -136,6 +136,8 @@ Device::Device() {
   info_.local_mem_size = device_value<cl_ulong>(device_, CL_DEVICE_LOCAL_MEM_SIZE);
   info_.global_mem_size = device_value<cl_ulong>(device_, CL_DEVICE_GLOBAL_MEM_SIZE);
   info_.compute_units = device_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
+  info_.preferred_vector_width_float = device_value<cl_uint>(device_, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT);
+  info_.native_vector_width_float = device_value<cl_uint>(device_, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT);
   zero_copy_ = info_.type == "CPU" && setting("ZERO_COPY") != "0";
 
   cl_int status = CL_SUCCESS;

@@ -14,6 +14,9 @@ struct DeviceInfo {
   std::string platform, device, version, driver_version, opencl_c_version, type;
   size_t max_work_group_size = 0, local_mem_size = 0, global_mem_size = 0;
   unsigned compute_units = 0;
+  // Floats per vector the device prefers and computes natively (CPUs: 4 SSE, 8 AVX2, 16
+  // AVX-512; GPUs usually 1): the reference's CPU kernels take their vector width from these.
+  unsigned preferred_vector_width_float = 0, native_vector_width_float = 0;
   int platform_index = 0, device_index = 0;
 };
 

@@ -8,11 +8,15 @@ void Profiler::launch(cl_kernel kernel, cl_uint dims, const size_t* global, cons
     if (global[i] == 0) return;  // nothing to do; OpenCL 1.2 rejects empty ranges
   cl_event event = nullptr;
   CL_CHECK(clEnqueueNDRangeKernel(*queue_, kernel, dims, nullptr, global, local, 0, nullptr, &event));
-  events_.push_back({event, nullptr});
+  record(event);
 }
 
 void Profiler::record(cl_event event, cl_event since) {
-  if (event) events_.push_back({event, since});
+  if (!event) return;
+  if (recording_)
+    events_.push_back({event, since});
+  else
+    clReleaseEvent(event);
 }
 
 cl_event Profiler::marker() {

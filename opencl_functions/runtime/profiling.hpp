@@ -28,6 +28,10 @@ class Profiler {
   cl_event marker();
   // Waits for the queue, sums the time of the recorded events and forgets them.
   uint64_t finish_and_take_kernel_ns();
+  // While off, launches and record() keep no event (tuning's trial runs are not the
+  // operation's kernel time).
+  void set_recording(bool on) { recording_ = on; }
+  bool recording() const { return recording_; }
 
  private:
   struct Timed {
@@ -37,6 +41,7 @@ class Profiler {
   cl_command_queue* queue_;
   std::vector<Timed> events_;
   std::vector<cl_event> markers_;
+  bool recording_ = true;
 };
 
 }  // namespace oclf

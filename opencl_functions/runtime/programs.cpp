@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "settings.hpp"
+#include "tuning.hpp"
 
 namespace oclf {
 
@@ -34,8 +35,9 @@ static std::string read_file(const std::string& path) {
   return text;
 }
 
-cl_kernel Programs::kernel(const std::string& file, const std::string& name, const std::string& options) {
-  const std::string dir = kernel_dir();
+// The path of a .cl file and its version "path|mtime|size|"; throws Error when it is missing.
+static std::pair<std::string, std::string> locate(const std::string& file) {
+  const std::string dir = Programs::kernel_dir();
   const std::string path = (dir.empty() || file.front() == '/') ? file : dir + "/" + file;
   struct stat st {};
   if (stat(path.c_str(), &st) != 0)
@@ -44,8 +46,19 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
                 CL_INVALID_VALUE);
   // No iostreams here or in messages: on some machines (the H100 image with torch loaded)
   // formatting numbers through a stream's locale crashes.
-  const std::string version = path + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
-                              std::to_string(st.st_mtim.tv_nsec) + "|" + std::to_string(st.st_size) + "|";
+  return {path, path + "|" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + "|" +
+                    std::to_string(st.st_size) + "|"};
+}
+
+std::string Programs::source_hash(const std::string& file) {
+  const auto [path, version] = locate(file);
+  auto it = hashes_.find(version);
+  if (it == hashes_.end()) it = hashes_.emplace(version, Tuning::hash(read_file(path))).first;
+  return it->second;
+}
+
+cl_kernel Programs::kernel(const std::string& file, const std::string& name, const std::string& options) {
+  const auto [path, version] = locate(file);
   const std::string key = version + options;
 
   auto it = programs_.find(key);

@@ -22,6 +22,9 @@ class Programs {
   // options), so an edited file is rebuilt on the next call. Throws BuildError with the
   // build log, Error when the file or the kernel is missing.
   cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options = "");
+  // A hash of the .cl file's text (as kernel() finds it), for keying tuning results to the
+  // source they were measured with.
+  std::string source_hash(const std::string& file);
 
   // Folder that .cl files are read from: OCLF_KERNEL_DIR (or OCL_KERNEL_DIR) if set, else the
   // default (opencl_functions/, set by its Python package).
@@ -37,6 +40,7 @@ class Programs {
   cl_device_id device_;
   std::string device_name_;
   std::map<std::string, Program> programs_;
+  std::map<std::string, std::string> hashes_;  // by file version (path, time, size)
 };
 
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).

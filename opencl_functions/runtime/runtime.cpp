@@ -15,6 +15,7 @@ Runtime::Runtime()
     : programs_(device_.context(), device_.id(), device_.info().device),
       profiler_(device_.queue_ptr()),
       pool_(device_.context(), std::min<size_t>(device_.info().global_mem_size / 8, size_t(1) << 30)),
-      residents_(device_.context(), device_.queue_ptr(), &pool_) {}
+      residents_(device_.context(), device_.queue_ptr(), &pool_),
+      tuning_(device_.info(), device_.queue_ptr(), &profiler_) {}
 
 }  // namespace oclf

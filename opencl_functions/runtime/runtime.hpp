@@ -6,6 +6,7 @@
 //   Profiler       (profiling.hpp)  launches and their kernel time
 //   BufferPool     (buffers.hpp)    device buffers reused by size; Buffer for host code
 //   ResidentStore  (resident.hpp)   parameters kept on the device between calls
+//   Tuning         (tuning.hpp)     configurations measured at first use, cached per device
 // plus errors.hpp (Error, CL_CHECK), settings.hpp (OCLF_* settings) and clblast_tuning.hpp.
 // Students do not edit this folder; their host code (opencl-functions.cpp) uses it.
 #pragma once
@@ -20,6 +21,7 @@
 #include "programs.hpp"
 #include "resident.hpp"
 #include "settings.hpp"
+#include "tuning.hpp"
 
 namespace oclf {
 
@@ -55,6 +57,9 @@ class Runtime {
     return residents_.keep_derived(resident, tag, bytes);
   }
 
+  // Tuning at first use: see Tuning.
+  Tuning& tuning() { return tuning_; }
+
   Programs& programs() { return programs_; }
   Profiler& profiler() { return profiler_; }
   BufferPool& pool() { return pool_; }
@@ -73,6 +78,7 @@ class Runtime {
   Profiler profiler_;
   BufferPool pool_;
   ResidentStore residents_;
+  Tuning tuning_;
   std::mutex mutex_;
 };
 

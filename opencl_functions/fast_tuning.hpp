@@ -1,0 +1,83 @@
+// fast_tuning.hpp: how the reference's fast paths pick a configuration per shape (staff-only,
+// compiled into the host code's object through opencl-functions.cpp's staff region).
+//
+// A configuration is a short text ("rows VW=16 MR=1 RN=4", "cpu COV=16 PX=8"). choose()
+// takes the candidates for one shape, the device-derived default first, and returns, in
+// this order of precedence:
+//   the cached choice for the shape (runtime/tuning.hpp; keyed by device, driver and the
+//   kernel source's hash), when it is still one of the candidates: origin "cache: first
+//   use" or "cache: sweep";
+//   the fastest candidate by measurement, when the runtime allows measuring now (OCLF_TUNE,
+//   its budget) and the shape is worth it: origin "tuned now", and the winner is cached;
+//   the default: origin "defaults".
+// Candidates that fail (a build error, too much local memory) are skipped.
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "runtime/runtime.hpp"
+
+namespace oclf {
+namespace fast {
+
+struct Choice {
+  std::string config, origin;
+};
+
+// One shape's decision. `quick` are the candidates of first-use tuning (default first),
+// `sweep` those of a sweep (make tune); run(config) enqueues the operation with that
+// configuration. `worth_measuring`: false for shapes too small to repay a measurement.
+inline Choice choose(Runtime& rt, const std::string& key, const std::string& source_hash,
+                     const std::vector<std::string>& quick, const std::vector<std::string>& sweep,
+                     const std::function<void(const std::string&)>& run, bool worth_measuring, int reps = 3) {
+  Tuning& tuning = rt.tuning();
+  const bool sweeping = Tuning::mode() == Tuning::Mode::sweep;
+  const std::vector<std::string>& candidates = sweeping ? sweep : quick;
+  if (const Tuning::Entry* cached = tuning.find(key, source_hash)) {
+    for (const std::string& c : sweep)
+      if (c == cached->choice) return {c, "cache: " + cached->origin};
+    for (const std::string& c : quick)
+      if (c == cached->choice) return {c, "cache: " + cached->origin};
+  }
+  if (candidates.size() < 2 || !(worth_measuring || sweeping) || !tuning.may_measure()) return {quick[0], "defaults"};
+  // A sweep has time for more runs per candidate: their fastest is steadier on a busy machine.
+  const int runs = sweeping ? 3 * reps : reps;
+  double best_ns = std::numeric_limits<double>::infinity();
+  std::string best = quick[0];
+  for (const std::string& c : candidates) {
+    try {
+      const double ns = tuning.measure([&] { run(c); }, runs);
+      if (ns < best_ns) best_ns = ns, best = c;
+    } catch (const Error&) {
+      continue;  // this candidate does not build or launch on this device
+    }
+  }
+  tuning.remember(key, source_hash, best);
+  return {best, "tuned now"};
+}
+
+// The vector width of the CPU kernels: the device's preferred float width (AVX-512 reports
+// 16, AVX2 8, SSE 4; never less than 4).
+inline int cpu_vector_width(const DeviceInfo& info) {
+  const unsigned w = std::max(info.preferred_vector_width_float, info.native_vector_width_float);
+  return w >= 16 ? 16 : w >= 8 ? 8 : 4;
+}
+
+// "NAME=value" from a configuration text ("rows VW=16 RN=4"), or `otherwise`.
+inline int config_value(const std::string& config, const std::string& name, int otherwise) {
+  const std::string needle = " " + name + "=";
+  const size_t at = (" " + config).find(needle);
+  if (at == std::string::npos) return otherwise;
+  return std::atoi(config.c_str() + at + needle.size() - 1);
+}
+
+// The first word of a configuration text: which kernel ("rows", "cols", "clblast", ...).
+inline std::string config_kind(const std::string& config) { return config.substr(0, config.find(' ')); }
+
+}  // namespace fast
+}  // namespace oclf

@@ -1,0 +1,84 @@
+// Tuning at first use: which configuration of a kernel (block sizes, vector width, or which
+// implementation) a short measurement picked for one shape on this device. Choices are kept
+// for the process and in a file under the user's cache folder, one file per device and
+// driver; each entry carries the hash of the kernel source it was measured with, so an
+// edited kernel is measured again. Host code asks find(); on a miss, and when allowed
+// (may_measure), it times its candidates with measure() and keeps the winner with remember().
+//
+// OCLF_TUNE (read when used): "1" (default) reads the cache and measures what it lacks within
+// a budget of OCLF_TUNE_BUDGET seconds per process; "cache" reads the cache and never
+// measures; "0" neither reads nor measures (every choice is the device-derived default);
+// "sweep" measures every shape again with the full candidate lists, no budget, and writes
+// the results as a sweep (make tune). The cache folder is OCLF_TUNE_DIR, else
+// $XDG_CACHE_HOME/opencl_functions, else ~/.cache/opencl_functions; a folder that cannot be
+// written leaves the choices in memory only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "device.hpp"
+#include "profiling.hpp"
+
+namespace oclf {
+
+class Tuning {
+ public:
+  enum class Mode { off, cached, on, sweep };
+  // One remembered choice: the configuration, and how it was found ("first use" or "sweep").
+  struct Entry {
+    std::string choice, origin;
+  };
+
+  Tuning(const DeviceInfo& info, cl_command_queue* queue, Profiler* profiler)
+      : info_(info), queue_(queue), profiler_(profiler) {}
+  Tuning(const Tuning&) = delete;
+  Tuning& operator=(const Tuning&) = delete;
+
+  // OCLF_TUNE, read now; throws Error for a value it does not know.
+  static Mode mode();
+  // The choice kept for `key` measured with the kernel source of hash `source_hash`, or
+  // nullptr (always nullptr when OCLF_TUNE=0, and in a sweep).
+  const Entry* find(const std::string& key, const std::string& source_hash);
+  // Keeps a choice in memory and appends it to the cache file.
+  void remember(const std::string& key, const std::string& source_hash, const std::string& choice);
+  // Whether a measurement may start now: OCLF_TUNE is 1 with budget left, or sweep.
+  bool may_measure();
+  // Wall-clock nanoseconds of the fastest of `reps` runs of run() after one untimed run
+  // (which builds its kernels), each run followed by clFinish. Launches made meanwhile are
+  // not recorded by the profiler; the time spent counts against the budget.
+  double measure(const std::function<void()>& run, int reps);
+
+  // What the last operation used ("rows VW=16 RN=4") and where it came from
+  // ("defaults", "tuned now", "cache: first use", "cache: sweep", "setting"), for the benchmark.
+  void note(const std::string& config, const std::string& origin) {
+    last_config_ = config;
+    last_origin_ = origin;
+  }
+  const std::string& last_config() const { return last_config_; }
+  const std::string& last_origin() const { return last_origin_; }
+  void clear_note() { last_config_.clear(), last_origin_.clear(); }
+
+  // The cache file for this device and driver ("" when no cache folder can be named).
+  std::string cache_path() const;
+  // Seconds spent measuring in this process.
+  double seconds_spent() const { return spent_s_; }
+  // Forgets what was read or measured (the next find() reads the file again).
+  void forget() { loaded_ = false, entries_.clear(); }
+  // FNV-1a hash of a text, as 16 hex digits (kernel sources, device descriptions).
+  static std::string hash(const std::string& text);
+
+ private:
+  void load();
+  const DeviceInfo& info_;
+  cl_command_queue* queue_;
+  Profiler* profiler_;
+  bool loaded_ = false;
+  std::map<std::string, Entry> entries_;  // by key + "|" + source hash
+  double spent_s_ = 0.0;
+  std::string last_config_, last_origin_;
+};
+
+}  // namespace oclf

@@ -1,0 +1,95 @@
+"""Tuning at first use (runtime/tuning.hpp, fast_tuning.hpp): a shape is measured once and its
+winner cached per device in OCLF_TUNE_DIR; later processes read it; OCLF_TUNE=0 and cache
+never measure; a sweep marks its entries; an edited kernel is measured again; the
+configuration and its origin reach last_choice(). Each case runs in a fresh process."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = """
+import json, torch, opencl_functions as ocl
+torch.manual_seed(0)
+a = torch.randn(1, 768)
+w = torch.nn.Parameter(torch.randn(768, 768) / 28, requires_grad=False)
+out = ocl.ocl_matmul(a, w)
+assert torch.allclose(out, a @ w, atol=1e-4, rtol=1e-4)
+matmul = ocl.last_choice()
+x = torch.randn(1, 32, 30, 30)
+k = torch.nn.Parameter(torch.randn(32, 32, 3, 3) / 17, requires_grad=False)
+torch.testing.assert_close(ocl.ocl_conv2d(x, k), torch.nn.functional.conv2d(x, k), atol=1e-4, rtol=1e-4)
+print(json.dumps({"matmul": matmul, "conv": ocl.last_choice(), "seconds": ocl._core.tuning_seconds(),
+                  "path": ocl._core.tuning_cache_path()}))
+"""
+
+
+def run(tmp_path, **env):
+    full = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"),
+            "OCLF_TUNE_BUDGET": "60", **env}
+    full.pop("OCLF_MATMUL", None)
+    full.pop("OCLF_CONV_KERNEL", None)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=full, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_first_use_measures_once_then_reads_the_cache(ocl, tmp_path):
+    first = run(tmp_path, OCLF_TUNE="1")
+    assert first["matmul"]["origin"] == "tuned now" and first["conv"]["origin"] == "tuned now"
+    assert first["seconds"] > 0
+    cache = Path(first["path"])
+    assert cache.parent == tmp_path / "cache" and cache.exists()
+    lines = [line.split("\t") for line in cache.read_text().splitlines() if not line.startswith("#")]
+    assert {line[3] for line in lines} == {"first use"}
+    assert any(line[0].startswith("matmul.v1") and line[2] == first["matmul"]["config"] for line in lines)
+    again = run(tmp_path, OCLF_TUNE="1")
+    assert again["matmul"] == {"config": first["matmul"]["config"], "origin": "cache: first use"}
+    assert again["conv"] == {"config": first["conv"]["config"], "origin": "cache: first use"}
+    assert again["seconds"] == 0
+
+
+def test_off_and_cache_modes_never_measure(ocl, tmp_path):
+    off = run(tmp_path, OCLF_TUNE="0")
+    assert off["matmul"]["origin"] == off["conv"]["origin"] == "defaults" and off["seconds"] == 0
+    assert not (tmp_path / "cache").exists()
+    cached = run(tmp_path, OCLF_TUNE="cache")
+    assert cached["matmul"]["origin"] == "defaults" and cached["seconds"] == 0
+    run(tmp_path, OCLF_TUNE="1")
+    assert run(tmp_path, OCLF_TUNE="cache")["matmul"]["origin"] == "cache: first use"
+    assert run(tmp_path, OCLF_TUNE="0")["matmul"]["origin"] == "defaults"
+
+
+def test_budget_bounds_first_use(ocl, tmp_path):
+    spent = run(tmp_path, OCLF_TUNE="1", OCLF_TUNE_BUDGET="0")
+    assert spent["matmul"]["origin"] == "defaults" and spent["seconds"] == 0
+
+
+def test_sweep_entries_are_marked(ocl, tmp_path):
+    assert run(tmp_path, OCLF_TUNE="sweep")["matmul"]["origin"] == "tuned now"
+    assert run(tmp_path, OCLF_TUNE="1")["matmul"]["origin"] == "cache: sweep"
+
+
+def test_an_edited_kernel_is_measured_again(ocl, tmp_path):
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    for source in Path(ocl.KERNEL_DIR).glob("*.cl"):
+        shutil.copy(source, kernels / source.name)
+    run(tmp_path, OCLF_TUNE="1", OCLF_KERNEL_DIR=str(kernels))
+    with open(kernels / "matmul_fast.cl", "a") as f:
+        f.write("// edited\n")
+    again = run(tmp_path, OCLF_TUNE="1", OCLF_KERNEL_DIR=str(kernels))
+    assert again["matmul"]["origin"] == "tuned now" and again["conv"]["origin"] == "cache: first use"
+
+
+def test_unknown_mode_is_an_error(ocl, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE": "maybe", "OCLF_TUNE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode != 0 and "OCLF_TUNE must be 1, 0, cache or sweep, got maybe" in proc.stderr
