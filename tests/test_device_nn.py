@@ -48,23 +48,42 @@ def randn(*shape):
 X = randn(2, 6, 9, 11)
 
 
+# The device's convolution paths (OCLF_DEVICE_CONV): its own choice; the GPU kernels with
+# gradients as forward convolutions (on any device); the direct backward kernels.
+CONV_MODES = ["auto", "gpu", "direct"]
+
+
+@pytest.fixture(params=CONV_MODES)
+def conv_mode(request, monkeypatch):
+    monkeypatch.setenv("OCLF_DEVICE_CONV", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("kw, w_shape", [
     (dict(padding=1), (4, 6, 3, 3)),
     (dict(stride=2, padding=(2, 1), dilation=(2, 1)), (4, 6, 3, 3)),
     (dict(groups=2, padding=1), (4, 3, 3, 3)),
     (dict(groups=6, stride=2, padding=1), (6, 1, 3, 3)),
     (dict(), (5, 6, 1, 1)),
+    (dict(padding=1), (5, 6, 1, 1)),  # padding wider than the kernel's reach
+    (dict(stride=2), (7, 6, 1, 1)),
+    (dict(stride=3, padding=2), (5, 6, 4, 4)),  # stride² > 4: direct gradients
     (dict(stride=(1, 2)), (3, 6, 2, 5)),
 ])
-def test_conv2d(kw, w_shape):
+def test_conv2d(kw, w_shape, conv_mode):
     check(lambda x, w, b: F.conv2d(x, w, b, **kw), X, randn(*w_shape), randn(w_shape[0]))
 
 
-def test_conv2d_7x7_stride_2():
+def test_conv2d_gradients_over_a_long_reduction(conv_mode):
+    # Many images and pixels per weight (the weight gradient's K split many ways).
+    check(lambda x, w: F.conv2d(x, w, padding=1), randn(6, 16, 23, 29), randn(20, 16, 3, 3), atol=3e-4)
+
+
+def test_conv2d_7x7_stride_2(conv_mode):
     check(lambda x, w: F.conv2d(x, w, stride=2, padding=3), randn(2, 3, 33, 31), randn(8, 3, 7, 7))
 
 
-def test_conv2d_on_a_strided_view_and_conv1d():
+def test_conv2d_on_a_strided_view_and_conv1d(conv_mode):
     check(lambda x, w: F.conv2d(x[:, 1:5, 1:, ::2], w, padding=1), X, randn(4, 4, 3, 3))
     check(lambda x, w, b: F.conv1d(x, w, b, padding=2, stride=2), randn(2, 6, 21), randn(4, 6, 5), randn(4))
 

@@ -67,6 +67,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "opencl_functions.device", ("OCL_FALLBACK",)),
     Setting("DEVICE_SYNC", "0", "the opencl device: 1 waits for every kernel (to profile operators one by one)",
             "opencl_functions.device"),
+    Setting("DEVICE_CONV", "auto",
+            "the opencl device's convolutions: gpu runs the GPU kernels on any device and computes "
+            "gradients as forward convolutions, direct computes gradients with the direct backward kernels",
+            "opencl_functions.device"),
     Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",)),
     Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",
             ("GRADER_BUILD_TIMEOUT",)),

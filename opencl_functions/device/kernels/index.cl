@@ -14,6 +14,11 @@
 //                      work-item per (o, k) adds the n rows in order (no atomics).
 //   pad2d              y (P, H + 2·PH, W + 2·PW) contiguous = x (B, C, H, W) with any strides,
 //                      zero-padded on each side; P = B·C, one work-item per element of y.
+//   spread2d           y (P, LH, LW) = x (P, H, W) contiguous spread out for a transposed
+//                      convolution: x[h, w] at y[top + h·SH, left + w·SW], zeros elsewhere
+//                      (top, left may be negative: rows before the window are dropped).
+//   flip_swap_weights  w' (C_in, C_out/G, KH, KW) = w (C_out, C_in/G, KH, KW) with the kernel
+//                      flipped and each group's input and output channels swapped.
 //   triangle           y = x where the element (r, c) of each trailing (R, Cols) matrix is
 //                      kept, else 0: -DLOWER keeps c - r <= diagonal (tril), else c - r >= diagonal.
 
@@ -94,6 +99,27 @@ __kernel void index_add(__global T* y, const int y_off, __global const long* idx
     const long row = idx[idx_off + j];
     y[y_off + ((size_t)o * D + row) * inner + k] += alpha * src[src_off + ((size_t)o * n + j) * inner + k];
   }
+}
+
+__kernel void spread2d(__global const T* x, __global T* y, const int H, const int W, const int LH, const int LW,
+                       const int top, const int left, const int SH, const int SW, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int ow = i % LW, oh = (i / LW) % LH, p = i / (LW * LH);
+  const int dh = oh - top, dw = ow - left;
+  T v = (T)0;
+  if (dh >= 0 && dw >= 0 && dh % SH == 0 && dw % SW == 0 && dh / SH < H && dw / SW < W)
+    v = x[((size_t)p * H + dh / SH) * W + dw / SW];
+  y[i] = v;
+}
+
+__kernel void flip_swap_weights(__global const T* w, __global T* y, const int G, const int CIG, const int COG,
+                                const int KH, const int KW, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int kw = i % KW, kh = (i / KW) % KH, co = (i / (KW * KH)) % COG, c = i / (KW * KH * COG);
+  const int g = c / CIG, ci = c % CIG;
+  y[i] = w[(((size_t)(g * COG + co) * CIG + ci) * KH + (KH - 1 - kh)) * KW + (KW - 1 - kw)];
 }
 
 __kernel void pad2d(__global const T* x, const int x_off, __global T* y, const int y_off, const int C, const int H,

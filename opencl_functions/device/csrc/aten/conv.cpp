@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 
+#include "../../../runtime/settings.hpp"
 #include "common.h"
 
 namespace oclf::device {
@@ -51,12 +52,27 @@ at::Tensor padded(const at::Tensor& x, int64_t ph, int64_t pw) {
   return out;
 }
 
+// OCLF_DEVICE_CONV: "gpu" runs the GPU paths on any device (so CPU machines test them),
+// "direct" computes gradients with the direct and tiled backward kernels; else by device.
+enum class ConvMode { kAuto, kGpu, kDirect };
+ConvMode conv_mode() {
+  const std::string mode = setting("DEVICE_CONV");
+  if (mode == "gpu") return ConvMode::kGpu;
+  if (mode == "direct") return ConvMode::kDirect;
+  TORCH_CHECK(mode.empty() || mode == "auto", "opencl: ", setting_variable("DEVICE_CONV"),
+              " must be auto, gpu or direct, got \"", mode, "\"");
+  return ConvMode::kAuto;
+}
+bool cpu_kernels() { return conv_mode() != ConvMode::kGpu && Device::get().is_cpu(); }
+
 size_t tile_size() { return Device::get().info().max_work_group_size >= 256 ? 16 : 8; }
 
 // ---- forward ------------------------------------------------------------------------------
 
+// max_splits: the most slices K may be split into when the output tiles fill the device
+// less than once (the weight gradient, a small output over a long K, takes many).
 void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                 const at::Tensor& y) {
+                 const at::Tensor& y, int max_splits = 16) {
   Device& dev = Device::get();
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
@@ -85,7 +101,8 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   // Split K when the output tiles fill the device less than once.
   const size_t tiles = round_up(cout_g, tm) / tm * (round_up(pixels, tn) / tn) * p.groups;
   int splits = 1;
-  if (tiles < cus) splits = int(std::min<size_t>({(2 * cus + tiles - 1) / tiles, size_t(k_dim / (4 * tk)), 16}));
+  if (tiles < cus)
+    splits = int(std::min<size_t>({(2 * cus + tiles - 1) / tiles, size_t(k_dim / (4 * tk)), size_t(max_splits)}));
   splits = std::max(splits, 1);
   const int k_chunk = int(round_up((k_dim + splits - 1) / splits, tk));
   splits = (k_dim + k_chunk - 1) / k_chunk;
@@ -194,6 +211,19 @@ void forward_depthwise(const Shape& p, const at::Tensor& x, const at::Tensor& w,
   launch.run(3, global, nullptr);
 }
 
+// A forward convolution without bias on the device's kernel for its shape (the backward
+// pass's convolutions: temporary weights, so CPU packing is not kept).
+void forward_any(const Shape& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y,
+                 int max_splits = 16) {
+  if (s.c_in == s.groups && s.c_out == s.groups) {
+    forward_depthwise(s, x, w, at::Tensor(), y);
+  } else if (cpu_kernels()) {
+    forward_cpu(s, x, w, at::Tensor(), y, 0, 0);
+  } else {
+    forward_gpu(s, x, w, at::Tensor(), y, max_splits);
+  }
+}
+
 // The shapes of a 2-D convolution of x (unpadded) with weight; the padded size in s.h, s.w.
 Shape conv_shape(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                  at::IntArrayRef dilation, int64_t groups) {
@@ -261,7 +291,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     const bool depthwise = s.c_in == s.groups && s.c_out == s.groups;
     if (depthwise) {
       forward_depthwise(s, x, w, b, y);
-    } else if (Device::get().is_cpu()) {
+    } else if (cpu_kernels()) {
       // The weight's storage and version name its packed copy (0: a temporary, not kept).
       const bool own = w.is_same(a.weight) || w.data_ptr() == a.weight.data_ptr();
       const uint64_t serial = own ? Allocator::get().serial(w.data_ptr()) : 0;
@@ -280,7 +310,77 @@ bool use_tiled(size_t rows, size_t cols) { return rows >= tile_size() / 2 && col
 
 std::string backward_options() { return "-DTILE=" + std::to_string(tile_size()); }
 
-// Gradient with respect to the padded input.
+// The input gradient as a forward convolution, on the device's fastest kernel: dy spread
+// out by the stride (zeros between its rows and columns) with d·(K-1) - p around it,
+// convolved at stride 1 with the weights flipped and each group's input and output
+// channels swapped. It multiplies stride² - 1 zeros for each value, so larger strides
+// (patch embeddings) keep the direct kernel.
+bool grad_input_as_forward(const Shape& s) {
+  return conv_mode() != ConvMode::kDirect && s.stride_h * s.stride_w <= 4;
+}
+
+at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
+                              const at::Tensor& dy, const at::Tensor& w) {
+  Device& dev = Device::get();
+  const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
+  const int ext_h = s.dilation_h * (s.k_h - 1), ext_w = s.dilation_w * (s.k_w - 1);
+  const int lh = int(height) + ext_h, lw = int(width) + ext_w;
+  const bool as_is = s.stride_h == 1 && s.stride_w == 1 && ext_h == pad_h && ext_w == pad_w;  // e.g. 1×1, no padding
+  at::Tensor spread = dy;
+  if (!as_is) {
+    spread = empty_device({s.batch, s.c_out, lh, lw}, at::kFloat);
+    Launch launch(dev.kernel("index.cl", "spread2d", "-DT=float"));
+    launch.mem(span(dy).mem).mem(span(spread).mem).i32(s.h_out).i32(s.w_out).i32(lh).i32(lw);
+    launch.i32(ext_h - int(pad_h)).i32(ext_w - int(pad_w)).i32(s.stride_h).i32(s.stride_w);
+    launch.i32(int(spread.numel())).run1(size_t(spread.numel()));
+  }
+  at::Tensor flipped = empty_device({s.c_in, cout_g, s.k_h, s.k_w}, at::kFloat);
+  {
+    Launch launch(dev.kernel("index.cl", "flip_swap_weights", "-DT=float"));
+    launch.mem(span(w).mem).mem(span(flipped).mem).i32(s.groups).i32(cin_g).i32(cout_g).i32(s.k_h).i32(s.k_w);
+    launch.i32(int(flipped.numel())).run1(size_t(flipped.numel()));
+  }
+  Shape t = s;
+  t.c_in = s.c_out;
+  t.c_out = s.c_in;
+  t.h = lh;
+  t.w = lw;
+  t.stride_h = t.stride_w = 1;
+  t.h_out = int(height);
+  t.w_out = int(width);
+  at::Tensor dx = empty_device({s.batch, s.c_in, height, width}, at::kFloat);
+  forward_any(t, spread, flipped, dx);
+  return dx;
+}
+
+// The weight gradient as a forward convolution on a GPU: with images and channels swapped,
+// x (C_in, B, H, W) convolved with dy (C_out, B, H_out, W_out) as its weights, the
+// convolution's dilation as the stride and its stride as the dilation, gives
+// dW (C_in, C_out, K_h, K_w): a small output over a long K (B·H_out·W_out), split many ways.
+at::Tensor grad_weight_forward(const Shape& s, const at::Tensor& x_padded, const at::Tensor& dy) {
+  const at::Tensor xt = x_padded.transpose(0, 1).contiguous();
+  const at::Tensor dyt = dy.transpose(0, 1).contiguous();
+  Shape t{};
+  t.batch = s.c_in;
+  t.c_in = s.batch;
+  t.h = s.h;
+  t.w = s.w;
+  t.c_out = s.c_out;
+  t.k_h = s.h_out;
+  t.k_w = s.w_out;
+  t.stride_h = s.dilation_h;
+  t.stride_w = s.dilation_w;
+  t.dilation_h = s.stride_h;
+  t.dilation_w = s.stride_w;
+  t.groups = 1;
+  t.h_out = s.k_h;
+  t.w_out = s.k_w;
+  at::Tensor out = empty_device({s.c_in, s.c_out, s.k_h, s.k_w}, at::kFloat);
+  forward_gpu(t, xt, dyt, at::Tensor(), out, 128);
+  return out.transpose(0, 1).contiguous();
+}
+
+// Gradient with respect to the padded input (the direct and tiled kernels).
 at::Tensor grad_input_padded(const Shape& s, const at::Tensor& dy, const at::Tensor& w) {
   Device& dev = Device::get();
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
@@ -362,12 +462,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   const at::Tensor dy = whole(a.one_d ? grad_output.unsqueeze(2) : grad_output);
   at::Tensor dx, dw, db;
   if (output_mask[0]) {
-    const at::Tensor dx_padded = grad_input_padded(s, dy, whole(a.weight));
-    dx = dx_padded.narrow(2, a.padding[0], a.x.size(2)).narrow(3, a.padding[1], a.x.size(3)).contiguous();
+    if (grad_input_as_forward(s)) {
+      dx = grad_input_forward(s, a.x.size(2), a.x.size(3), a.padding[0], a.padding[1], dy, whole(a.weight));
+    } else {
+      const at::Tensor dx_padded = grad_input_padded(s, dy, whole(a.weight));
+      dx = dx_padded.narrow(2, a.padding[0], a.x.size(2)).narrow(3, a.padding[1], a.x.size(3)).contiguous();
+    }
     if (a.one_d) dx = dx.squeeze(2);
   }
   if (output_mask[1]) {
-    dw = grad_weight(s, padded(a.x, a.padding[0], a.padding[1]), dy).view(weight.sizes());
+    const at::Tensor x_padded = padded(a.x, a.padding[0], a.padding[1]);
+    const bool as_forward = conv_mode() != ConvMode::kDirect && !cpu_kernels() && s.groups == 1;
+    dw = (as_forward ? grad_weight_forward(s, x_padded, dy) : grad_weight(s, x_padded, dy)).view(weight.sizes());
   }
   if (output_mask[2]) db = grad_bias(s, dy);
   return {dx, dw, db};
