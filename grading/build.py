@@ -179,10 +179,12 @@ class Builder:
         """The warm kernel cache a submission's copy starts from (no staff kernel in it)."""
         return reference.parent / PUBLIC_CACHE
 
-    def program(self, name: str, files: Dict[str, str], dest: Path, trusted: bool, base: Path) -> Program:
+    def program(self, name: str, files: Dict[str, str], dest: Path, trusted: bool, base: Path,
+                staff: Optional[bool] = None) -> Program:
         """Builds a submission given as its student files' text over the reference tree
-        `base`: as the sandbox user unless trusted. Never raises for what the code does."""
-        _copy(base, dest, PROGRAM_FILES, staff=trusted)
+        `base`: as the sandbox user unless trusted; with the staff-only files if `staff`
+        (by default when trusted). Never raises for what the code does."""
+        _copy(base, dest, PROGRAM_FILES, staff=trusted if staff is None else staff)
         for file_name, folder in STUDENT_FILES.items():
             (dest / folder / file_name).write_text(files[file_name])
         for obj in (base / "build" / "tmp").rglob("*.o"):  # the reference's objects of the other files
@@ -212,11 +214,12 @@ class Builder:
         staff-only files; its kernel cache starts from a copy of the public warm one."""
         dest = self.ws.work / "student"
         program = self.program("submission", {n: p.read_text(errors="replace") for n, p in files.items()}, dest,
-                               trusted=False, base=reference)
+                               trusted=False, base=reference, staff=self.ws.opt.staff_files)
         home = self.home("student")
-        if self.public_kernel_cache(reference).is_dir():
-            shutil.copytree(self.public_kernel_cache(reference), home / POCL_CACHE, symlinks=False,
-                            dirs_exist_ok=True)
+        # The reference graded as a submission (--staff-files) starts from its own warm cache.
+        warm = self.kernel_cache(reference) if self.ws.opt.staff_files else self.public_kernel_cache(reference)
+        if warm.is_dir():
+            shutil.copytree(warm, home / POCL_CACHE, symlinks=False, dirs_exist_ok=True)
             sandbox.give_to_sandbox(home, self.ws.user)
         return program
 

@@ -155,8 +155,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--perf-runs", type=int, default=opt.perf_runs, help="timed runs per layer")
     parser.add_argument("--ref-cache", type=Path, default=opt.ref_cache, help="keep the reference build here")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--staff-files", action="store_true",
+                        help="build the submission with the reference's staff-only files (to grade the reference "
+                             "itself, whose fast paths live in them); students' submissions never get them")
     args = parser.parse_args(argv)
-    options = Options(args.timeout, args.build_timeout, args.perf_runs, args.ref_cache, args.quiet)
+    options = Options(args.timeout, args.build_timeout, args.perf_runs, args.ref_cache, args.quiet,
+                      staff_files=args.staff_files)
     if args.prepare_only:
         if not args.ref_cache:
             parser.error("--prepare-only needs --ref-cache")

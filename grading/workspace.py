@@ -36,6 +36,9 @@ class Options:
         default_factory=lambda: Path(config.get("GRADER_REF_CACHE") or ROOT / "build" / "grader-cache"))
     quiet: bool = False
     keep: bool = field(default_factory=lambda: bool(config.get("GRADER_KEEP")))
+    # Build the submission over the whole reference tree, staff-only headers and kernels
+    # included: for grading the reference itself (a flag of grading.grade, never a setting).
+    staff_files: bool = False
 
 
 class Workspace:

@@ -375,7 +375,11 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
 //              at multiples of GTK);
 //   POINTWISE  1×1, stride 1, H_out·W_out % 4 == 0 (so H = H_out, W = W_out): X_g is
 //              C_in × pixels per image, read as float4 along pixels, no index math;
-//   VEC_OUT    H_out·W_out % 4 == 0: outputs are written as float4.
+//   VEC_OUT    H_out·W_out % 4 == 0: outputs are written as float4;
+//   NC_SWAPPED every tensor with its first two dimensions swapped: x (C_in, B, H, W),
+//              w (C_in, C_out, K_h, K_w), y (C_out, B, H_out, W_out); groups = 1, no
+//              POINTWISE, VEC_W only if K_h·K_w % 4 == 0. The opencl device computes weight
+//              gradients with it (images and channels swapped) without transposing copies.
 // Split-K: NDRange dim 2 is groups·splits; split s sums the K range [s·k_chunk,
 // (s+1)·k_chunk) and writes its partial sums to y + s·B·C_out·H_out·W_out
 // (conv2d_sum_splits adds them up and adds the bias). With splits = 1 it writes y.
@@ -438,6 +442,18 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   const int hw_out = H_out * W_out;
   const int pixels = B * hw_out;
   const int m0 = get_group_id(1) * GTM, n0 = get_group_id(0) * GTN;
+#ifdef NC_SWAPPED
+#ifdef POINTWISE
+#error "NC_SWAPPED does not take POINTWISE"
+#endif
+  const size_t x_bs = (size_t)H * W, x_cs = (size_t)B * H * W;  // between images, channels
+#define W_INDEX(m, k) (((size_t)((k) / k_area) * C_out + (m)) * k_area + (k) % k_area)
+#define Y_INDEX(b, co) ((size_t)(co) * B + (b))
+#else
+  const size_t x_bs = (size_t)C_in * H * W, x_cs = (size_t)H * W;
+#define W_INDEX(m, k) ((size_t)(m) * k_dim + (k))
+#define Y_INDEX(b, co) ((size_t)(b) * C_out + (co))
+#endif
   const int k_begin = split * k_chunk;
   const int k_end = min(k_dim, k_begin + k_chunk);
 
@@ -475,7 +491,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   const int np = n_ok ? n_load - nb * hw_out : 0;
   const int noh = np / W_out;
   __global const float* x_patch =
-      x + ((size_t)(nb * C_in + g * cin_g) * H + noh * stride_h) * W + (np - noh * W_out) * stride_w;
+      x + nb * x_bs + (size_t)(g * cin_g) * x_cs + (size_t)(noh * stride_h) * W + (np - noh * W_out) * stride_w;
   float b_reg[G_B_PER];
 #endif
 
@@ -487,7 +503,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 #define LOAD_A(k0)                                                                            \
   for (int i = 0; i < G_A_PER; ++i) {                                                           \
     const int m = m0 + a_row0 + i * (G_THREADS / (GTK / 4)), k = (k0) + a_k;                     \
-    __global const float4* src = (__global const float4*)(w_group + (size_t)m * k_dim + k);     \
+    __global const float4* src = (__global const float4*)(w_group + W_INDEX(m, k));             \
     a_reg[i] = (m < cout_g && k < k_end) ? *src : (float4)(0.0f);                              \
   }
 #define STORE_A(buf)                                                                          \
@@ -502,7 +518,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 #define LOAD_A(k0)                                                                            \
   for (int i = 0; i < G_A_PER; ++i) {                                                           \
     const int m = m0 + a_row0 + i * (G_THREADS / GTK), k = (k0) + a_k;                           \
-    a_reg[i] = (m < cout_g && k < k_end) ? w_group[(size_t)m * k_dim + k] : 0.0f;              \
+    a_reg[i] = (m < cout_g && k < k_end) ? w_group[W_INDEX(m, k)] : 0.0f;                      \
   }
 #define STORE_A(buf)                                                                          \
   for (int i = 0; i < G_A_PER; ++i) ((__local float*)As[buf][a_k])[a_row0 + i * (G_THREADS / GTK)] = a_reg[i];
@@ -524,7 +540,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
     if (n_ok && k < k_end) {                                                                  \
       const int ci = k / k_area, r = k - ci * k_area;                                         \
       const int kh = r / K_W_, kw = r - kh * K_W_;                                            \
-      v = x_patch[((size_t)ci * H + kh * dilation_h) * W + kw * dilation_w];                  \
+      v = x_patch[(size_t)ci * x_cs + kh * dilation_h * W + kw * dilation_w];                 \
     }                                                                                         \
     b_reg[i] = v;                                                                             \
   }
@@ -579,6 +595,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 #undef STORE_A
 #undef LOAD_B
 #undef STORE_B
+#undef W_INDEX
 
   __global float* out = y + (size_t)split * pixels * C_out;
 #pragma unroll
@@ -594,19 +611,21 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
       if (n < pixels) {
         const int b = n / hw_out;
         const float4 v = (float4)(acc[i][4 * j4], acc[i][4 * j4 + 1], acc[i][4 * j4 + 2], acc[i][4 * j4 + 3]);
-        *(__global float4*)(out + (size_t)(b * C_out + co) * hw_out + (n - b * hw_out)) = v + b_add;
+        *(__global float4*)(out + Y_INDEX(b, co) * hw_out + (n - b * hw_out)) = v + b_add;
       }
 #else
       for (int c = 0; c < 4; ++c) {
         if (n + c < pixels) {
           const int b = (n + c) / hw_out;
-          out[(size_t)(b * C_out + co) * hw_out + (n + c - b * hw_out)] = acc[i][4 * j4 + c] + b_add;
+          out[Y_INDEX(b, co) * hw_out + (n + c - b * hw_out)] = acc[i][4 * j4 + c] + b_add;
         }
       }
 #endif
     }
   }
 }
+
+#undef Y_INDEX
 
 // y = sum over s of parts[s] (+ bias): the end of a split-K conv2d_gpu.
 // parts is (splits, B, C_out, hw_out); NDRange: (B·C_out·hw_out).

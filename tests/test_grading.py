@@ -1,7 +1,8 @@
-"""Whole gradings (grading.grade) and the Gradescope package: the reference gets full marks
-through run_autograder on a fake /autograder layout, the handout done as asked (the tiled
-kernel) gets full correctness and a share of the performance points between the naive
-kernel's and the reference's, the untouched handout gets nothing for correctness, and each
+"""Whole gradings (grading.grade) and the Gradescope package: the handout done as asked
+(the tiled kernel) through run_autograder on a fake /autograder layout gets full
+correctness and a share of the performance points near the tiled rung's, the reference
+(built with its staff-only files, --staff-files) gets full marks, the untouched handout
+gets nothing for correctness, a student's build has no staff kernel in reach, and each
 hostile submission of grading/hostile/ gets the outcome its fixture expects, with
 results.json written every time and no process of the sandbox account left behind. The
 slow ones are opt-in."""
@@ -159,9 +160,10 @@ def _grade_fixture(fixture: fixtures.Fixture, tmp_path: Path, ref_cache: Path) -
 # ---------------------------------------------------------------------------------------
 # Whole gradings
 
-def test_run_autograder_gives_reference_full_marks(tmp_path, ref_cache, ocl):
-    """The Gradescope package on a fake /autograder: source/ from the zip, submission/ in,
-    results/results.json out."""
+def test_run_autograder_grades_the_handout_done_as_asked(tmp_path, ref_cache, ocl):
+    """The Gradescope package on a fake /autograder (source/ from the zip, submission/ in,
+    results/results.json out) with the tiled kernel and its host code, as the handout asks:
+    full correctness and a share of the performance points near the tiled rung's."""
     root = tmp_path / "autograder"
     zip_path = tmp_path / "autograder.zip"
     names = make_zip(zip_path)
@@ -169,9 +171,8 @@ def test_run_autograder_gives_reference_full_marks(tmp_path, ref_cache, ocl):
     assert not any(n.startswith(("grading/hostile/", "tests/")) for n in names)
     with zipfile.ZipFile(zip_path) as zf:
         zf.extractall(root / "source")
-    (root / "submission").mkdir()
-    for name in STUDENT_FILES:
-        shutil.copy(ROOT / "opencl_functions" / name, root / "submission" / name)
+    tiled = next(r for r in fixtures.ladder() if r.name == "tiled")
+    tiled.write(root / "submission")
     env = dict(os.environ, AUTOGRADER_ROOT=str(root), OCLF_GRADER_VENV=str(ROOT / ".venv"),
                OCLF_GRADER_REF_CACHE=str(ref_cache))
     env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
@@ -180,21 +181,24 @@ def test_run_autograder_gives_reference_full_marks(tmp_path, ref_cache, ocl):
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     results = json.loads((root / "results" / "results.json").read_text())
     check_gradescope_format(results)
-    assert results["score"] >= 100 - 30 * SHARE_SLACK, results["output"]
-    assert all(t["status"] == "passed" for t in results["tests"] if not t["name"].startswith("Performance"))
-    assert {e["name"] for e in results["leaderboard"]} >= {"Speed vs reference (×)"}
-
-
-def test_handout_done_as_asked_scores_between_naive_and_reference(tmp_path, ref_cache, ocl):
-    """The tiled kernel and its host code, as the handout asks, on the grading device: full
-    correctness and a share of the performance points near the tiled rung's."""
-    tiled = next(r for r in fixtures.ladder() if r.name == "tiled")
-    results = grade(tiled.write(tmp_path / "submission"), tmp_path / "results.json", ref_cache)
-    check_gradescope_format(results)
     perf = perf_test(results)
     assert results["score"] - perf["score"] == 70, results["output"]
     share = perf["score"] / perf["max_score"]
     assert 0 < share < 1 and abs(share - tiled.share) <= SHARE_SLACK, perf["output"]
+    assert {e["name"] for e in results["leaderboard"]} >= {"Speed vs reference (×)"}
+
+
+def test_reference_gets_full_marks(tmp_path, ref_cache, ocl):
+    """The reference, whose fast paths live in staff-only files (--staff-files builds it
+    with them; a student's build never has them)."""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    for name in STUDENT_FILES:
+        shutil.copy(ROOT / "opencl_functions" / name, submission / name)
+    results = grade(submission, tmp_path / "results.json", ref_cache, "--staff-files")
+    check_gradescope_format(results)
+    assert results["score"] >= 100 - 30 * SHARE_SLACK, results["output"]
+    assert all(t["status"] == "passed" for t in results["tests"] if not t["name"].startswith("Performance"))
 
 
 def test_untouched_handout_gets_no_correctness_points(tmp_path, ref_cache, ocl):

@@ -71,14 +71,15 @@ size_t tile_size() { return Device::get().info().max_work_group_size >= 256 ? 16
 
 // max_splits: the most slices K may be split into when the output tiles fill the device
 // less than once (the weight gradient, a small output over a long K, takes many).
+// swapped: x, w and y have their first two dimensions swapped (NC_SWAPPED in conv2d.cl).
 void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                 const at::Tensor& y, int max_splits = 16) {
+                 const at::Tensor& y, int max_splits = 16, bool swapped = false) {
   Device& dev = Device::get();
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int hw_out = p.h_out * p.w_out;
   const size_t pixels = size_t(p.batch) * hw_out;
-  const bool pointwise = hw_out % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
+  const bool pointwise = !swapped && hw_out % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
                          p.h == p.h_out && p.w == p.w_out;
   // Tiles as the library picks them (opencl-functions.cpp): 64×64 with 4×4 per work-item;
   // 32×32 for 1×1 convolutions over large images; 64×32 when K is not a multiple of 4.
@@ -95,7 +96,8 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
                               " -DGWM=4 -DGWN=4 -DGTK=16";
   std::string conv_options = options;
   if (p.k_h <= 7 && p.k_w <= 7) conv_options += " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w);
-  if (k_dim % 4 == 0) conv_options += " -DVEC_W";
+  if (k_dim % 4 == 0 && (!swapped || (p.k_h * p.k_w) % 4 == 0)) conv_options += " -DVEC_W";
+  if (swapped) conv_options += " -DNC_SWAPPED";
   if (hw_out % 4 == 0) conv_options += " -DVEC_OUT";
   if (pointwise) conv_options += " -DPOINTWISE";
   // Split K when the output tiles fill the device less than once.
@@ -354,12 +356,11 @@ at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int
 }
 
 // The weight gradient as a forward convolution on a GPU: with images and channels swapped,
-// x (C_in, B, H, W) convolved with dy (C_out, B, H_out, W_out) as its weights, the
-// convolution's dilation as the stride and its stride as the dilation, gives
-// dW (C_in, C_out, K_h, K_w): a small output over a long K (B·H_out·W_out), split many ways.
+// x as (C_in, B, H, W) convolved with dy as (C_out, B, H_out, W_out) weights, the
+// convolution's dilation as the stride and its stride as the dilation, gives dW as
+// (C_in, C_out, K_h, K_w): a small output over a long K (B·H_out·W_out), split many ways.
+// conv2d_gpu reads and writes the swapped layouts in place (NC_SWAPPED): no copies.
 at::Tensor grad_weight_forward(const Shape& s, const at::Tensor& x_padded, const at::Tensor& dy) {
-  const at::Tensor xt = x_padded.transpose(0, 1).contiguous();
-  const at::Tensor dyt = dy.transpose(0, 1).contiguous();
   Shape t{};
   t.batch = s.c_in;
   t.c_in = s.batch;
@@ -375,9 +376,9 @@ at::Tensor grad_weight_forward(const Shape& s, const at::Tensor& x_padded, const
   t.groups = 1;
   t.h_out = s.k_h;
   t.w_out = s.k_w;
-  at::Tensor out = empty_device({s.c_in, s.c_out, s.k_h, s.k_w}, at::kFloat);
-  forward_gpu(t, xt, dyt, at::Tensor(), out, 128);
-  return out.transpose(0, 1).contiguous();
+  at::Tensor dw = empty_device({s.c_out, s.c_in, s.k_h, s.k_w}, at::kFloat);
+  forward_gpu(t, x_padded, dy, at::Tensor(), dw, 128, true);
+  return dw;
 }
 
 // Gradient with respect to the padded input (the direct and tiled kernels).
