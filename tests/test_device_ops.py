@@ -135,7 +135,8 @@ def test_sum_of_ints_and_large():
     close(x.to("opencl").sum(), x.sum(), rtol=1e-5, atol=1e-3)
 
 
-@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (1, 33, 7), (7, 33, 1), (17, 65, 31), (64, 64, 64)])
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (1, 33, 7), (7, 33, 1), (17, 65, 31), (64, 64, 64), (9, 100, 37),
+                                     (40, 17, 129), (3, 768, 50)])
 def test_matrix_products(m, k, n):
     a, b, bias = torch.randn(m, k), torch.randn(k, n), torch.randn(n)
     da, db, dbias = on_device(a, b, bias)

@@ -1,6 +1,9 @@
-// Matrix products of the opencl device through CLBlast: mm, addmm, bmm, baddbmm, mv.
-// Transposed operands (a row or column stride of 1) go to CLBlast as transpose flags, not
-// copies; products with one row run as GEMV, which CLBlast does much faster than GEMM.
+// Matrix products of the opencl device: mm, addmm, bmm, baddbmm, mv. On CPU devices 2-D
+// products run on the library's own kernels (matmul_fast.cl: gemm_rows for B stored N×K, a
+// linear layer's weight; gemm_cols for B stored K×N), which on PoCL ran several times
+// CLBlast's GEMM and GEMV; elsewhere, and for batches, CLBlast. Transposed operands (a row
+// or column stride of 1) go as strides or transpose flags, not copies; CLBlast runs
+// products with one row as GEMV, which it does much faster than GEMM.
 #include <clblast.h>
 #include <torch/library.h>
 
@@ -34,6 +37,40 @@ Matrix as_matrix(const at::Tensor& t) {
 
 Transpose flag(bool trans) { return trans ? Transpose::kYes : Transpose::kNo; }
 
+// c (m×n, contiguous) = op(A) · op(B) on matmul_fast.cl's kernels with the defaults the
+// library derives for CPU devices (vectors of the device's preferred float width, up to 8
+// rows of A per block); false when the product does not fit them (offsets, sizes, an A
+// whose rows are not contiguous for gemm_rows).
+bool cpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k) {
+  Device& dev = Device::get();
+  if (!dev.is_cpu()) return false;
+  const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
+  if (sa.offset || sb.offset || sc.offset) return false;
+  const size_t limit = size_t(1) << 31;
+  if (A.t.numel() >= int64_t(limit) || B.t.numel() >= int64_t(limit) || c.numel() >= int64_t(limit)) return false;
+  const DeviceInfo& info = dev.info();
+  const unsigned width = std::max(info.preferred_vector_width_float, info.native_vector_width_float);
+  const int vw = width >= 16 ? 16 : width >= 8 ? 8 : 4;
+  const int mr = int(std::min<size_t>(m, 8));
+  std::string options = "-cl-mad-enable -DVW=" + std::to_string(vw) + " -DMR=" + std::to_string(mr) + " -DLX=1 -DLY=1";
+  if (B.trans) {  // B stored N×K: gemm_rows, A's rows contiguous
+    if (A.trans) return false;
+    const int rn = mr <= 4 ? 4 : 2;
+    Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options + " -DRN=" + std::to_string(rn)));
+    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(B.ld)).mem(sc.mem);
+    const size_t global[2] = {1, (n + rn - 1) / rn};
+    launch.run(2, global, nullptr);
+  } else {  // B stored K×N: gemm_cols, A by its strides
+    const int cpw = 2;
+    Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_cols", options + " -DCPW=" + std::to_string(cpw)));
+    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(A.trans ? 1 : int(A.ld)).i32(A.trans ? int(A.ld) : 1);
+    launch.mem(sb.mem).i32(int(B.ld)).mem(sc.mem).i32(int(k));
+    const size_t global[3] = {(n + size_t(vw) * cpw - 1) / (size_t(vw) * cpw), 1, 1};
+    launch.run(3, global, nullptr);
+  }
+  return true;
+}
+
 void check_matrix(const at::Tensor& t, int64_t dims, const char* op, const char* what) {
   check_float(t, what);
   TORCH_CHECK(t.dim() == dims, "opencl: ", op, ": ", what, " must be ", dims, "-D, got shape ", t.sizes());
@@ -44,17 +81,32 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float a
   const size_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
   // CLBlast's GEMV reads c even with beta = 0 (0 · NaN is NaN); its GEMM does not.
-  if (beta == 0.0f && (m == 1 || k == 0)) c.zero_();
+  if (beta == 0.0f && k == 0) c.zero_();
   if (k == 0) {
     if (beta != 1.0f) c.mul_(beta);
     return;
   }
   const Matrix A = as_matrix(a), B = as_matrix(b);
+  if (alpha == 1.0f && beta == 0.0f) {
+    if (cpu_product(A, B, c, m, n, k)) return;
+  } else if (Device::get().is_cpu()) {
+    const at::Tensor product = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
+    if (cpu_product(A, B, product, m, n, k)) {
+      if (beta == 0.0f) {
+        c.copy_(product);  // c's old values (NaN included) are not read
+        if (alpha != 1.0f) c.mul_(alpha);
+      } else {
+        c.mul_(beta).add_(product, alpha);
+      }
+      return;
+    }
+  }
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
   Device& dev = Device::get();
   std::lock_guard<std::recursive_mutex> lock(dev.mutex());
   if (m == 1) {
     // One row: c = op(B)ᵀ · a as a GEMV over B stored (K×N, or N×K when transposed).
+    if (beta == 0.0f) c.zero_();
     const size_t rows = B.trans ? n : k, cols = B.trans ? k : n;
     const size_t inc = A.trans ? A.ld : 1;
     CLBLAST_CHECK(clblast::Gemv(Layout::kRowMajor, B.trans ? Transpose::kNo : Transpose::kYes, rows, cols, alpha,
