@@ -148,6 +148,21 @@ def test_matrix_products(m, k, n):
     close(F.linear(da, db.t(), dbias), F.linear(a, b.t(), bias), **tol)
 
 
+def test_products_with_a_k_by_n_parameter_follow_its_updates():
+    # On CPU devices a K×N parameter (a Conv1D weight) is transposed once and kept: an
+    # in-place update must be seen, and a freed one forgotten.
+    for _ in range(2):
+        w_cpu, x, bias = torch.randn(33, 21), torch.randn(5, 33), torch.randn(21)
+        w = torch.nn.Parameter(w_cpu.to("opencl"))
+        dx, dbias = on_device(x, bias)
+        with torch.no_grad():
+            close(torch.addmm(dbias, dx, w), torch.addmm(bias, x, w_cpu), atol=1e-4, rtol=1e-4)
+            w.mul_(-2)
+            close(torch.addmm(dbias, dx, w), torch.addmm(bias, x, -2 * w_cpu), atol=1e-4, rtol=1e-4)
+            close(dx[:1] @ w, x[:1] @ (-2 * w_cpu), atol=1e-4, rtol=1e-4)
+        del w
+
+
 def test_batched_products():
     a, b = torch.randn(3, 5, 17), torch.randn(3, 17, 6)
     da, db = on_device(a, b)

@@ -53,11 +53,23 @@ bool cpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m
   const int vw = width >= 16 ? 16 : width >= 8 ? 8 : 4;
   const int mr = int(std::min<size_t>(m, 8));
   std::string options = "-cl-mad-enable -DVW=" + std::to_string(vw) + " -DMR=" + std::to_string(mr) + " -DLX=1 -DLY=1";
-  if (B.trans) {  // B stored N×K: gemm_rows, A's rows contiguous
+  // A parameter stored K×N (a Conv1D weight) is transposed once into N×K and kept
+  // (gemm_rows streams rows of B at about twice the speed gemm_cols streams its columns).
+  Matrix rows = B;
+  if (!B.trans && !A.trans && B.t.is_leaf() && B.t.requires_grad()) {
+    const int64_t kk = B.t.size(0), nn = B.t.size(1);
+    rows.t = derived_from(B.t, "transposed " + std::to_string(kk) + "x" + std::to_string(nn),
+                          [&] { return B.t.detach().transpose(0, 1).contiguous(); });
+    rows.trans = true;
+    rows.ld = size_t(kk);
+  }
+  if (rows.trans) {  // B stored N×K: gemm_rows, A's rows contiguous
     if (A.trans) return false;
+    const DeviceSpan sb = span(rows.t);
+    if (sb.offset) return false;
     const int rn = mr <= 4 ? 4 : 2;
     Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options + " -DRN=" + std::to_string(rn)));
-    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(B.ld)).mem(sc.mem);
+    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(rows.ld)).mem(sc.mem);
     const size_t global[2] = {1, (n + rn - 1) / rn};
     launch.run(2, global, nullptr);
   } else {  // B stored K×N: gemm_cols, A by its strides

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 
+#include <functional>
 #include <initializer_list>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,13 @@ DeviceSpan span(const at::Tensor& t);
 at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype);
 // Contiguous copy on the device (t itself when already contiguous).
 at::Tensor contiguous(const at::Tensor& t);
+
+// A tensor derived from `source` (a weight packed for conv2d_cpu, transposed for
+// gemm_rows): made by make() once and kept while source's storage lives and its version
+// is unchanged, under `layout` (what it was made for; the source's address is added, so
+// views of one storage keep their own). Inference derives each weight once.
+at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
+                        const std::function<at::Tensor()>& make);
 
 // Sets a kernel's arguments in order under the device lock, then launches it.
 class Launch {

@@ -7,9 +7,6 @@
 // conv1d (3-D input) runs as conv2d with a height of 1; transposed convolutions fall back.
 #include <torch/library.h>
 
-#include <map>
-#include <mutex>
-
 #include "../../../runtime/settings.hpp"
 #include "common.h"
 
@@ -130,32 +127,8 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   }
 }
 
-// Weights packed for conv2d_cpu, kept per weight storage while its version is unchanged
-// (inference packs each weight once) and dropped when the storage is freed.
-struct Packed {
-  uint64_t version;
-  std::string layout;  // the options and shape it was packed for
-  at::Tensor data;
-};
-std::mutex packed_mutex;
-// Never destroyed: at exit its tensors would be freed into a half-destroyed cache.
-std::map<uint64_t, Packed>& packed_cache() {
-  static auto* cache = new std::map<uint64_t, Packed>();
-  return *cache;
-}
-// Called by the allocator when a storage is freed. The packed tensor is released outside
-// the lock: freeing it calls back here.
-void forget_packed(uint64_t serial) {
-  at::Tensor dropped;
-  std::lock_guard<std::mutex> lock(packed_mutex);
-  auto found = packed_cache().find(serial);
-  if (found == packed_cache().end()) return;
-  dropped = std::move(found->second.data);
-  packed_cache().erase(found);
-}
-
 void forward_cpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                 const at::Tensor& y, uint64_t serial, uint64_t version) {
+                 const at::Tensor& y) {
   Device& dev = Device::get();
   const int cov = 16, px = 8;  // output channels (the vector width) × pixels per work-item
   const int cout_g = p.c_out / p.groups;
@@ -165,32 +138,17 @@ void forward_cpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   const bool fixed = p.k_h == p.k_w && (p.k_h == 1 || p.k_h == 3 || p.k_h == 5 || p.k_h == 7);
   const std::string conv_options =
       fixed ? options + " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w) : options;
-  const std::string layout = options + " " + std::to_string(reinterpret_cast<uintptr_t>(w.data_ptr())) + " " +
-                             std::to_string(k_dim) + "x" + std::to_string(cout_g) + "x" + std::to_string(p.groups);
-  at::Tensor packed;
-  {
-    std::lock_guard<std::mutex> lock(packed_mutex);
-    auto found = packed_cache().find(serial);
-    if (serial != 0 && found != packed_cache().end() && found->second.version == version &&
-        found->second.layout == layout)
-      packed = found->second.data;
-  }
-  if (!packed.defined()) {
-    packed = empty_device({int64_t(p.groups) * co_blocks * cov * k_dim}, at::kFloat);
+  // The weights packed for conv2d_cpu, once per weight (and version).
+  const std::string layout = "conv2d_cpu " + options + " " + std::to_string(k_dim) + "x" + std::to_string(cout_g) +
+                             "x" + std::to_string(p.groups);
+  const at::Tensor packed = derived_from(w, layout, [&] {
+    at::Tensor out = empty_device({int64_t(p.groups) * co_blocks * cov * k_dim}, at::kFloat);
     Launch pack(dev.library_kernel(kForward, "conv2d_pack_weights", options));
-    pack.mem(span(w).mem).mem(span(packed).mem).i32(k_dim).i32(cout_g).i32(co_blocks);
+    pack.mem(span(w).mem).mem(span(out).mem).i32(k_dim).i32(cout_g).i32(co_blocks);
     const size_t global[3] = {size_t(k_dim), size_t(co_blocks) * cov, size_t(p.groups)};
     pack.run(3, global, nullptr);
-    if (serial != 0) {
-      static bool hooked = (Allocator::get().set_on_free(&forget_packed), true);
-      (void)hooked;
-      at::Tensor replaced;  // released after the lock, as in forget_packed
-      std::lock_guard<std::mutex> lock(packed_mutex);
-      Packed& slot = packed_cache()[serial];
-      replaced = std::move(slot.data);
-      slot = Packed{version, layout, packed};
-    }
-  }
+    return out;
+  });
   const bool has_bias = bias.defined();
   Launch launch(dev.library_kernel(kForward, "conv2d_cpu", conv_options));
   launch.mem(span(x).mem).mem(span(packed).mem).mem(has_bias ? span(bias).mem : nullptr).mem(span(y).mem);
@@ -220,7 +178,7 @@ void forward_any(const Shape& s, const at::Tensor& x, const at::Tensor& w, const
   if (s.c_in == s.groups && s.c_out == s.groups) {
     forward_depthwise(s, x, w, at::Tensor(), y);
   } else if (cpu_kernels()) {
-    forward_cpu(s, x, w, at::Tensor(), y, 0, 0);
+    forward_cpu(s, x, w, at::Tensor(), y);
   } else {
     forward_gpu(s, x, w, at::Tensor(), y, max_splits);
   }
@@ -294,10 +252,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     if (depthwise) {
       forward_depthwise(s, x, w, b, y);
     } else if (cpu_kernels()) {
-      // The weight's storage and version name its packed copy (0: a temporary, not kept).
-      const bool own = w.is_same(a.weight) || w.data_ptr() == a.weight.data_ptr();
-      const uint64_t serial = own ? Allocator::get().serial(w.data_ptr()) : 0;
-      forward_cpu(s, x, w, b, y, serial, weight._version());
+      forward_cpu(s, x, w, b, y);
     } else {
       forward_gpu(s, x, w, b, y);
     }
