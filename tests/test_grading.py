@@ -52,8 +52,8 @@ def staff_kernel_names() -> set:
     names = set()
     for p in files:
         names |= set(re.findall(r"kernel\b[^;{(]*?\bvoid\s+(\w+)\s*\(", p.read_text()))
-    staff_regions = re.findall(r"BEGIN STAFF(.*?)END STAFF", (ROOT / "opencl_functions" / "conv2d.cl").read_text(), re.S)
-    for region in staff_regions:
+    conv2d_cl = (ROOT / "opencl_functions" / "conv2d.cl").read_text()
+    for region in re.findall(r"BEGIN STAFF(.*?)END STAFF", conv2d_cl, re.S):
         names |= set(re.findall(r"kernel\b[^;{(]*?\bvoid\s+(\w+)\s*\(", region))
     return names
 

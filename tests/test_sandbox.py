@@ -143,7 +143,8 @@ def _compile(source: str, tmp_path, must_compile: bool = True, clean: bool = Tru
 def test_reference_and_every_ladder_rung_pass_the_check(tmp_path):
     assert _compile(base_files("reference")["opencl-functions.cpp"], tmp_path / "reference", staff=True) == []
     for rung in ladder():
-        assert _compile(rung.files()["opencl-functions.cpp"], tmp_path / "rungs" / rung.name, staff=True) == [], rung.name
+        rung_source = rung.files()["opencl-functions.cpp"]
+        assert _compile(rung_source, tmp_path / "rungs" / rung.name, staff=True) == [], rung.name
 
 
 def test_printing_timing_and_reading_files_stay_allowed(tmp_path):

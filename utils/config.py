@@ -42,7 +42,7 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "the reference's host code"),
     Setting("CPU_BLOCK", "16,8", "the reference's CPU kernel block: output channels (4, 8 or 16), pixels",
             "the reference's host code"),
-    Setting("GPU_TILE", "by layer shape", "the reference's GPU kernel tile: TM,TN,WM,WN,TK",
+    Setting("GPU_TILE", "by layer shape", "the reference's GPU kernel tile (and the opencl device's): TM,TN,WM,WN,TK",
             "the reference's host code"),
     Setting("GPU_SPLIT_TARGET", "2",
             "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
