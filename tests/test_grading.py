@@ -188,9 +188,11 @@ def test_run_autograder_grades_the_handout_done_as_asked(tmp_path, ref_cache, oc
     assert {e["name"] for e in results["leaderboard"]} >= {"Speed vs reference (×)"}
 
 
+@pytest.mark.slow
 def test_reference_gets_full_marks(tmp_path, ref_cache, ocl):
     """The reference, whose fast paths live in staff-only files (--staff-files builds it
-    with them; a student's build never has them)."""
+    with them; a student's build never has them). Slow: about 3.5 minutes on 2 cores, its
+    per-shape kernels compiled for every hidden shape and run under Oclgrind."""
     submission = tmp_path / "submission"
     submission.mkdir()
     for name in STUDENT_FILES:
