@@ -122,6 +122,20 @@ def test_pooling(fn):
     check(fn, X)
 
 
+def test_max_pool_indices_on_ties_infinities_and_nans():
+    # As torch on the CPU: the first of equal values, the last NaN of a window, and the
+    # window's first position when everything in it is -inf.
+    x = torch.randint(0, 3, (2, 3, 9, 10)).float()
+    x[0, 0, 2:5, 3:6] = float("nan")
+    x[0, 1, 3, 4] = float("nan")
+    x[1, 2, :4, :4] = float("-inf")
+    for kw in (dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2), dict(kernel_size=3, dilation=2)):
+        y, i = F.max_pool2d(x, return_indices=True, **kw)
+        dy, di = F.max_pool2d(x.to("opencl"), return_indices=True, **kw)
+        assert torch.equal(di.cpu(), i), kw
+        assert torch.allclose(dy.cpu(), y, equal_nan=True), kw
+
+
 @pytest.mark.parametrize("dim", [-1, 1, 0])
 def test_softmax_and_log_softmax(dim):
     check(lambda x: F.softmax(x, dim), X)

@@ -6,7 +6,7 @@
 //
 // Window of output (oh, ow) for max and average pooling: rows oh·SH - PH + kh·DH,
 // kh < KH (columns alike), positions outside the input skipped. Max pooling stores the
-// index ih·W + iw of the maximum (the first on ties; NaN wins), as torch does.
+// index ih·W + iw of the maximum (the first on ties; the last NaN wins), as torch does.
 // Average pooling divides by divisor (when > 0), else by the window's size clipped to the
 // padded input (count_include_pad), else by the count of positions inside the input.
 // Adaptive average: rows [⌊oh·H/OH⌋, ⌈(oh+1)·H/OH⌉), columns alike.
@@ -16,6 +16,29 @@
 #define GEOMETRY                                                                                       \
   const int H, const int W, const int OH, const int OW, const int KH, const int KW, const int SH, const int SW, \
       const int PH, const int PW, const int DH, const int DW, const int total
+
+// The window (kernel, stride, padding, dilation per axis): compiled in when the host
+// builds with -DWINDOW (the arguments then carry the same values), so that the loops over
+// it unroll and PoCL vectorises across work-items; else read from the arguments.
+#ifdef WINDOW
+#define KH_ WKH
+#define KW_ WKW
+#define SH_ WSH
+#define SW_ WSW
+#define PH_ WPH
+#define PW_ WPW
+#define DH_ WDH
+#define DW_ WDW
+#else
+#define KH_ KH
+#define KW_ KW
+#define SH_ SH
+#define SW_ SW
+#define PH_ PH
+#define PW_ PW
+#define DH_ DH
+#define DW_ DW
+#endif
 
 // The output index along one axis whose window reaches input position i through tap k,
 // or -1 (off the stride grid, or outside the output).
@@ -31,20 +54,41 @@ __kernel void max_pool_forward(CBUF(x), BUF(y), __global long* idx, const int id
   if (i >= total) return;
   const int ow = i % OW, oh = (i / OW) % OH, p = i / (OW * OH);
   __global const float* plane = x + x_off + (size_t)p * H * W;
+  // As torch's CPU kernel: the index starts at the window's first position inside the
+  // input, then a larger value takes over (so the first of equal values stays); a window
+  // with a NaN gives NaN at its last NaN. The NaN search runs apart, in a second loop that
+  // only such windows take, so that PoCL vectorises the first across work-items.
+  int h0 = oh * SH_ - PH_, w0 = ow * SW_ - PW_;
+  if (h0 < 0) h0 += (-h0 + DH_ - 1) / DH_ * DH_;
+  if (w0 < 0) w0 += (-w0 + DW_ - 1) / DW_ * DW_;
   float best = -INFINITY;
-  int best_at = -1;
-  for (int kh = 0; kh < KH; ++kh) {
-    const int ih = oh * SH - PH + kh * DH;
+  int best_at = h0 * W + w0;
+  bool nan = false;
+  for (int kh = 0; kh < KH_; ++kh) {
+    const int ih = oh * SH_ - PH_ + kh * DH_;
     if (ih < 0 || ih >= H) continue;
-    for (int kw = 0; kw < KW; ++kw) {
-      const int iw = ow * SW - PW + kw * DW;
+    for (int kw = 0; kw < KW_; ++kw) {
+      const int iw = ow * SW_ - PW_ + kw * DW_;
       if (iw < 0 || iw >= W) continue;
       const float v = plane[ih * W + iw];
-      if (best_at < 0 || v > best || (isnan(v) && !isnan(best))) {
+      nan |= v != v;
+      if (v > best) {
         best = v;
         best_at = ih * W + iw;
       }
     }
+  }
+  if (nan) {  // rare: the window's last NaN wins, as in torch's kernel
+    for (int kh = 0; kh < KH_; ++kh) {
+      const int ih = oh * SH_ - PH_ + kh * DH_;
+      if (ih < 0 || ih >= H) continue;
+      for (int kw = 0; kw < KW_; ++kw) {
+        const int iw = ow * SW_ - PW_ + kw * DW_;
+        if (iw < 0 || iw >= W) continue;
+        if (isnan(plane[ih * W + iw])) best_at = ih * W + iw;
+      }
+    }
+    best = NAN;
   }
   y[y_off + i] = best;
   idx[idx_off + i] = best_at;
@@ -56,11 +100,11 @@ __kernel void max_pool_backward(CBUF(dy), __global const long* idx, const int id
   const int iw = i % W, ih = (i / W) % H, p = i / (W * H);
   const size_t plane = (size_t)p * OH * OW;
   float g = 0.0f;
-  for (int kh = 0; kh < KH; ++kh) {
-    const int oh = source(ih, kh, PH, DH, SH, OH);
+  for (int kh = 0; kh < KH_; ++kh) {
+    const int oh = source(ih, kh, PH_, DH_, SH_, OH);
     if (oh < 0) continue;
-    for (int kw = 0; kw < KW; ++kw) {
-      const int ow = source(iw, kw, PW, DW, SW, OW);
+    for (int kw = 0; kw < KW_; ++kw) {
+      const int ow = source(iw, kw, PW_, DW_, SW_, OW);
       if (ow < 0) continue;
       const size_t at = plane + oh * OW + ow;
       if (idx[idx_off + at] == ih * W + iw) g += dy[dy_off + at];
@@ -90,15 +134,15 @@ __kernel void avg_pool_forward(CBUF(x), BUF(y), const int include_pad, const int
   const int ow = i % OW, oh = (i / OW) % OH, p = i / (OW * OH);
   __global const float* plane = x + x_off + (size_t)p * H * W;
   float s = 0.0f;
-  for (int kh = 0; kh < KH; ++kh) {
-    const int ih = oh * SH - PH + kh;
+  for (int kh = 0; kh < KH_; ++kh) {
+    const int ih = oh * SH_ - PH_ + kh;
     if (ih < 0 || ih >= H) continue;
-    for (int kw = 0; kw < KW; ++kw) {
-      const int iw = ow * SW - PW + kw;
+    for (int kw = 0; kw < KW_; ++kw) {
+      const int iw = ow * SW_ - PW_ + kw;
       if (iw >= 0 && iw < W) s += plane[ih * W + iw];
     }
   }
-  y[y_off + i] = s / avg_divisor(oh, ow, H, W, KH, KW, SH, SW, PH, PW, include_pad, divisor);
+  y[y_off + i] = s / avg_divisor(oh, ow, H, W, KH_, KW_, SH_, SW_, PH_, PW_, include_pad, divisor);
 }
 
 __kernel void avg_pool_backward(CBUF(dy), BUF(dx), const int include_pad, const int divisor, GEOMETRY) {
@@ -107,13 +151,14 @@ __kernel void avg_pool_backward(CBUF(dy), BUF(dx), const int include_pad, const 
   const int iw = i % W, ih = (i / W) % H, p = i / (W * H);
   const size_t plane = (size_t)p * OH * OW;
   float g = 0.0f;
-  for (int kh = 0; kh < KH; ++kh) {
-    const int oh = source(ih, kh, PH, 1, SH, OH);
+  for (int kh = 0; kh < KH_; ++kh) {
+    const int oh = source(ih, kh, PH_, 1, SH_, OH);
     if (oh < 0) continue;
-    for (int kw = 0; kw < KW; ++kw) {
-      const int ow = source(iw, kw, PW, 1, SW, OW);
+    for (int kw = 0; kw < KW_; ++kw) {
+      const int ow = source(iw, kw, PW_, 1, SW_, OW);
       if (ow < 0) continue;
-      g += dy[dy_off + plane + oh * OW + ow] / avg_divisor(oh, ow, H, W, KH, KW, SH, SW, PH, PW, include_pad, divisor);
+      g += dy[dy_off + plane + oh * OW + ow] /
+           avg_divisor(oh, ow, H, W, KH_, KW_, SH_, SW_, PH_, PW_, include_pad, divisor);
     }
   }
   dx[dx_off + i] = g;

@@ -54,6 +54,16 @@ Launch& geometry(Launch& launch, const at::Tensor& x, const Window& w, int64_t t
 
 cl_kernel pool_kernel(const char* name) { return Device::get().kernel("pool.cl", name, ""); }
 
+// A kernel with the window compiled in (small windows, as networks use; pool.cl's WINDOW).
+cl_kernel pool_kernel(const char* name, const Window& w) {
+  if (w.kh > 16 || w.kw > 16) return pool_kernel(name);
+  std::string options = "-DWINDOW";
+  const std::pair<const char*, int> values[] = {{"WKH", w.kh}, {"WKW", w.kw}, {"WSH", w.sh}, {"WSW", w.sw},
+                                                {"WPH", w.ph}, {"WPW", w.pw}, {"WDH", w.dh}, {"WDW", w.dw}};
+  for (const auto& [name_, value] : values) options += std::string(" -D") + name_ + "=" + std::to_string(value);
+  return Device::get().kernel("pool.cl", name, options);
+}
+
 std::tuple<at::Tensor&, at::Tensor&> max_pool_out(const at::Tensor& self, at::IntArrayRef kernel,
                                                   at::IntArrayRef stride, at::IntArrayRef padding,
                                                   at::IntArrayRef dilation, bool ceil_mode, at::Tensor& out,
@@ -65,7 +75,7 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool_out(const at::Tensor& self, at::In
   const at::Tensor x = contiguous(self);
   at::Tensor y = out.is_contiguous() ? out : empty_device(shape, at::kFloat);
   at::Tensor i = indices.is_contiguous() ? indices : empty_device(shape, at::kLong);
-  Launch launch(pool_kernel("max_pool_forward"));
+  Launch launch(pool_kernel("max_pool_forward", w));
   geometry(launch.tensor(x).tensor(y).tensor(i), x, w, y.numel());
   launch.run1(size_t(y.numel()));
   if (!y.is_same(out)) out.copy_(y);
@@ -86,7 +96,7 @@ at::Tensor& max_pool_backward_out(const at::Tensor& grad_output, const at::Tenso
   const Window w = window(self, kernel, stride, padding, dilation, ceil_mode, "max_pool2d_backward");
   at::native::resize_output(grad_input, self.sizes());
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), at::kFloat);
-  Launch launch(pool_kernel("max_pool_backward"));
+  Launch launch(pool_kernel("max_pool_backward", w));
   launch.tensor(contiguous(grad_output)).tensor(contiguous(indices)).tensor(dx);
   geometry(launch, self, w, dx.numel());
   launch.run1(size_t(dx.numel()));
@@ -109,7 +119,7 @@ at::Tensor& avg_pool_out(const at::Tensor& self, at::IntArrayRef kernel, at::Int
   at::native::resize_output(out, shape);
   at::Tensor y = out.is_contiguous() ? out : empty_device(shape, at::kFloat);
   const at::Tensor x = contiguous(self);
-  Launch launch(pool_kernel("avg_pool_forward"));
+  Launch launch(pool_kernel("avg_pool_forward", w));
   launch.tensor(x).tensor(y).i32(include_pad).i32(int(divisor.value_or(0)));
   geometry(launch, x, w, y.numel());
   launch.run1(size_t(y.numel()));
@@ -129,7 +139,7 @@ at::Tensor& avg_pool_backward_out(const at::Tensor& grad_output, const at::Tenso
   const Window w = window(self, kernel, stride, padding, {}, ceil_mode, "avg_pool2d_backward");
   at::native::resize_output(grad_input, self.sizes());
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), at::kFloat);
-  Launch launch(pool_kernel("avg_pool_backward"));
+  Launch launch(pool_kernel("avg_pool_backward", w));
   launch.tensor(contiguous(grad_output)).tensor(dx).i32(include_pad).i32(int(divisor.value_or(0)));
   geometry(launch, self, w, dx.numel());
   launch.run1(size_t(dx.numel()));
