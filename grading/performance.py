@@ -14,9 +14,10 @@ Every program (the ladder's rungs and the submission) runs in a child of its own
 once, on the same inputs: the grader makes one call of each in turn, layer by layer and
 run by run, so load from elsewhere falls on all of them alike; each layer keeps its
 fastest run (load only ever adds time). The score is a monotone function of the
-submission's geometric-mean time over the layers, `ladder_share`: log-linear between the rungs' times, from 0 (the naive kernel's
-time or slower) to 1 (the reference's time or faster). A rung that is not faster than
-every rung below it on this device is left out of the scale, so the score never jumps.
+submission's geometric-mean time over the layers, `ladder_share`: log-linear between the
+rungs' times, from 0 (the naive kernel's time or slower) to 1 (the reference's time or
+faster). A rung that is not faster than every rung below it on this device is left out of
+the scale, so the score never jumps.
 """
 from __future__ import annotations
 
