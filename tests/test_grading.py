@@ -68,8 +68,10 @@ def test_the_students_kernel_cache_holds_no_staff_kernel(ref_cache):
     found = {p.name for p in public.rglob("*")}
     assert "conv2d_naive" in found and any(name.startswith("Xgemm") for name in found), sorted(found)[:20]
     assert not staff & found, sorted(staff & found)
+    # In the bitcode, names too generic to be ours alone (transpose, say) could come from CLBlast.
     programs = b"".join(p.read_bytes() for p in public.rglob("program.bc"))
-    assert not [name for name in staff if name.encode() in programs]
+    distinctive = [name for name in staff if "_" in name and len(name) >= 9]
+    assert not [name for name in distinctive if name.encode() in programs]
 
 
 def grade(submission: Path, results: Path, ref_cache: Path, *flags: str) -> dict:
