@@ -38,6 +38,17 @@ def test_backward_works_when_a_cpu_backward_ran_before_the_import(opencl_device)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[3.0, 3.0, 3.0]"
+    # The import itself starts no autograd thread: a fork-based child (a data loader's
+    # worker, say) can still run autograd on the CPU.
+    code = ("import torch, opencl_functions.device, multiprocessing as mp\n"
+            "def child(q):\n"
+            "    y = torch.ones(2, requires_grad=True); (y * 5).sum().backward()\n"
+            "    q.put(y.grad.tolist())\n"
+            "q = mp.get_context('fork').Queue(); p = mp.get_context('fork').Process(target=child, args=(q,))\n"
+            "p.start(); print(q.get(timeout=120)); p.join()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[5.0, 5.0]"
 
 
 def test_gradients_through_views_and_in_place_ops():

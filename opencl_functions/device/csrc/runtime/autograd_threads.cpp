@@ -4,9 +4,9 @@
 // registered at that moment. A process that ran a CPU backward pass before importing
 // opencl_functions.device would therefore have no queue for opencl:0, and every later
 // backward pass through the device would stop on an internal assert of the engine.
-// ensure_autograd_threads(), called when the device registers, starts the engine's
-// device threads now (so the queues count opencl) and, when they had already started
-// without it, adds the missing queues and their worker threads the way the engine does.
+// ensure_autograd_threads(), called when the device registers, adds the missing queues
+// and their worker threads the way the engine does, when the engine had already started
+// them without opencl; otherwise the engine's first backward pass counts it.
 #include <torch/csrc/autograd/engine.h>
 
 #include <memory>
@@ -23,11 +23,13 @@ namespace {
 using torch::autograd::Engine;
 using torch::autograd::ReadyQueue;
 
-// The device queues are a protected member of the engine: a derived type may name them.
+// The device queues and the pool that marks the threads as started are protected members
+// of the engine: a derived type may name them.
 struct EngineQueues : Engine {
   static std::vector<std::shared_ptr<ReadyQueue>>& of(Engine& engine) {
     return engine.*(&EngineQueues::device_ready_queues_);
   }
+  static bool started(Engine& engine) { return (engine.*(&EngineQueues::thread_pool_shared_)) != nullptr; }
 };
 
 }  // namespace
@@ -35,7 +37,9 @@ struct EngineQueues : Engine {
 void ensure_autograd_threads() {
   if (!Device::available()) return;
   Engine& engine = Engine::get_default_engine();
-  engine.initialize_device_threads_pool();  // no-op once started; otherwise counts opencl now
+  // Not started yet: the first backward pass starts them and counts opencl (registered
+  // by now). Starting them here would make a later fork-based child unable to run autograd.
+  if (!EngineQueues::started(engine)) return;
   auto& queues = EngineQueues::of(engine);
   const int needed = 1;  // one device, index 0
   // Called from the import, before any opencl tensor exists: no backward pass can be
