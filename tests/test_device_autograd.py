@@ -27,6 +27,13 @@ def test_gradients_stay_on_the_device_and_accumulate():
     assert torch.allclose(w.grad.cpu(), w_cpu.grad, atol=1e-5)
 
 
+def python_output(code: str) -> str:
+    """What a fresh Python process running code prints (it must succeed)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
 def test_backward_works_when_a_cpu_backward_ran_before_the_import(opencl_device):
     # torch's autograd engine sizes its device queues at the first backward pass of the
     # process; the device adds its own when that happened before it registered.
@@ -35,9 +42,7 @@ def test_backward_works_when_a_cpu_backward_ran_before_the_import(opencl_device)
             "import opencl_functions.device\n"
             "y = torch.ones(3, device='opencl', requires_grad=True); (y * 3).sum().backward()\n"
             "print(y.grad.cpu().tolist())\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "[3.0, 3.0, 3.0]"
+    assert python_output(code) == "[3.0, 3.0, 3.0]"
     # The import itself starts no autograd thread: a fork-based child (a data loader's
     # worker, say) can still run autograd on the CPU.
     code = ("import torch, opencl_functions.device, multiprocessing as mp\n"
@@ -46,9 +51,7 @@ def test_backward_works_when_a_cpu_backward_ran_before_the_import(opencl_device)
             "    q.put(y.grad.tolist())\n"
             "q = mp.get_context('fork').Queue(); p = mp.get_context('fork').Process(target=child, args=(q,))\n"
             "p.start(); print(q.get(timeout=120)); p.join()\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "[5.0, 5.0]"
+    assert python_output(code) == "[5.0, 5.0]"
 
 
 def test_gradients_through_views_and_in_place_ops():

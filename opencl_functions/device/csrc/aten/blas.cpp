@@ -44,39 +44,37 @@ Transpose flag(bool trans) { return trans ? Transpose::kYes : Transpose::kNo; }
 bool cpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k) {
   Device& dev = Device::get();
   if (!dev.is_cpu()) return false;
-  const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
+  // A parameter stored K×N (a Conv1D weight) is transposed once into N×K and kept
+  // (gemm_rows streams rows of B at about twice the speed gemm_cols streams its columns).
+  Matrix b = B;
+  if (!B.trans && !A.trans && B.t.is_leaf() && B.t.requires_grad()) {
+    const int64_t kk = B.t.size(0), nn = B.t.size(1);
+    b.t = derived_from(B.t, "transposed " + std::to_string(kk) + "x" + std::to_string(nn),
+                       [&] { return B.t.detach().transpose(0, 1).contiguous(); });
+    b.trans = true;
+    b.ld = size_t(kk);
+  }
+  if (b.trans && A.trans) return false;  // gemm_rows reads A's rows contiguous
+  const DeviceSpan sa = span(A.t), sb = span(b.t), sc = span(c);
   if (sa.offset || sb.offset || sc.offset) return false;
-  const size_t limit = size_t(1) << 31;
-  if (A.t.numel() >= int64_t(limit) || B.t.numel() >= int64_t(limit) || c.numel() >= int64_t(limit)) return false;
+  const int64_t limit = int64_t(1) << 31;
+  if (A.t.numel() >= limit || b.t.numel() >= limit || c.numel() >= limit) return false;
   const DeviceInfo& info = dev.info();
   const unsigned width = std::max(info.preferred_vector_width_float, info.native_vector_width_float);
   const int vw = width >= 16 ? 16 : width >= 8 ? 8 : 4;
   const int mr = int(std::min<size_t>(m, 8));
   std::string options = "-cl-mad-enable -DVW=" + std::to_string(vw) + " -DMR=" + std::to_string(mr) + " -DLX=1 -DLY=1";
-  // A parameter stored K×N (a Conv1D weight) is transposed once into N×K and kept
-  // (gemm_rows streams rows of B at about twice the speed gemm_cols streams its columns).
-  Matrix rows = B;
-  if (!B.trans && !A.trans && B.t.is_leaf() && B.t.requires_grad()) {
-    const int64_t kk = B.t.size(0), nn = B.t.size(1);
-    rows.t = derived_from(B.t, "transposed " + std::to_string(kk) + "x" + std::to_string(nn),
-                          [&] { return B.t.detach().transpose(0, 1).contiguous(); });
-    rows.trans = true;
-    rows.ld = size_t(kk);
-  }
-  if (rows.trans) {  // B stored N×K: gemm_rows, A's rows contiguous
-    if (A.trans) return false;
-    const DeviceSpan sb = span(rows.t);
-    if (sb.offset) return false;
+  if (b.trans) {  // B stored N×K: gemm_rows
     const int rn = mr <= 4 ? 4 : 2;
     Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options + " -DRN=" + std::to_string(rn)));
-    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(rows.ld)).mem(sc.mem);
+    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(b.ld)).mem(sc.mem);
     const size_t global[2] = {1, (n + rn - 1) / rn};
     launch.run(2, global, nullptr);
   } else {  // B stored K×N: gemm_cols, A by its strides
     const int cpw = 2;
     Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_cols", options + " -DCPW=" + std::to_string(cpw)));
     launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(A.trans ? 1 : int(A.ld)).i32(A.trans ? int(A.ld) : 1);
-    launch.mem(sb.mem).i32(int(B.ld)).mem(sc.mem).i32(int(k));
+    launch.mem(sb.mem).i32(int(b.ld)).mem(sc.mem).i32(int(k));
     const size_t global[3] = {(n + size_t(vw) * cpw - 1) / (size_t(vw) * cpw), 1, 1};
     launch.run(3, global, nullptr);
   }
