@@ -10,7 +10,8 @@ agreement, not predictions), in two modes:
 GPT-2 is full size (GPT2Config() defaults): greedy decoding with the key/value cache, an
 8-token prompt then 16 new tokens (so mostly one-row products).
 
-Rounds alternate torch on the CPU and OpenCL, so a busy machine slows both alike; each
+Rounds alternate torch on the CPU and OpenCL, so a busy machine slows both alike (on a GPU
+the device's rounds run back to back, as torch CUDA's do); each
 reports the fastest and the median of its rounds, and the ratio OpenCL time / torch time of
 each. The first OpenCL call (not timed with the rounds) builds the kernels, uploads the
 weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks. On a CUDA machine
@@ -158,6 +159,13 @@ def compare_device(name: str, rounds: int) -> Dict[str, float]:
     error = max_rel_error(out, ref)
     times: Dict[str, List[float]] = {"torch": [], "opencl": []}
     threads = torch.get_num_threads()
+    if opencl_functions.device_info()["type"] != "CPU":
+        # A GPU shares nothing with torch's CPU rounds: its rounds run back to back, as torch
+        # CUDA's do (after a CPU round the GPU has idled and lowered its clocks, and a light
+        # workload such as GPT-2's one-token steps runs before they rise again).
+        times["torch"] = [seconds(run_cpu) for _ in range(rounds)]
+        times["opencl"] = [seconds(run_dev, sync) for _ in range(rounds)]
+        return report(name, "device", times, first, error, rounds)
     for _ in range(rounds):
         times["torch"].append(seconds(run_cpu))
         # The device needs no torch threads; on a CPU OpenCL device, torch's idle OpenMP

@@ -252,13 +252,18 @@ void gemm_rows(const int M, const int N, const int K, __global const float* rest
   }
 }
 
-// C = the sum over s of parts[s] (KS splits of gemm_cols). parts is (KS, M·N); NDRange (M·N).
-__kernel void gemm_sum_splits(__global const float* restrict parts, __global float* restrict c, const int splits,
-                              const int total) {
+// C = the sum over s of parts[s] (KS splits of gemm_cols, or one product of either kernel),
+// plus a bias row (bias[bias_off + n] added to every row, when has_bias) and beta·C (C is
+// read only when beta ≠ 0). parts is (KS, M·N), C is M×N; NDRange (M·N).
+__kernel void gemm_sum_splits(__global const float* restrict parts, __global float* c, const int splits,
+                              const int total, const int N, __global const float* bias, const int bias_off,
+                              const int has_bias, const float beta) {
   const int i = get_global_id(0);
   if (i >= total) return;
   float s = 0.0f;
   for (int k = 0; k < splits; ++k) s += parts[(size_t)k * total + i];
+  if (has_bias) s += bias[bias_off + i % N];
+  if (beta != 0.0f) s += beta * c[i];
   c[i] = s;
 }
 

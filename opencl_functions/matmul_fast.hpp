@@ -95,7 +95,7 @@ inline void launch_cols(Runtime& rt, const std::string& config, const Operands& 
   if (splits > 1) {
     cl_kernel sum = rt.kernel("matmul_fast.cl", "gemm_sum_splits", options);
     const int total = o.m * o.n;
-    set_args(sum, parts.get(), o.c, splits, total);
+    set_args(sum, parts.get(), o.c, splits, total, o.n, parts.get(), 0, 0, 0.0f);
     const size_t sum_global[1] = {size_t(total)};
     rt.launch(sum, 1, sum_global, nullptr);
   }

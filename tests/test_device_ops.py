@@ -135,9 +135,17 @@ def test_sum_of_ints_and_large():
     close(x.to("opencl").sum(), x.sum(), rtol=1e-5, atol=1e-3)
 
 
+# The device's product paths (OCLF_DEVICE_MATMUL): its own choice; the few-row kernels of
+# GPUs (on any device); CLBlast alone.
+@pytest.fixture(params=["auto", "gpu", "clblast"])
+def product_mode(request, monkeypatch):
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (1, 33, 7), (7, 33, 1), (17, 65, 31), (64, 64, 64), (9, 100, 37),
-                                     (40, 17, 129), (3, 768, 50)])
-def test_matrix_products(m, k, n):
+                                     (40, 17, 129), (3, 768, 50), (8, 300, 1030), (1, 2000, 3)])
+def test_matrix_products(m, k, n, product_mode):
     a, b, bias = torch.randn(m, k), torch.randn(k, n), torch.randn(n)
     da, db, dbias = on_device(a, b, bias)
     tol = dict(atol=1e-4, rtol=1e-4)
@@ -146,9 +154,22 @@ def test_matrix_products(m, k, n):
     close(torch.addmm(dbias, da, db, beta=0.5, alpha=-2), torch.addmm(bias, a, b, beta=0.5, alpha=-2), **tol)
     close(db.t() @ da.t(), b.t() @ a.t(), **tol)  # transposed operands as flags
     close(F.linear(da, db.t(), dbias), F.linear(a, b.t(), bias), **tol)
+    w = b.t().contiguous()  # an nn.Linear weight, stored N×K
+    close(F.linear(da, w.to("opencl"), dbias), F.linear(a, w, bias), **tol)
+    close(F.linear(da, w.to("opencl")), F.linear(a, w), **tol)
+    close(torch.addmm(dbias.view(1, n), da, db), torch.addmm(bias, a, b), **tol)  # a (1, N) bias row
+    close(torch.addmm(dbias[:1], da, db), torch.addmm(bias[:1], a, b), **tol)  # a broadcast bias
+    out = torch.full((m, n), float("nan")).to("opencl")
+    close(torch.mm(da, db, out=out), a @ b, **tol)  # the output's old values are not read
 
 
-def test_products_with_a_k_by_n_parameter_follow_its_updates():
+def test_bad_product_setting_is_named(monkeypatch):
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", "fast")
+    with pytest.raises(RuntimeError, match="OCLF_DEVICE_MATMUL must be auto, gpu or clblast"):
+        torch.ones(2, 3).to("opencl") @ torch.ones(3, 2).to("opencl")
+
+
+def test_products_with_a_k_by_n_parameter_follow_its_updates(product_mode):
     # On CPU devices a K×N parameter (a Conv1D weight) is transposed once and kept: an
     # in-place update must be seen, and a freed one forgotten.
     for _ in range(2):

@@ -71,6 +71,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "the opencl device's convolutions: gpu runs the GPU kernels on any device and computes "
             "gradients as forward convolutions, direct computes gradients with the direct backward kernels",
             "opencl_functions.device"),
+    Setting("DEVICE_MATMUL", "auto",
+            "the opencl device's matrix products: gpu runs the few-row kernels of GPUs on any device, "
+            "clblast leaves every product to CLBlast",
+            "opencl_functions.device"),
     Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",)),
     Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",
             ("GRADER_BUILD_TIMEOUT",)),

@@ -11,7 +11,8 @@
 //   -DOUT_BOOL       out is bool: stores F != 0
 // Scalars s0 and s1 are F's parameters (alpha, beta, min, max, ...).
 //
-// ew_contig: out, a, b, c are contiguous with n elements each (or scalars).
+// ew_contig: out, a, b, c are contiguous with n elements each (or scalars); UNROLL
+//   elements per work-item (-DUNROLL: 4 on GPUs, 1 on CPUs).
 // ew_strided2: the same over NDRange (ceil(inner / CHUNK), outer): work-item (q, r)
 //   computes elements q·CHUNK .. q·CHUNK+CHUNK-1 of row r, the last dimension of L, at
 //   offsets o_k + j · L.stride[k][last] from the row's offsets o_k (computed once). CPUs
@@ -30,6 +31,9 @@
 #define TC TA
 #endif
 #define MAX_DIMS 6
+#ifndef UNROLL
+#define UNROLL 1
+#endif
 
 typedef struct {
   int ndim;
@@ -249,26 +253,36 @@ inline float gelu_tanh_grad(const float x) {
       const int b_off, __global const TC *c, const int c_off, const CT s0, const CT s1, const CT va, \
       const CT vb, const CT vc, const int n
 
-// Contiguous operands: element i of each, i < n.
+// Contiguous operands: elements i < n of each. Work-item l of work-group g computes
+// elements g·G·UNROLL + l + k·G (k < UNROLL, G the work-group size), so each of its loads
+// is coalesced across the work-group; all loads come before the stores (out may be an
+// input). GPUs build with UNROLL=4 (fewer, fuller work-groups), CPUs with 1.
 __kernel void ew_contig(ARGS) {
-  const int i = get_global_id(0);
-  if (i >= n) return;
+  const int G = get_local_size(0);
+  const int base = get_group_id(0) * G * UNROLL + get_local_id(0);
+  CT av[UNROLL], bv[UNROLL], cv[UNROLL];
+  for (int k = 0; k < UNROLL; ++k) {
+    const int i = min(base + k * G, n - 1);
 #if NIN >= 1
-  const CT av = LOAD_A(a_off + i);
+    av[k] = LOAD_A(a_off + i);
 #else
-  const CT av = s0;
+    av[k] = s0;
 #endif
 #if NIN >= 2
-  const CT bv = LOAD_B(b_off + i);
+    bv[k] = LOAD_B(b_off + i);
 #else
-  const CT bv = av;
+    bv[k] = av[k];
 #endif
 #if NIN >= 3
-  const CT cv = LOAD_C(c_off + i);
+    cv[k] = LOAD_C(c_off + i);
 #else
-  const CT cv = av;
+    cv[k] = av[k];
 #endif
-  out[out_off + i] = (TO)STORE(F(av, bv, cv));
+  }
+  for (int k = 0; k < UNROLL; ++k) {
+    const int i = base + k * G;
+    if (i < n) out[out_off + i] = (TO)STORE(F(av[k], bv[k], cv[k]));
+  }
 }
 
 // Any strides: operand offsets from the element's index in the shape L.size.

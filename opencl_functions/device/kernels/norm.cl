@@ -11,6 +11,9 @@
 //                     c = p mod C; the planes' rows are contiguous): y = (x - mean[c]) · invstd[c] · w[c] + b[c];
 //                     with use_var, invstd[c] holds a variance and 1/sqrt(var + eps) is taken
 //                     (eval mode on the running statistics).
+//   bn_apply4         (GPUs) the same over the flat tensor, work-item i computing elements
+//                     4i .. 4i+3 as one float4: for HW % 4 == 0 and offsets that are
+//                     multiples of 4 (so the four are in one plane and 16-byte aligned).
 //   bn_backward_reduce  one work-group per channel: db[c] = Σ dy, dw[c] = Σ dy · x̂, x̂ = (x - mean)·invstd.
 //   bn_backward_input   NDRange as bn_apply: training: dx = w·invstd/n · (n·dy - Σdy - x̂·Σdy·x̂);
 //                     eval: dx = dy · w · invstd.
@@ -71,19 +74,37 @@ void bn_stats(CBUF(x), BUF(mean), BUF(invstd), BUF(run_mean), BUF(run_var), cons
   }
 }
 
+// Channel c's y = x · scale + shift of bn_apply.
+inline float2 bn_affine(__global const float* mean, __global const float* invstd, __global const float* w,
+                        __global const float* b, const int has_w, const int has_b, const int use_var,
+                        const float eps, const int c) {
+  const float is = use_var ? rsqrt(invstd[c] + eps) : invstd[c];
+  const float scale = has_w ? w[c] * is : is;
+  return (float2)(scale, (has_b ? b[c] : 0.0f) - mean[c] * scale);
+}
+
 __kernel void bn_apply(CBUF(x), BUF(y), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(b), const int has_w,
                        const int has_b, const int use_var, const int C, const int HW, const float eps) {
   const int j0 = get_global_id(0) * CHUNK;
   const int p = get_global_id(1);
   if (j0 >= HW) return;
-  const int c = p % C;
-  const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
-  const float scale = has_w ? w[w_off + c] * is : is;
-  const float shift = (has_b ? b[b_off + c] : 0.0f) - mean[mean_off + c] * scale;
+  const float2 ab = bn_affine(mean + mean_off, invstd + invstd_off, w + w_off, b + b_off, has_w, has_b, use_var,
+                              eps, p % C);
   __global const float* xr = x + x_off + (size_t)p * HW;
   __global float* yr = y + y_off + (size_t)p * HW;
   const int end = min(CHUNK, HW - j0);
-  for (int k = 0; k < end; ++k) yr[j0 + k] = fma(xr[j0 + k], scale, shift);
+  for (int k = 0; k < end; ++k) yr[j0 + k] = fma(xr[j0 + k], ab.x, ab.y);
+}
+
+__kernel void bn_apply4(CBUF(x), BUF(y), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(b), const int has_w,
+                        const int has_b, const int use_var, const int C, const int HW, const float eps,
+                        const int n4) {
+  const int i = get_global_id(0);
+  if (i >= n4) return;
+  const float2 ab = bn_affine(mean + mean_off, invstd + invstd_off, w + w_off, b + b_off, has_w, has_b, use_var,
+                              eps, (i * 4 / HW) % C);
+  const float4 v = ((__global const float4*)(x + x_off))[i];
+  ((__global float4*)(y + y_off))[i] = fma(v, (float4)(ab.x), (float4)(ab.y));
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))

@@ -7,6 +7,7 @@
 #include <clblast.h>
 #include <torch/library.h>
 
+#include "../../../runtime/settings.hpp"
 #include "pointwise.h"
 
 namespace oclf::device {
@@ -36,6 +37,75 @@ Matrix as_matrix(const at::Tensor& t) {
 }
 
 Transpose flag(bool trans) { return trans ? Transpose::kYes : Transpose::kNo; }
+
+// OCLF_DEVICE_MATMUL: "gpu" runs gpu_product's kernels on any device (so CPU machines test
+// them), "clblast" leaves every product to CLBlast; else by device.
+std::string product_mode() {
+  const std::string mode = setting("DEVICE_MATMUL");
+  TORCH_CHECK(mode.empty() || mode == "auto" || mode == "gpu" || mode == "clblast", "opencl: ",
+              setting_variable("DEVICE_MATMUL"), " must be auto, gpu or clblast, got \"", mode, "\"");
+  return mode.empty() ? "auto" : mode;
+}
+
+// c (m×n, contiguous) = op(A) · op(B) + row + beta · c for few rows (m ≤ 8: a linear layer
+// on a few tokens) on GPUs, on matmul_fast.cl's kernels: gemm_cols for B stored K×N (a
+// Conv1D weight), K split over work-groups when N alone would not fill the device twice;
+// gemm_rows for B stored N×K (nn.Linear's weight). Work-groups of 64×4 work-items reading
+// float4s, neighbours on neighbouring columns. CLBlast runs these products as GEMV or
+// small GEMMs at a fraction of that speed (H100, GPT-2's one-token products: 21-89
+// against 85-308 GFLOP/s). gemm_sum_splits adds the splits, the bias row (when defined,
+// n contiguous floats) and beta · c. False when the product does not fit the kernels
+// (offsets, sizes, A stored transposed with B stored N×K).
+bool gpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
+                 const at::Tensor& row, float beta) {
+  Device& dev = Device::get();
+  const std::string mode = product_mode();
+  if (mode == "clblast" || (mode == "auto" && dev.is_cpu()) || m > 8) return false;
+  const DeviceInfo& info = dev.info();
+  constexpr int kVw = 4, kLx = 64, kLy = 4;
+  if (info.max_work_group_size < size_t(kLx * kLy)) return false;
+  if (B.trans && A.trans) return false;  // gemm_rows reads A's rows contiguous
+  const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
+  if (sa.offset || sb.offset || sc.offset) return false;
+  const int64_t limit = int64_t(1) << 31;
+  if (A.t.numel() >= limit || B.t.numel() >= limit || int64_t(m * n) * 64 >= limit) return false;
+  const std::string options = "-cl-mad-enable -DVW=" + std::to_string(kVw) + " -DMR=" + std::to_string(m) +
+                              " -DLX=" + std::to_string(kLx) + " -DLY=" + std::to_string(kLy);
+  int splits = 1, k_chunk = int(k);
+  const size_t col_groups = (n + kVw * kLx - 1) / (kVw * kLx);
+  if (!B.trans) {
+    const size_t wanted = 2 * size_t(info.compute_units);
+    splits = int(std::min<size_t>((wanted + col_groups - 1) / col_groups, std::max<size_t>(1, k / (8 * kLy))));
+    splits = std::max(1, std::min(splits, 64));
+    k_chunk = int((k + splits - 1) / splits);
+    splits = int((k + k_chunk - 1) / k_chunk);
+  }
+  const bool direct = splits == 1 && !row.defined() && beta == 0.0f;
+  const at::Tensor parts = direct ? c : empty_device({int64_t(splits) * int64_t(m * n)}, at::kFloat);
+  const cl_mem out = span(parts).mem;
+  if (B.trans) {  // B stored N×K: gemm_rows, one row of B per work-item row
+    Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options + " -DRN=1"));
+    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(B.ld)).mem(out);
+    const size_t global[2] = {size_t(kLx), round_up(n, kLy)};
+    const size_t local[2] = {size_t(kLx), size_t(kLy)};
+    launch.run(2, global, local);
+  } else {  // B stored K×N: gemm_cols, A by its strides
+    Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_cols", options + " -DCPW=1"));
+    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(A.trans ? 1 : int(A.ld)).i32(A.trans ? int(A.ld) : 1);
+    launch.mem(sb.mem).i32(int(B.ld)).mem(out).i32(k_chunk);
+    const size_t global[3] = {col_groups * kLx, size_t(kLy), size_t(splits)};
+    const size_t local[3] = {size_t(kLx), size_t(kLy), 1};
+    launch.run(3, global, local);
+  }
+  if (!direct) {
+    const int total = int(m * n);
+    const DeviceSpan sr = row.defined() ? span(row) : span(parts);
+    Launch sum(dev.library_kernel("matmul_fast.cl", "gemm_sum_splits", options));
+    sum.mem(out).mem(sc.mem).i32(splits).i32(total).i32(int(n)).mem(sr.mem).i32(sr.offset);
+    sum.i32(row.defined()).f32(beta).run1(size_t(total));
+  }
+  return true;
+}
 
 // c (m×n, contiguous) = op(A) · op(B) on matmul_fast.cl's kernels with the defaults the
 // library derives for CPU devices (vectors of the device's preferred float width, up to 8
@@ -86,8 +156,17 @@ void check_matrix(const at::Tensor& t, int64_t dims, const char* op, const char*
   TORCH_CHECK(t.dim() == dims, "opencl: ", op, ": ", what, " must be ", dims, "-D, got shape ", t.sizes());
 }
 
-// c (M×N, contiguous) = alpha · a (M×K) · b (K×N) + beta · c.
-void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta) {
+// c (M×N, contiguous) = alpha · a (M×K) · b (K×N) + beta · c, or, with a bias row (N
+// contiguous floats, beta 1), alpha · a · b + row added to every row (c is not read).
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
+          const at::Tensor& row = at::Tensor()) {
+  if (row.defined()) {
+    const size_t m = a.size(0), k = a.size(1), n = b.size(1);
+    if (alpha == 1.0f && m > 0 && n > 0 && k > 0 && gpu_product(as_matrix(a), as_matrix(b), c, m, n, k, row, 0.0f))
+      return;
+    c.copy_(row.expand({a.size(0), b.size(1)}));
+    beta = 1.0f;
+  }
   const size_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
   // CLBlast's GEMV reads c even with beta = 0 (0 · NaN is NaN); its GEMM does not.
@@ -97,6 +176,7 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float a
     return;
   }
   const Matrix A = as_matrix(a), B = as_matrix(b);
+  if (alpha == 1.0f && gpu_product(A, B, c, m, n, k, at::Tensor(), beta)) return;
   if (alpha == 1.0f && beta == 0.0f) {
     if (cpu_product(A, B, c, m, n, k)) return;
   } else if (Device::get().is_cpu()) {
@@ -181,8 +261,15 @@ at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& mat1, const at::
   at::native::resize_output(out, shape);
   at::Tensor result = out.is_contiguous() ? out : empty_device(shape, at::kFloat);
   const float b = static_cast<float>(beta.toDouble());
-  if (b != 0.0f && !(aliased && result.is_same(out))) result.copy_(bias.expand(shape));
-  gemm(mat1, mat2, result, static_cast<float>(alpha.toDouble()), b);
+  // A bias row (a linear layer's) goes to the product's kernels, not through a copy into
+  // the output first.
+  const bool row = b == 1.0f && !aliased && bias.dim() >= 1 && bias.numel() == shape[1] && bias.stride(-1) == 1;
+  if (row) {
+    gemm(mat1, mat2, result, static_cast<float>(alpha.toDouble()), b, bias.reshape({shape[1]}));
+  } else {
+    if (b != 0.0f && !(aliased && result.is_same(out))) result.copy_(bias.expand(shape));
+    gemm(mat1, mat2, result, static_cast<float>(alpha.toDouble()), b);
+  }
   if (!result.is_same(out)) out.copy_(result);
   return out;
 }

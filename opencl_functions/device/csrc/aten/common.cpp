@@ -290,8 +290,9 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
     if (number) options += std::string(" -D") + names[k] + "_SCALAR";
   }
   if (out.scalar_type() == at::kBool) options += " -DOUT_BOOL";
-  const size_t chunk = Device::get().is_cpu() ? 16 : 1;
-  options += " -DCHUNK=" + std::to_string(chunk);
+  const bool cpu = Device::get().is_cpu();
+  const size_t chunk = cpu ? 16 : 1, unroll = cpu ? 1 : 4;
+  options += " -DCHUNK=" + std::to_string(chunk) + " -DUNROLL=" + std::to_string(unroll);
 
   // Rows of at least 16 elements run 2-D (row offsets once per row), shorter ones 1-D.
   const int64_t inner = csize.empty() ? 1 : csize.back();
@@ -336,7 +337,7 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
     launch.run(2, global, local);
     return;
   }
-  launch.run1(n);
+  launch.run1(contig ? (size_t(n) + unroll - 1) / unroll : size_t(n));
 }
 
 }  // namespace oclf::device

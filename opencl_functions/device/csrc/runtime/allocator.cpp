@@ -30,8 +30,15 @@ size_t Allocator::bucket(size_t bytes) {
 c10::DataPtr Allocator::allocate(size_t bytes) {
   const c10::Device device(c10::DeviceType::PrivateUse1, 0);
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
-  const size_t size = bucket(bytes);
   Device& dev = Device::get();
+  // More than the device holds can never succeed, and some drivers (NVIDIA) hand out such
+  // a buffer anyway, failing only when a kernel first touches it.
+  if (bytes > dev.info().global_mem_size) {
+    throw Error("opencl: out of device memory allocating " + std::to_string(bytes) + " bytes: the device has " +
+                    std::to_string(dev.info().global_mem_size) + " bytes in all (CL_MEM_OBJECT_ALLOCATION_FAILURE)",
+                CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  }
+  const size_t size = bucket(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.allocations;
   Block* block = nullptr;
