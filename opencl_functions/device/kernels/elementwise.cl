@@ -262,19 +262,19 @@ __kernel void ew_contig(ARGS) {
   const int base = get_group_id(0) * G * UNROLL + get_local_id(0);
   CT av[UNROLL], bv[UNROLL], cv[UNROLL];
   for (int k = 0; k < UNROLL; ++k) {
-    const int i = min(base + k * G, n - 1);
+    const int i = base + k * G;  // past the end: nothing read (no race with an in-place store)
 #if NIN >= 1
-    av[k] = LOAD_A(a_off + i);
+    av[k] = i < n ? LOAD_A(a_off + i) : (CT)0;
 #else
     av[k] = s0;
 #endif
 #if NIN >= 2
-    bv[k] = LOAD_B(b_off + i);
+    bv[k] = i < n ? LOAD_B(b_off + i) : (CT)0;
 #else
     bv[k] = av[k];
 #endif
 #if NIN >= 3
-    cv[k] = LOAD_C(c_off + i);
+    cv[k] = i < n ? LOAD_C(c_off + i) : (CT)0;
 #else
     cv[k] = av[k];
 #endif
