@@ -159,6 +159,8 @@ def test_matrix_products(m, k, n, product_mode):
     close(F.linear(da, w.to("opencl")), F.linear(a, w), **tol)
     close(torch.addmm(dbias.view(1, n), da, db), torch.addmm(bias, a, b), **tol)  # a (1, N) bias row
     close(torch.addmm(dbias[:1], da, db), torch.addmm(bias[:1], a, b), **tol)  # a broadcast bias
+    col = torch.randn(m, 1)  # one value per row, not a bias row
+    close(torch.addmm(col.to("opencl"), da, db), torch.addmm(col, a, b), **tol)
     out = torch.full((m, n), float("nan")).to("opencl")
     close(torch.mm(da, db, out=out), a @ b, **tol)  # the output's old values are not read
 

@@ -263,7 +263,8 @@ at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& mat1, const at::
   const float b = static_cast<float>(beta.toDouble());
   // A bias row (a linear layer's) goes to the product's kernels, not through a copy into
   // the output first.
-  const bool row = b == 1.0f && !aliased && bias.dim() >= 1 && bias.numel() == shape[1] && bias.stride(-1) == 1;
+  const bool row = b == 1.0f && !aliased && bias.dim() >= 1 && bias.size(-1) == shape[1] &&
+                   bias.numel() == shape[1] && bias.stride(-1) == 1;
   if (row) {
     gemm(mat1, mat2, result, static_cast<float>(alpha.toDouble()), b, bias.reshape({shape[1]}));
   } else {
