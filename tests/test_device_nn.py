@@ -240,6 +240,40 @@ def test_random_fills():
     close(torch.linspace(-1, 2, 7, device="opencl"), torch.linspace(-1, 2, 7))
 
 
+# Without gradients scaled_dot_product_attention runs as one kernel (the "overrideable"
+# backend); masks broadcast, causal rows, strided views, a row with no key left.
+SDPA_CASES = [
+    ((1, 12, 1, 64), (1, 12, 9, 64), 64, {}),
+    ((2, 3, 8, 16), (2, 3, 8, 16), 24, dict(is_causal=True)),
+    ((2, 3, 5, 16), (2, 3, 7, 16), 8, dict(is_causal=True, scale=0.3)),
+    ((2, 3, 5, 16), (2, 3, 7, 16), 8, dict(attn_mask="bool")),
+    ((2, 3, 5, 16), (2, 3, 7, 16), 8, dict(attn_mask="float")),
+    ((1, 2, 3, 40), (1, 2, 700, 40), 5, {}),
+]
+
+
+@pytest.mark.parametrize("q_shape, k_shape, e, kw", SDPA_CASES)
+def test_attention_without_gradients_is_one_kernel(q_shape, k_shape, e, kw):
+    q, k = randn(*q_shape), randn(*k_shape)
+    v = randn(*k_shape[:3], e)
+    kw = dict(kw)
+    if kw.get("attn_mask") == "bool":
+        kw["attn_mask"] = randn(q_shape[2], k_shape[2]) > -0.5
+        kw["attn_mask"][1] = False  # no key left: zeros, as torch
+    elif kw.get("attn_mask") == "float":
+        kw["attn_mask"] = randn(q_shape[1], 1, k_shape[2])
+    ref = F.scaled_dot_product_attention(q, k, v, **kw)
+    dev = {name: value.to("opencl") if isinstance(value, torch.Tensor) else value for name, value in kw.items()}
+    # q as a transposed view of (B, L, H, D), as attention layers hand it over
+    qd = q.transpose(1, 2).contiguous().to("opencl").transpose(1, 2)
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        out = F.scaled_dot_product_attention(qd, k.to("opencl"), v.to("opencl"), **dev)
+    close(out, ref, atol=1e-5)
+    names = {event.name for event in prof.events()}
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" in names
+    assert "aten::_scaled_dot_product_attention_math" not in names
+
+
 def test_multi_head_attention_fast_path():
     torch.manual_seed(0)
     cpu = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()

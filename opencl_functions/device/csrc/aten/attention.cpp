@@ -1,7 +1,15 @@
-// nn.MultiheadAttention's fast path (eval mode, no gradients, batch_first):
-// _native_multi_head_attention, composed from the device's native operators (linear,
-// matmul, softmax). Masks go to the CPU fallback.
+// Attention on the opencl device:
+// - scaled_dot_product_attention without gradients or dropout: one kernel
+//   (kernels/attention.cl) through torch's "overrideable" backend, chosen by
+//   _fused_sdp_choice for the device; with gradients, dropout, grouped heads or rows too
+//   long for local memory, torch's math path (matmul, softmax, ... on the device's ops).
+// - nn.MultiheadAttention's fast path (eval mode, no gradients, batch_first):
+//   _native_multi_head_attention, composed from the device's native operators (linear,
+//   matmul, softmax). Masks go to the CPU fallback.
+#include <ATen/SDPBackend.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/transformers/attention.h>
+#include <c10/core/GradMode.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -44,10 +52,99 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(
   return {out, average_weights ? attn.mean(1) : attn};
 }
 
+// ---- scaled_dot_product_attention ----------------------------------------------------------
+
+constexpr int kSdpaGroup = 64;
+constexpr int64_t kSdpaMaxD = 256;
+
+// The most keys a row may have: its scores in local memory beside the query and scratch.
+int64_t sdpa_max_keys() {
+  const size_t local = Device::get().info().local_mem_size;
+  const size_t fixed = (kSdpaMaxD + kSdpaGroup) * sizeof(float) + 1024;
+  const int64_t keys = local > fixed ? int64_t((local - fixed) / sizeof(float)) : 0;
+  int64_t max_s = 256;
+  while (max_s * 2 <= std::min<int64_t>(keys, 8192)) max_s *= 2;
+  return max_s;
+}
+
+// Whether sdpa_forward computes this attention (else torch's math path does).
+bool sdpa_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
+               double dropout_p, bool enable_gqa) {
+  for (const at::Tensor* t : {&q, &k, &v})
+    if (!is_device(*t) || t->scalar_type() != at::kFloat || t->dim() != 4) return false;
+  if (dropout_p > 0.0) return false;
+  if (c10::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())) return false;
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3);
+  if (k.size(0) != B || v.size(0) != B || k.size(1) != H || v.size(1) != H || v.size(2) != S || k.size(3) != D)
+    return false;  // grouped heads and broadcast batches: the math path
+  if (B * H * L == 0 || S == 0 || D > kSdpaMaxD || S > sdpa_max_keys()) return false;
+  if (B * H * L * std::max<int64_t>(v.size(3), 1) >= INT_MAX) return false;
+  for (const at::Tensor* t : {&q, &k, &v})
+    if (t->numel() >= INT_MAX) return false;
+  if (mask && mask->defined()) {
+    if (!is_device(*mask) || (mask->scalar_type() != at::kBool && mask->scalar_type() != at::kFloat)) return false;
+    if (!at::is_expandable_to(mask->sizes(), {B, H, L, S})) return false;
+  }
+  return true;
+}
+
+int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const std::optional<at::Tensor>& mask, double dropout_p, bool /*is_causal*/,
+                         std::optional<double> /*scale*/, bool enable_gqa) {
+  return int64_t(sdpa_fits(q, k, v, mask, dropout_p, enable_gqa) ? at::SDPBackend::overrideable
+                                                                   : at::SDPBackend::math);
+}
+
+cl_int4 strides4(const at::Tensor& t) {
+  cl_int4 s;
+  for (int d = 0; d < 4; ++d) s.s[d] = static_cast<cl_int>(t.stride(d));
+  return s;
+}
+
+// torch's overrideable SDPA: (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
+// philox_seed, philox_offset, debug_attn_mask); only the first two are computed.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor,
+           at::Tensor>
+sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                  bool return_debug_mask, std::optional<double> scale) {
+  TORCH_CHECK(sdpa_fits(q, k, v, attn_bias, dropout_p, false) && !return_debug_mask,
+              "opencl: scaled_dot_product_attention: these inputs take torch's math path (shapes ", q.sizes(), ", ",
+              k.sizes(), ", ", v.sizes(), ")");
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3), E = v.size(3);
+  at::Tensor out = empty_device({B, H, L, E}, at::kFloat);
+  at::Tensor lse = empty_device({B, H, L}, at::kFloat);
+  const bool has_mask = attn_bias && attn_bias->defined();
+  const at::Tensor mask = has_mask ? attn_bias->expand({B, H, L, S}) : q;
+  const int kind = !has_mask ? 0 : mask.scalar_type() == at::kBool ? 1 : 2;
+  const double s = scale ? *scale : 1.0 / std::sqrt(double(D));
+  if (E > 0) {
+    const std::string options = "-DGROUP=" + std::to_string(kSdpaGroup) + " -DMASK=" + std::to_string(kind) +
+                                " -DMAX_S=" + std::to_string(sdpa_max_keys()) +
+                                " -DMAX_D=" + std::to_string(kSdpaMaxD) + (is_causal ? " -DCAUSAL" : "");
+    const cl_int4 qs = strides4(q), ks = strides4(k), vs = strides4(v), ms = strides4(mask);
+    Launch launch(Device::get().kernel("attention.cl", "sdpa_forward", options));
+    launch.tensor(q).raw(&qs, sizeof qs).tensor(k).raw(&ks, sizeof ks).tensor(v).raw(&vs, sizeof vs);
+    launch.tensor(mask).raw(&ms, sizeof ms).tensor(out).tensor(lse);
+    launch.i32(int(H)).i32(int(L)).i32(int(S)).i32(int(D)).i32(int(E)).f32(float(s));
+    const size_t global[1] = {size_t(B * H * L) * kSdpaGroup};
+    const size_t local[1] = {size_t(kSdpaGroup)};
+    launch.run(1, global, local);
+  }
+  const at::Tensor none;
+  return {out, lse, none, none, c10::SymInt(L), c10::SymInt(S), empty_device({0}, at::kLong),
+          empty_device({0}, at::kLong), none};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_native_multi_head_attention", multi_head_attention);
+  m.impl("_scaled_dot_product_fused_attention_overrideable", sdpa_overrideable);
 }
 
 }  // namespace oclf::device
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &oclf::device::fused_sdp_choice);
+}  // namespace at::native
