@@ -169,6 +169,17 @@ def test_cat_stack_split():
     check(lambda a: torch.cat(a.split(2, dim=1)[::-1], 1), a)
 
 
+@pytest.mark.parametrize("a_shape, b_shape, dim", [((1, 12, 8, 64), (1, 12, 1, 64), 2), ((3, 5), (3, 7), 1),
+                                                   ((2, 5), (4, 5), 0), ((1, 2, 0, 4), (1, 2, 3, 4), 2),
+                                                   ((2, 3, 4), (2, 1, 4), -2)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_cat_of_two_contiguous_parts(a_shape, b_shape, dim, dtype):
+    # one launch (cat2) where both parts are contiguous: a key/value cache growing by a step
+    a, b = (randn(*a_shape) * 5).to(dtype), (randn(*b_shape) * 5).to(dtype)
+    got = torch.cat([a.to("opencl"), b.to("opencl")], dim)
+    assert torch.equal(got.cpu(), torch.cat([a, b], dim))
+
+
 def test_attention():
     q, k, v = randn(1, 2, 5, 8), randn(1, 2, 5, 9)[..., :8], randn(2, 2, 5, 8)[:1]
     check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)

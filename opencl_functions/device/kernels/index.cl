@@ -21,6 +21,9 @@
 //                      flipped and each group's input and output channels swapped.
 //   triangle           y = x where the element (r, c) of each trailing (R, Cols) matrix is
 //                      kept, else 0: -DLOWER keeps c - r <= diagonal (tril), else c - r >= diagonal.
+//   cat2               y (outer, n0 + n1, inner) = a (outer, n0, inner) and b (outer, n1, inner)
+//                      one after the other along the middle dimension, all contiguous; one
+//                      work-item per element of y (a concatenation in one launch).
 
 #ifndef T
 #define T float
@@ -133,4 +136,12 @@ __kernel void pad2d(__global const T* x, const int x_off, __global T* y, const i
   T v = (T)0;
   if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = x[x_off + (p / C) * sb + (p % C) * sc + ih * sh + iw * sw];
   y[y_off + i] = v;
+}
+
+__kernel void cat2(__global const T* a, const int a_off, __global const T* b, const int b_off, __global T* y,
+                   const int y_off, const int n0, const int n1, const int inner, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int row = (n0 + n1) * inner, o = i / row, t = i % row;
+  y[y_off + i] = t < n0 * inner ? a[a_off + o * n0 * inner + t] : b[b_off + o * n1 * inner + t - n0 * inner];
 }

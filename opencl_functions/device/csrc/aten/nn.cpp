@@ -221,6 +221,21 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
   shape[d] = 0;
   for (const at::Tensor& t : parts) shape[d] += t.size(d);
   at::native::resize_output(out, shape);
+  // Two contiguous parts of the output's dtype (a key/value cache growing by a step, say)
+  // in one launch.
+  if (parts.size() == 2 && out.is_contiguous() && out.numel() > 0 && out.numel() <= INT_MAX) {
+    const at::Tensor &a = parts[0], &b = parts[1];
+    if (a.is_contiguous() && b.is_contiguous() && a.scalar_type() == out.scalar_type() &&
+        b.scalar_type() == out.scalar_type() && is_device(a) && is_device(b) && a.dim() == out.dim() &&
+        b.dim() == out.dim() && !out.is_alias_of(a) && !out.is_alias_of(b)) {
+      int64_t inner = 1;
+      for (size_t i = size_t(d) + 1; i < shape.size(); ++i) inner *= shape[i];
+      Launch launch(Device::get().kernel("index.cl", "cat2", typed(out)));
+      launch.tensor(a).tensor(b).tensor(out).i32(int(a.size(d))).i32(int(b.size(d))).i32(int(inner));
+      launch.i32(int(out.numel())).run1(size_t(out.numel()));
+      return out;
+    }
+  }
   int64_t at_index = 0;
   for (const at::Tensor& t : parts) {
     out.narrow(d, at_index, t.size(d)).copy_(t);
