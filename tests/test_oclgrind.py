@@ -1,7 +1,7 @@
 """Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
 CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
 the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
-(matmul_fast.cl). No data race, no out-of-bounds access, no read of a write-only buffer,
+(matmul_fast.cl), and the opencl device's GPU paths. No data race, no out-of-bounds access, no read of a write-only buffer,
 and the results still match torch."""
 import os
 import shutil
@@ -58,6 +58,33 @@ SCRIPT = textwrap.dedent("""
             p = torch.nn.Parameter(torch.randn(70, 9), requires_grad=False)
             close(ocl.ocl_matmul(a, p), a @ p)
             close(ocl.ocl_matmul(a.t().contiguous().t(), p.detach()), a @ p)
+    elif what == "device":
+        # The opencl device's GPU paths (Oclgrind reports a GPU): batch norm as float4s,
+        # elementwise ops four per work-item (in place too), few-row products with split K
+        # and a bias row, attention as one kernel, cat of two parts.
+        import opencl_functions.device  # noqa: F401
+        d = lambda t: t.to("opencl")
+        with torch.no_grad():
+            bn = torch.nn.BatchNorm2d(8).eval()
+            bn.running_var.uniform_(0.5, 2)
+            x = torch.randn(2, 8, 6, 6)
+            close(bn.to("opencl")(d(x)).cpu(), bn.cpu()(x))
+            t, u = torch.randn(1001), torch.randn(1001)
+            y = d(t)
+            y.relu_()
+            close(y.cpu(), torch.relu(t))
+            close((d(t) + d(u)).cpu(), t + u)
+            for m, k, n in ((1, 70, 9), (3, 40, 300), (8, 33, 5)):
+                a, b, bias = torch.randn(m, k), torch.randn(k, n), torch.randn(n)
+                close(torch.addmm(d(bias), d(a), d(b)).cpu(), torch.addmm(bias, a, b))
+                close(F.linear(d(a), d(b.t().contiguous()), d(bias)).cpu(), F.linear(a, b.t(), bias))
+            q, kk, v = torch.randn(2, 3, 5, 16), torch.randn(2, 3, 7, 16), torch.randn(2, 3, 7, 8)
+            mask = torch.rand(5, 7) > 0.3
+            close(F.scaled_dot_product_attention(d(q), d(kk), d(v), attn_mask=d(mask)).cpu(),
+                  F.scaled_dot_product_attention(q, kk, v, attn_mask=mask))
+            close(F.scaled_dot_product_attention(d(q), d(q), d(q), is_causal=True).cpu(),
+                  F.scaled_dot_product_attention(q, q, q, is_causal=True))
+            close(torch.cat([d(kk), d(q)], 2).cpu(), torch.cat([kk, q], 2))
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -104,3 +131,8 @@ def test_backward_kernels_under_oclgrind(tmp_path, ocl):
 
 def test_clblast_calls_under_oclgrind(tmp_path, ocl):
     run_under_oclgrind("matmul", tmp_path)
+
+
+def test_device_gpu_paths_under_oclgrind(tmp_path, ocl):
+    # A device of 64 compute units, so the few-row products split K over work-groups.
+    run_under_oclgrind("device", tmp_path, ("--compute-units", "64"))
