@@ -163,6 +163,9 @@ def test_matrix_products(m, k, n, product_mode):
     close(torch.addmm(col.to("opencl"), da, db), torch.addmm(col, a, b), **tol)
     out = torch.full((m, n), float("nan")).to("opencl")
     close(torch.mm(da, db, out=out), a @ b, **tol)  # the output's old values are not read
+    rows = torch.zeros(2 * m, n).to("opencl")  # an output that starts inside its buffer
+    torch.addmm(dbias, da, db, out=rows[m:])
+    close(rows, torch.cat([torch.zeros(m, n), torch.addmm(bias, a, b)]), **tol)
 
 
 def test_bad_product_setting_is_named(monkeypatch):

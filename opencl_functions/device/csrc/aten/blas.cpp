@@ -47,6 +47,18 @@ std::string product_mode() {
   return mode.empty() ? "auto" : mode;
 }
 
+// c (m×n, contiguous) = the sum of `splits` partial products in parts (splits × m × n)
+// + the bias row (when defined: n contiguous floats) + beta · c (c read only when beta ≠ 0).
+// parts and c start at their buffers' first element (the kernel takes no offsets).
+void sum_splits(const at::Tensor& parts, int splits, const at::Tensor& c, size_t m, size_t n, const at::Tensor& row,
+                float beta) {
+  const int total = int(m * n);
+  const DeviceSpan sp = span(parts), sc = span(c), sr = row.defined() ? span(row) : sp;
+  Launch sum(Device::get().library_kernel("matmul_fast.cl", "gemm_sum_splits", ""));
+  sum.mem(sp.mem).mem(sc.mem).i32(splits).i32(total).i32(int(n)).mem(sr.mem).i32(sr.offset);
+  sum.i32(row.defined()).f32(beta).run1(size_t(total));
+}
+
 // c (m×n, contiguous) = op(A) · op(B) + row + beta · c for few rows (m ≤ 8: a linear layer
 // on a few tokens) on GPUs, on matmul_fast.cl's kernels: gemm_cols for B stored K×N (a
 // Conv1D weight), K split over work-groups when N alone would not fill the device twice;
@@ -97,13 +109,7 @@ bool gpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m
     const size_t local[3] = {size_t(kLx), size_t(kLy), 1};
     launch.run(3, global, local);
   }
-  if (!direct) {
-    const int total = int(m * n);
-    const DeviceSpan sr = row.defined() ? span(row) : span(parts);
-    Launch sum(dev.library_kernel("matmul_fast.cl", "gemm_sum_splits", options));
-    sum.mem(out).mem(sc.mem).i32(splits).i32(total).i32(int(n)).mem(sr.mem).i32(sr.offset);
-    sum.i32(row.defined()).f32(beta).run1(size_t(total));
-  }
+  if (!direct) sum_splits(parts, splits, c, m, n, row, beta);
   return true;
 }
 
@@ -162,8 +168,16 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float a
           const at::Tensor& row = at::Tensor()) {
   if (row.defined()) {
     const size_t m = a.size(0), k = a.size(1), n = b.size(1);
-    if (alpha == 1.0f && m > 0 && n > 0 && k > 0 && gpu_product(as_matrix(a), as_matrix(b), c, m, n, k, row, 0.0f))
-      return;
+    if (alpha == 1.0f && m > 0 && n > 0 && k > 0) {
+      const Matrix A = as_matrix(a), B = as_matrix(b);
+      if (gpu_product(A, B, c, m, n, k, row, 0.0f)) return;
+      // CPU devices: the product, then the bias row added as it is copied into c.
+      const at::Tensor product = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
+      if (span(c).offset == 0 && cpu_product(A, B, product, m, n, k)) {
+        sum_splits(product, 1, c, m, n, row, 0.0f);
+        return;
+      }
+    }
     c.copy_(row.expand({a.size(0), b.size(1)}));
     beta = 1.0f;
   }
@@ -186,7 +200,8 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float a
         c.copy_(product);  // c's old values (NaN included) are not read
         if (alpha != 1.0f) c.mul_(alpha);
       } else {
-        c.mul_(beta).add_(product, alpha);
+        if (beta != 1.0f) c.mul_(beta);
+        c.add_(product, alpha);
       }
       return;
     }
