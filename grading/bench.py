@@ -214,6 +214,20 @@ def bench_matmul(s: MatmulShape, torch_runner: TorchRunner, fast: Timer) -> Dict
     return {"max_rel_error": _max_rel_error(out, a @ b.detach()), "times_ns": times, **choice}
 
 
+def launch_floor(torch_runner: TorchRunner, fast: Timer) -> Dict[str, float]:
+    """The time each side reports for a 1×1·1×1 product, i.e. for a kernel that does nothing:
+    what every layer's time includes before any work (OpenCL profiling events on one side, a
+    CUDA graph's time per call or a CPU call on the other)."""
+    a = torch.ones(1, 1)
+    b = torch.nn.Parameter(torch.ones(1, 1), requires_grad=False)
+    opencl_functions.ocl_matmul(a, b)
+    ad, bd = torch_runner.to(a, b.detach())
+    return fast.all({
+        "ours": lambda: _kernel_ns(lambda: opencl_functions.ocl_matmul(a, b)),
+        "torch": torch_runner.timer(lambda: ad @ bd),
+    })
+
+
 def geomean_ratios(rows: List[Dict]) -> Dict[str, Optional[float]]:
     """Geometric mean over rows of times[num] / times[den] for each pair in RATIOS."""
     result: Dict[str, Optional[float]] = {}
@@ -307,11 +321,13 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         groups[group].append(row)
 
     info = opencl_functions.device_info()
+    floor = launch_floor(runner, fast)
     result = {
         "device": info,
         "torch": runner.describe(),
         "quick": args.quick,
         "stat": args.stat,
+        "launch_floor_ns": floor,
         "groups": groups,
         "geomean": {name: geomean_ratios(rows) for name, rows in groups.items()},
     }
@@ -321,6 +337,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     plot(groups, os.path.join(args.out, "bench.png"), title)
 
     print(f"\nOpenCL: {title}")
+    print(f"Launch floor (a 1x1 product, no work): ours {floor['ours'] / 1e3:.2f} us, "
+          f"torch {floor['torch'] / 1e3:.2f} us; a layer cannot take less")
     for name, rows in groups.items():
         print_table(name, rows)
     print("\nGeometric means of time ratios (>1: the denominator is faster)")

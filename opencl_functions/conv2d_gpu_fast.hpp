@@ -108,8 +108,9 @@ inline int split_target() {
   return target;
 }
 
+// `target`: split-K's work-groups per compute unit (0: split_target()).
 inline void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
-                       const GpuTile& t) {
+                       const GpuTile& t, int target = 0) {
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int hw_out = p.h_out * p.w_out;
@@ -126,7 +127,7 @@ inline void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_
   // Split K when the output tiles would not fill the device once, into enough parts to fill
   // it split_target() times over (splitting 1–2 waves of tiles measured slower).
   const size_t tiles = round_up(cout_g, t.tm) / t.tm * (round_up(pixels, t.tn) / t.tn) * p.groups;
-  const size_t wanted = size_t(split_target()) * rt.info().compute_units;
+  const size_t wanted = size_t(target > 0 ? target : split_target()) * rt.info().compute_units;
   int splits = 1;
   if (tiles < rt.info().compute_units)
     splits = int(std::min<size_t>({(wanted + tiles - 1) / tiles, size_t(k_dim / (4 * t.tk)), 16}));

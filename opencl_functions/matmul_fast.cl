@@ -178,11 +178,13 @@ void gemm_cols(const int M, const int N, const int K, __global const float* rest
 // neighbouring vectors (coalesced on GPUs; one work-item reads the whole row when LX = 1).
 // Per vector: RN loads of B, MR loads of A (sak = 1), MR·RN vector multiply-adds; then the
 // lanes are summed, the LX work-items' sums added in local memory, and K's last K % VW
-// elements added by work-item tx = 0.
+// elements added by work-item tx = 0, which adds bias[bias_off + n] too when has_bias (the
+// opencl device's addmm; bias may be any buffer when has_bias is 0).
 // NDRange: (LX, ceil(N / (RN·LY))·LY), local (LX, LY) (CPUs: no local size).
 __kernel GROUP_SIZE
 void gemm_rows(const int M, const int N, const int K, __global const float* restrict a, const int sam,
-               __global const float* restrict b, const int ldb, __global float* restrict c) {
+               __global const float* restrict b, const int ldb, __global float* restrict c,
+               __global const float* restrict bias, const int bias_off, const int has_bias) {
   const int tx = get_local_id(0), ty = get_local_id(1);
   const int n0 = get_global_id(1) * RN;
   const int k_vectors = K / VW;
@@ -246,7 +248,7 @@ void gemm_rows(const int M, const int N, const int K, __global const float* rest
       for (int i = 0; i < MR; ++i) {
         if (m0 + i >= M) continue;
         for (int r = 0; r < RN; ++r)
-          if (n0 + r < N) c[(size_t)(m0 + i) * N + n0 + r] = sum[i][r];
+          if (n0 + r < N) c[(size_t)(m0 + i) * N + n0 + r] = sum[i][r] + (has_bias ? bias[bias_off + n0 + r] : 0.0f);
       }
     }
   }

@@ -18,9 +18,10 @@
 //         MR > 4), for every M: at M = 128–2048 it ran 50–77 GFLOP/s against CLBlast's 7–11
 //         without a parameter file and 30–66 with PoCL's tuned one (CLBlast is measured too
 //         when M > 16);
-//   GPUs: M ≤ 8: rows (64 work-items share a row of B, float4) or cols (float4 columns, 4
-//         work-items split K, K split over work-groups until the device is filled twice);
-//         M > 8: conv where the operands are plain row-major, else CLBlast.
+//   GPUs: M ≤ 8: rows (32–128 work-items share a row of B, float4; a resident K×N B over its
+//         transposed copy) or cols (float4 columns, 4 work-items split K, K split over
+//         work-groups until the device is filled twice); M > 8: conv where the operands are
+//         plain row-major, else CLBlast.
 // OCLF_MATMUL=clblast|rows|cols|conv forces a kernel where it applies, and a whole
 // configuration ("rows VW=8 MR=3 RN=2 LX=1 LY=1") forces exactly that (tests use it).
 #pragma once
@@ -62,7 +63,7 @@ inline std::string options_of(const std::string& config) {
 inline void launch_rows(Runtime& rt, const std::string& config, const Operands& o) {
   const int rn = config_value(config, "RN", 4), lx = config_value(config, "LX", 1), ly = config_value(config, "LY", 1);
   cl_kernel kernel = rt.kernel("matmul_fast.cl", "gemm_rows", options_of(config));
-  set_args(kernel, o.m, o.n, o.k, o.a, o.sam, o.b, o.ldb, o.c);
+  set_args(kernel, o.m, o.n, o.k, o.a, o.sam, o.b, o.ldb, o.c, o.b, 0, 0);
   const size_t row_groups = (size_t(o.n) + rn - 1) / rn;
   const size_t global[2] = {size_t(lx), round_up(row_groups, ly)};
   const size_t local[2] = {size_t(lx), size_t(ly)};
@@ -102,12 +103,42 @@ inline void launch_cols(Runtime& rt, const std::string& config, const Operands& 
 }
 
 // C = A · B as conv2d_gpu's 1×1 convolution: x = B (K×N, ld N), w = A (M×K, ld K), y = C.
-inline void launch_conv(Runtime& rt, const Operands& o) {
+// config "conv" takes the layer's default tile (or OCLF_GPU_TILE's), "conv TM=.. TN=.. WM=..
+// WN=.. TK=.. ST=.." that tile with split-K aiming at ST work-groups per compute unit.
+inline void launch_conv(Runtime& rt, const Operands& o, const std::string& config) {
   Conv2dArgs q{};
   q.batch = 1, q.c_in = o.k, q.h = 1, q.w = o.n, q.c_out = o.m, q.k_h = 1, q.k_w = 1;
   q.stride_h = q.stride_w = q.dilation_h = q.dilation_w = q.groups = 1;
   q.h_out = 1, q.w_out = o.n;
-  conv2d_gpu(rt, q, o.b, o.a, nullptr, o.c);
+  if (config.find("TM=") == std::string::npos) {
+    conv2d_gpu(rt, q, o.b, o.a, nullptr, o.c);
+  } else {
+    conv2d_gpu(rt, q, o.b, o.a, nullptr, o.c, GpuTile::of(config), config_value(config, "ST", 0));
+  }
+}
+
+// GEMM tiles for products of many rows on GPUs, after the layer default ("conv"): on the
+// H100, GPT-2's products of 64 tokens ran 15-25 % faster on 32×64 tiles with K steps of 32
+// or 32×32 tiles, split K filling the device 2-8 times, than on the default tile; the LM head
+// (50257 columns) on 64×128 tiles.
+inline std::vector<std::string> conv_configs(const DeviceInfo& info, int n, bool full) {
+  std::vector<std::string> out = {"conv"};
+  auto add = [&](const GpuTile& t, int target) {
+    if (valid_tile(t) && fits_device(t, info)) out.push_back("conv TM=" + std::to_string(t.tm) + " TN=" +
+                                                             std::to_string(t.tn) + " WM=" + std::to_string(t.wm) +
+                                                             " WN=" + std::to_string(t.wn) + " TK=" +
+                                                             std::to_string(t.tk) + " ST=" + std::to_string(target));
+  };
+  if (n >= 16384) add({64, 128, 4, 8, 16}, 4);
+  add({32, 64, 4, 4, 32}, 4);
+  add({32, 32, 4, 4, 16}, 8);
+  if (full) {
+    add({32, 64, 4, 4, 32}, 2);
+    add({32, 32, 4, 4, 16}, 4);
+    add({64, 64, 4, 4, 16}, 4);
+    add({64, 128, 4, 8, 16}, 2);
+  }
+  return out;
 }
 
 // The resident B (stored rows × cols, leading dimension ld) transposed into a cols × rows
@@ -154,7 +185,7 @@ inline int m_bucket(int m) {
 
 // Candidate configurations of gemm_rows / gemm_cols for M rows on this device; the first
 // is the default. `full`: the sweep's longer list.
-inline std::vector<std::string> rows_configs(const DeviceInfo& info, int m, bool full) {
+inline std::vector<std::string> rows_configs(const DeviceInfo& info, int m, int k, bool full) {
   std::vector<std::string> out;
   auto add = [&](int vw, int mr, int rn, int lx, int ly) {
     out.push_back("rows VW=" + std::to_string(vw) + " MR=" + std::to_string(mr) + " RN=" + std::to_string(rn) +
@@ -174,14 +205,31 @@ inline std::vector<std::string> rows_configs(const DeviceInfo& info, int m, bool
       if (m > 8) add(vw, 2, 4, 1, 1);
     }
   } else {
+    // GPUs: float4 loads, LX work-items sharing a row of B, LY row groups per work-group. The
+    // H100 probe over GPT-2's products (K = 768, 3072) was fastest with about 6–12 vectors per
+    // work-item: LX = 32 for K = 768 and 128 (one row) or 64 (eight rows) for K = 3072, and
+    // with two rows of B per work-item once A has several rows.
     const int mr = std::min(m, 8);
-    for (int lx : {64, 32, 128})
-      if (size_t(lx) * 4 <= info.max_work_group_size) add(4, mr, 1, lx, 4);
+    const int rn = m > 1 ? 2 : 1, group = m > 1 ? 128 : 256;
+    int lx = 32;
+    while (lx < (m > 1 ? 64 : 128) && k / (4 * 2 * lx) >= 6) lx *= 2;
+    auto add_fitting = [&](int vw, int mr_, int rn_, int lx_, int ly_) {
+      if (size_t(lx_) * ly_ <= info.max_work_group_size) add(vw, mr_, rn_, lx_, ly_);
+    };
+    add_fitting(4, mr, rn, lx, std::max(1, group / lx));
+    add_fitting(4, mr, 3 - rn, lx, std::max(1, group / lx));
+    for (int other : {32, 64, 128})
+      if (other != lx) add_fitting(4, mr, rn, other, std::max(1, group / other));
     if (full) {
-      add(4, mr, 2, 64, 2);
-      add(4, mr, 1, 256, 1);
+      add_fitting(4, mr, 1, 64, 4);
+      add_fitting(4, mr, 1, 256, 1);
+      add_fitting(4, mr, 2, 64, 2);
     }
   }
+  std::vector<std::string> unique;
+  for (const std::string& c : out)
+    if (std::find(unique.begin(), unique.end(), c) == unique.end()) unique.push_back(c);
+  out = unique;
   return out;
 }
 
@@ -197,9 +245,12 @@ inline std::vector<std::string> cols_configs(const DeviceInfo& info, int m, bool
     for (int cpw : {2, 1, 4}) add(vw, mr, cpw, 1, 1);
     if (full && mr > 4) add(vw, 4, 2, 1, 1);
   } else {
+    // Two float4 columns per work-item measured fastest for products of several rows over
+    // many columns (GPT-2's LM head at 8 tokens: 83 µs against 139 with one, H100).
+    if (m > 1 && 128 <= info.max_work_group_size) add(4, mr, 2, 32, 4);
     for (int ly : {4, 8})
       if (size_t(ly) * 64 <= info.max_work_group_size) add(4, mr, 1, 64, ly);
-    if (full) add(4, mr, 2, 32, 4);
+    if (full && m == 1) add(4, mr, 2, 32, 4);
   }
   return out;
 }
@@ -215,7 +266,7 @@ struct Paths {
 // `full` for a sweep. A forced kind (OCLF_MATMUL=rows, ...) keeps that kind's candidates,
 // a forced configuration is the only candidate; both where the product allows them, on any
 // device (so PoCL can run the GPU configurations in tests).
-inline void candidates(const DeviceInfo& info, int m, const Paths& can, const std::string& forced,
+inline void candidates(const DeviceInfo& info, int m, int n, int k, const Paths& can, const std::string& forced,
                        std::vector<std::string>& quick, std::vector<std::string>& full) {
   const bool cpu = info.type == "CPU";
   auto append = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
@@ -223,24 +274,30 @@ inline void candidates(const DeviceInfo& info, int m, const Paths& can, const st
   };
   if (forced.find(' ') != std::string::npos) {
     const std::string kind = config_kind(forced);
-    if ((kind == "rows" && can.rows) || (kind == "cols" && can.cols)) quick = full = {forced};
+    if ((kind == "rows" && can.rows) || (kind == "cols" && can.cols) || (kind == "conv" && can.conv))
+      quick = full = {forced};
     return;
   }
   if (!forced.empty()) {
-    if (forced == "rows" && can.rows) quick = rows_configs(info, m, false), full = rows_configs(info, m, true);
+    if (forced == "rows" && can.rows) quick = rows_configs(info, m, k, false), full = rows_configs(info, m, k, true);
     if (forced == "cols" && can.cols) quick = cols_configs(info, m, false), full = cols_configs(info, m, true);
-    if (forced == "conv" && can.conv) quick = full = {"conv"};
+    if (forced == "conv" && can.conv) quick = conv_configs(info, n, false), full = conv_configs(info, n, true);
     return;
   }
-  // The device's own choices: rows for N×K weights (and resident K×N ones on CPUs), cols
-  // for K×N, conv on GPUs; on GPUs a blocked GEMM (conv, else CLBlast) first for M > 8.
-  const bool rows = can.rows && (cpu || !can.cols);
+  // The device's own choices: rows for N×K weights and resident K×N ones (over a transposed
+  // copy kept with the weight: on the H100 one launch of gemm_rows beat gemm_cols's split K
+  // and its sum for every GPT-2 product of 1 token, 13.3 → 7.5 µs for c_attn), cols for
+  // other K×N, conv on GPUs; on GPUs a blocked GEMM (conv, else CLBlast) first for M > 8.
+  const bool rows = can.rows && (cpu || !can.cols || m <= 8);
   const bool conv = can.conv && !cpu;
   const bool gemm_first = !cpu && m > 8;
-  if (gemm_first) quick.push_back(conv ? "conv" : "clblast");
-  if (rows) append(quick, rows_configs(info, m, false));
+  if (gemm_first) {
+    if (conv) append(quick, conv_configs(info, n, false));
+    else quick.push_back("clblast");
+  }
+  if (rows) append(quick, rows_configs(info, m, k, false));
   // A sweep on a GPU also tries rows over a transposed copy of a resident K×N weight.
-  if (can.rows) append(full, rows_configs(info, m, true));
+  if (can.rows) append(full, rows_configs(info, m, k, true));
   // On CPUs cols runs only where rows cannot: streaming K×N columns from memory measured half
   // the bandwidth of rows over the transposed copy (lm_head, 154 MB: 7-8 against 13-26 GB/s),
   // which repeated trial runs on cache-resident weights do not show.
@@ -250,7 +307,7 @@ inline void candidates(const DeviceInfo& info, int m, const Paths& can, const st
   }
   if (conv) {
     if (!gemm_first) quick.push_back("conv");
-    full.push_back("conv");
+    append(full, conv_configs(info, n, true));
   }
   // CLBlast is measured too, except for skinny products on CPUs (its GEMV and small GEMMs
   // measured 10-50x slower there, and building its kernels takes seconds).
@@ -286,7 +343,7 @@ inline bool matmul_fast(Runtime& rt, const MatmulArgs& p) {
   can.cols = !b_rows;
   can.conv = m >= 2 && a_plain && (b_rows ? resident : int(p.ldb) == n);
   std::vector<std::string> quick, full;
-  candidates(info, m, can, forced, quick, full);
+  candidates(info, m, n, k, can, forced, quick, full);
   if (quick.empty()) return false;
 
   // The gathered row is copied into a device buffer now: the product runs after this
@@ -320,7 +377,7 @@ inline bool matmul_fast(Runtime& rt, const MatmulArgs& p) {
       launch_cols(rt, config, o);
     } else {
       if (b_rows) o.b = transposed(rt, p.b_dev, n, k, int(p.ldb)), o.ldb = n;
-      launch_conv(rt, o);
+      launch_conv(rt, o, config);
     }
   };
 

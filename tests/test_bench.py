@@ -16,6 +16,9 @@ def test_bench_quick(ocl, tmp_path):
             assert row["max_rel_error"] < 1e-4, row["name"]
             assert row["times_ns"]["ours"] > 0 and row["times_ns"]["torch"] > 0
         assert result["geomean"][group]["torch/ours"] > 0
+    floor = result["launch_floor_ns"]  # what an empty product takes on each side
+    assert 0 < floor["ours"] < max(row["times_ns"]["ours"] for rows in result["groups"].values() for row in rows)
+    assert floor["torch"] > 0
     conv = result["groups"]["resnet50"][0]["times_ns"]
     assert conv["convgemm"] > 0 and conv["naive"] > 0 and conv["tiled"] > 0
 

@@ -168,6 +168,27 @@ def test_matrix_products(m, k, n, product_mode):
     close(rows, torch.cat([torch.zeros(m, n), torch.addmm(bias, a, b)]), **tol)
 
 
+@pytest.mark.parametrize("m, k, n", [(1, 768, 50), (3, 33, 7), (8, 300, 1030), (1, 2000, 3), (17, 65, 31)])
+def test_products_with_a_kxn_parameter(m, k, n, product_mode):
+    """A K×N parameter (GPT-2's Conv1D weight) is read through a transposed copy kept with
+    it: right after an in-place update too, which must make a new copy."""
+    a, b, bias = torch.randn(m, k), torch.randn(k, n), torch.randn(n)
+    w = torch.nn.Parameter(b.to("opencl"))
+    da, dbias = on_device(a, bias)
+    tol = dict(atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        close(torch.addmm(dbias, da, w), torch.addmm(bias, a, b), **tol)
+        close(da @ w, a @ b, **tol)
+        close(torch.addmm(dbias, da, w, beta=0.5), torch.addmm(bias, a, b, beta=0.5), **tol)
+        w.mul_(-2.0)
+        close(torch.addmm(dbias, da, w), torch.addmm(bias, a, -2.0 * b), **tol)
+        w.copy_(b.t().contiguous().t().to("opencl"))
+        close(da @ w, a @ b, **tol)
+    out = torch.addmm(dbias, da, w)  # with autograd: the same product, gradients through w
+    out.sum().backward()
+    close(w.grad, a.t() @ torch.ones(m, n), **tol)
+
+
 def test_bad_product_setting_is_named(monkeypatch):
     monkeypatch.setenv("OCLF_DEVICE_MATMUL", "fast")
     with pytest.raises(RuntimeError, match="OCLF_DEVICE_MATMUL must be auto, gpu or clblast"):

@@ -47,6 +47,7 @@ CONFIGS = [
     "rows VW=4 MR=2 RN=1 LX=32 LY=4", "rows VW=4 MR=1 RN=2 LX=64 LY=2",
     "cols VW=16 MR=1 CPW=4 LX=1 LY=1", "cols VW=8 MR=5 CPW=1 LX=1 LY=1",
     "cols VW=4 MR=3 CPW=1 LX=64 LY=4", "cols VW=4 MR=1 CPW=2 LX=32 LY=8",
+    "conv TM=32 TN=64 WM=4 WN=4 TK=32 ST=4", "conv TM=32 TN=32 WM=4 WN=4 TK=16 ST=8",
 ]
 
 
@@ -54,9 +55,10 @@ CONFIGS = [
 def test_each_configuration(ocl, monkeypatch, config):
     """Every block shape the candidates use, the GPUs' ones included (local sums, split K)."""
     monkeypatch.setenv("OCLF_MATMUL", config)
-    layouts = ["nxk", "kxn_resident"] if config.startswith("rows") else ["kxn", "kxn_resident", "a_transposed"]
+    layouts = {"rows": ["nxk", "kxn_resident"], "cols": ["kxn", "kxn_resident", "a_transposed"],
+               "conv": ["kxn", "kxn_resident", "nxk_resident"]}[config.split()[0]]
     for layout in layouts:
-        for m, k, n in SHAPES + [(3, 517, 300)]:
+        for m, k, n in SHAPES + [(3, 517, 300), (20, 1000, 30)]:  # the last: split K on 2 compute units
             check(ocl, m, k, n, layout)
 
 

@@ -59,16 +59,52 @@ void sum_splits(const at::Tensor& parts, int splits, const at::Tensor& c, size_t
   sum.i32(row.defined()).f32(beta).run1(size_t(total));
 }
 
+// B stored K×N as a parameter (a Conv1D weight, a leaf that requires grad) is transposed
+// once into N×K and kept (derived_from), so gemm_rows can read it; other operands as given.
+Matrix rows_operand(const Matrix& A, const Matrix& B) {
+  if (B.trans || A.trans || !B.t.is_leaf() || !B.t.requires_grad() || B.t.dim() != 2) return B;
+  const int64_t kk = B.t.size(0), nn = B.t.size(1);
+  Matrix b = B;
+  b.t = derived_from(B.t, "transposed " + std::to_string(kk) + "x" + std::to_string(nn),
+                     [&] { return B.t.detach().transpose(0, 1).contiguous(); });
+  b.trans = true;
+  b.ld = size_t(kk);
+  return b;
+}
+
+// gemm_rows: c (m×n, contiguous, at its buffer's start) = A · Bᵀ (B stored N×K) + the bias
+// row when defined (n contiguous floats); lx work-items share a row of B, ly row groups of
+// rn rows per work-group (CPUs: lx = ly = 1, no local size).
+void launch_rows(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
+                 const at::Tensor& row, int vw, int rn, int lx, int ly) {
+  Device& dev = Device::get();
+  const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c), sr = row.defined() ? span(row) : sb;
+  const std::string options = "-cl-mad-enable -DVW=" + std::to_string(vw) + " -DMR=" +
+                              std::to_string(std::min<size_t>(m, 8)) + " -DRN=" + std::to_string(rn) +
+                              " -DLX=" + std::to_string(lx) + " -DLY=" + std::to_string(ly);
+  Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options));
+  launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(B.ld)).mem(sc.mem);
+  launch.mem(sr.mem).i32(int(sr.offset)).i32(row.defined());
+  const size_t row_groups = (n + rn - 1) / rn;
+  const size_t global[2] = {size_t(lx), round_up(row_groups, ly)};
+  const size_t local[2] = {size_t(lx), size_t(ly)};
+  launch.run(2, global, lx * ly > 1 ? local : nullptr);
+}
+
 // c (m×n, contiguous) = op(A) · op(B) + row + beta · c for few rows (m ≤ 8: a linear layer
-// on a few tokens) on GPUs, on matmul_fast.cl's kernels: gemm_cols for B stored K×N (a
-// Conv1D weight), K split over work-groups when N alone would not fill the device twice;
-// gemm_rows for B stored N×K (nn.Linear's weight). Work-groups of 64×4 work-items reading
-// float4s, neighbours on neighbouring columns. CLBlast runs these products as GEMV or
-// small GEMMs at a fraction of that speed (H100, GPT-2's one-token products: 21-89
-// against 85-308 GFLOP/s). gemm_sum_splits adds the splits, the bias row (when defined,
-// n contiguous floats) and beta · c. False when the product does not fit the kernels
-// (offsets, sizes, A stored transposed with B stored N×K).
-bool gpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
+// on a few tokens) on GPUs, on matmul_fast.cl's kernels, float4 loads, neighbouring
+// work-items on neighbouring elements:
+//   gemm_rows for B stored N×K (nn.Linear's weight) and for K×N parameters (GPT-2's Conv1D
+//     weights) over a transposed copy kept with them: one launch, the bias row added in the
+//     kernel. 32–128 work-items share a row of B as the reference's GPU defaults
+//     (matmul_fast.hpp: on the H100, GPT-2's one-token products 5.7–9.2 µs of kernel time
+//     against 13.3–14.7 for gemm_cols with split K and its sum);
+//   gemm_cols for other B stored K×N, K split over work-groups when N alone would not fill
+//     the device twice, gemm_sum_splits adding the splits, the bias row and beta · c.
+// CLBlast runs these products as GEMV or small GEMMs at a fraction of that speed (H100,
+// GPT-2's one-token products: 21-89 against 85-308 GFLOP/s). False when the product does
+// not fit the kernels (offsets, sizes, A stored transposed with B stored N×K).
+bool gpu_product(const Matrix& A, const Matrix& B0, const at::Tensor& c, size_t m, size_t n, size_t k,
                  const at::Tensor& row, float beta) {
   Device& dev = Device::get();
   const std::string mode = product_mode();
@@ -76,60 +112,57 @@ bool gpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m
   const DeviceInfo& info = dev.info();
   constexpr int kVw = 4, kLx = 64, kLy = 4;
   if (info.max_work_group_size < size_t(kLx * kLy)) return false;
+  const Matrix B = rows_operand(A, B0);
   if (B.trans && A.trans) return false;  // gemm_rows reads A's rows contiguous
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
   if (sa.offset || sb.offset || sc.offset) return false;
   const int64_t limit = int64_t(1) << 31;
   if (A.t.numel() >= limit || B.t.numel() >= limit || int64_t(m * n) * 64 >= limit) return false;
+  if (B.trans) {  // B stored N×K: gemm_rows, straight into c unless beta · c is added
+    const int rn = m > 1 ? 2 : 1, group = m > 1 ? 128 : 256;
+    int lx = 32;
+    while (lx < (m > 1 ? 64 : 128) && k / (4 * 2 * size_t(lx)) >= 6) lx *= 2;
+    if (beta == 0.0f) {
+      launch_rows(A, B, c, m, n, k, row, kVw, rn, lx, group / lx);
+    } else {
+      const at::Tensor product = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
+      launch_rows(A, B, product, m, n, k, at::Tensor(), kVw, rn, lx, group / lx);
+      sum_splits(product, 1, c, m, n, row, beta);
+    }
+    return true;
+  }
+  // B stored K×N: gemm_cols, A by its strides.
   const std::string options = "-cl-mad-enable -DVW=" + std::to_string(kVw) + " -DMR=" + std::to_string(m) +
                               " -DLX=" + std::to_string(kLx) + " -DLY=" + std::to_string(kLy);
-  int splits = 1, k_chunk = int(k);
   const size_t col_groups = (n + kVw * kLx - 1) / (kVw * kLx);
-  if (!B.trans) {
-    const size_t wanted = 2 * size_t(info.compute_units);
-    splits = int(std::min<size_t>((wanted + col_groups - 1) / col_groups, std::max<size_t>(1, k / (8 * kLy))));
-    splits = std::max(1, std::min(splits, 64));
-    k_chunk = int((k + splits - 1) / splits);
-    splits = int((k + k_chunk - 1) / k_chunk);
-  }
+  const size_t wanted = 2 * size_t(info.compute_units);
+  int splits = int(std::min<size_t>((wanted + col_groups - 1) / col_groups, std::max<size_t>(1, k / (8 * kLy))));
+  splits = std::max(1, std::min(splits, 64));
+  const int k_chunk = int((k + splits - 1) / splits);
+  splits = int((k + k_chunk - 1) / k_chunk);
   const bool direct = splits == 1 && !row.defined() && beta == 0.0f;
   const at::Tensor parts = direct ? c : empty_device({int64_t(splits) * int64_t(m * n)}, at::kFloat);
-  const cl_mem out = span(parts).mem;
-  if (B.trans) {  // B stored N×K: gemm_rows, one row of B per work-item row
-    Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options + " -DRN=1"));
-    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(B.ld)).mem(out);
-    const size_t global[2] = {size_t(kLx), round_up(n, kLy)};
-    const size_t local[2] = {size_t(kLx), size_t(kLy)};
-    launch.run(2, global, local);
-  } else {  // B stored K×N: gemm_cols, A by its strides
-    Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_cols", options + " -DCPW=1"));
-    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(A.trans ? 1 : int(A.ld)).i32(A.trans ? int(A.ld) : 1);
-    launch.mem(sb.mem).i32(int(B.ld)).mem(out).i32(k_chunk);
-    const size_t global[3] = {col_groups * kLx, size_t(kLy), size_t(splits)};
-    const size_t local[3] = {size_t(kLx), size_t(kLy), 1};
-    launch.run(3, global, local);
-  }
+  Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_cols", options + " -DCPW=1"));
+  launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(A.trans ? 1 : int(A.ld)).i32(A.trans ? int(A.ld) : 1);
+  launch.mem(sb.mem).i32(int(B.ld)).mem(span(parts).mem).i32(k_chunk);
+  const size_t global[3] = {col_groups * kLx, size_t(kLy), size_t(splits)};
+  const size_t local[3] = {size_t(kLx), size_t(kLy), 1};
+  launch.run(3, global, local);
   if (!direct) sum_splits(parts, splits, c, m, n, row, beta);
   return true;
 }
 
-// c (m×n, contiguous) = op(A) · op(B) on matmul_fast.cl's kernels with the defaults the
-// library derives for CPU devices (vectors of the device's preferred float width, up to 8
-// rows of A per block); false when the product does not fit them (offsets, sizes, an A
-// whose rows are not contiguous for gemm_rows).
-bool cpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k) {
+// c (m×n, contiguous) = op(A) · op(B) + the bias row when defined, on matmul_fast.cl's
+// kernels with the defaults the library derives for CPU devices (vectors of the device's
+// preferred float width, up to 8 rows of A per block); false when the product does not fit
+// them (offsets, sizes, an A whose rows are not contiguous for gemm_rows). A K×N parameter
+// (a Conv1D weight) is read through its transposed copy: gemm_rows streams rows of B at
+// about twice the speed gemm_cols streams its columns.
+bool cpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
+                 const at::Tensor& row = at::Tensor()) {
   Device& dev = Device::get();
   if (!dev.is_cpu()) return false;
-  // A parameter stored K×N (a Conv1D weight) is transposed once into N×K and kept
-  // (gemm_rows streams rows of B at about twice the speed gemm_cols streams its columns).
-  Matrix b = B;
-  if (!B.trans && !A.trans && B.t.is_leaf() && B.t.requires_grad()) {
-    const int64_t kk = B.t.size(0), nn = B.t.size(1);
-    b.t = derived_from(B.t, "transposed " + std::to_string(kk) + "x" + std::to_string(nn),
-                       [&] { return B.t.detach().transpose(0, 1).contiguous(); });
-    b.trans = true;
-    b.ld = size_t(kk);
-  }
+  const Matrix b = rows_operand(A, B);
   if (b.trans && A.trans) return false;  // gemm_rows reads A's rows contiguous
   const DeviceSpan sa = span(A.t), sb = span(b.t), sc = span(c);
   if (sa.offset || sb.offset || sc.offset) return false;
@@ -139,21 +172,20 @@ bool cpu_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m
   const unsigned width = std::max(info.preferred_vector_width_float, info.native_vector_width_float);
   const int vw = width >= 16 ? 16 : width >= 8 ? 8 : 4;
   const int mr = int(std::min<size_t>(m, 8));
-  std::string options = "-cl-mad-enable -DVW=" + std::to_string(vw) + " -DMR=" + std::to_string(mr) + " -DLX=1 -DLY=1";
-  if (b.trans) {  // B stored N×K: gemm_rows
-    const int rn = mr <= 4 ? 4 : 2;
-    Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options + " -DRN=" + std::to_string(rn)));
-    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(b.ld)).mem(sc.mem);
-    const size_t global[2] = {1, (n + rn - 1) / rn};
-    launch.run(2, global, nullptr);
-  } else {  // B stored K×N: gemm_cols, A by its strides
-    const int cpw = 2;
-    Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_cols", options + " -DCPW=" + std::to_string(cpw)));
-    launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(A.trans ? 1 : int(A.ld)).i32(A.trans ? int(A.ld) : 1);
-    launch.mem(sb.mem).i32(int(b.ld)).mem(sc.mem).i32(int(k));
-    const size_t global[3] = {(n + size_t(vw) * cpw - 1) / (size_t(vw) * cpw), 1, 1};
-    launch.run(3, global, nullptr);
+  if (b.trans) {  // B stored N×K: gemm_rows, the bias row added in the kernel
+    launch_rows(A, b, c, m, n, k, row, vw, mr <= 4 ? 4 : 2, 1, 1);
+    return true;
   }
+  // B stored K×N: gemm_cols, A by its strides; then the bias row as the product is copied.
+  const at::Tensor product = row.defined() ? empty_device({int64_t(m), int64_t(n)}, at::kFloat) : c;
+  const std::string options = "-cl-mad-enable -DVW=" + std::to_string(vw) + " -DMR=" + std::to_string(mr) +
+                              " -DLX=1 -DLY=1 -DCPW=2";
+  Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_cols", options));
+  launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(A.trans ? 1 : int(A.ld)).i32(A.trans ? int(A.ld) : 1);
+  launch.mem(sb.mem).i32(int(b.ld)).mem(span(product).mem).i32(int(k));
+  const size_t global[3] = {(n + size_t(vw) * 2 - 1) / (size_t(vw) * 2), 1, 1};
+  launch.run(3, global, nullptr);
+  if (row.defined()) sum_splits(product, 1, c, m, n, row, 0.0f);
   return true;
 }
 
@@ -171,12 +203,7 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float a
     if (alpha == 1.0f && m > 0 && n > 0 && k > 0) {
       const Matrix A = as_matrix(a), B = as_matrix(b);
       if (gpu_product(A, B, c, m, n, k, row, 0.0f)) return;
-      // CPU devices: the product, then the bias row added as it is copied into c.
-      const at::Tensor product = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
-      if (span(c).offset == 0 && cpu_product(A, B, product, m, n, k)) {
-        sum_splits(product, 1, c, m, n, row, 0.0f);
-        return;
-      }
+      if (cpu_product(A, B, c, m, n, k, row)) return;
     }
     c.copy_(row.expand({a.size(0), b.size(1)}));
     beta = 1.0f;
