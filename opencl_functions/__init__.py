@@ -41,6 +41,10 @@ from __future__ import annotations
 import atexit
 import os
 
+# torch before the OpenCL libraries _core loads: on a machine with torch 2.11 and PoCL 5
+# (the lent H100), importing torch after them crashed the interpreter.
+import torch  # noqa: F401
+
 from . import _core
 from ._core import KernelBuildError, OpenCLError, device_info, last_choice, list_devices, memory_stats
 from .checks import conv2d_output_size

@@ -117,12 +117,14 @@ inline void launch_conv(Runtime& rt, const Operands& o, const std::string& confi
   }
 }
 
-// GEMM tiles for products of many rows on GPUs, after the layer default ("conv"): on the
-// H100, GPT-2's products of 64 tokens ran 15-25 % faster on 32×64 tiles with K steps of 32
-// or 32×32 tiles, split K filling the device 2-8 times, than on the default tile; the LM head
-// (50257 columns) on 64×128 tiles.
-inline std::vector<std::string> conv_configs(const DeviceInfo& info, int n, bool full) {
-  std::vector<std::string> out = {"conv"};
+// GEMM tiles for products of many rows on GPUs (the first is the default, then the layer
+// default of a 1×1 conv, "conv"): on the H100, GPT-2's products of 64 tokens ran 15-25 %
+// faster than on the conv default with smaller tiles and K split until the device is filled
+// 4-8 times: 32×64 tiles with K steps of 32 for wide products of a short K (c_attn, c_fc),
+// 32×32 for narrow ones or a long K (attention and MLP projections), 64×128 for the LM head
+// (50257 columns).
+inline std::vector<std::string> conv_configs(const DeviceInfo& info, int n, int k, bool full) {
+  std::vector<std::string> out;
   auto add = [&](const GpuTile& t, int target) {
     if (valid_tile(t) && fits_device(t, info)) out.push_back("conv TM=" + std::to_string(t.tm) + " TN=" +
                                                              std::to_string(t.tn) + " WM=" + std::to_string(t.wm) +
@@ -130,15 +132,20 @@ inline std::vector<std::string> conv_configs(const DeviceInfo& info, int n, bool
                                                              std::to_string(t.tk) + " ST=" + std::to_string(target));
   };
   if (n >= 16384) add({64, 128, 4, 8, 16}, 4);
-  add({32, 64, 4, 4, 32}, 4);
+  if (n > 1024 && k < 2048) add({32, 64, 4, 4, 32}, 4);
   add({32, 32, 4, 4, 16}, 8);
+  out.push_back("conv");
+  add({32, 64, 4, 4, 32}, 4);
   if (full) {
     add({32, 64, 4, 4, 32}, 2);
     add({32, 32, 4, 4, 16}, 4);
     add({64, 64, 4, 4, 16}, 4);
     add({64, 128, 4, 8, 16}, 2);
   }
-  return out;
+  std::vector<std::string> unique;
+  for (const std::string& c : out)
+    if (std::find(unique.begin(), unique.end(), c) == unique.end()) unique.push_back(c);
+  return unique;
 }
 
 // The resident B (stored rows × cols, leading dimension ld) transposed into a cols × rows
@@ -281,7 +288,7 @@ inline void candidates(const DeviceInfo& info, int m, int n, int k, const Paths&
   if (!forced.empty()) {
     if (forced == "rows" && can.rows) quick = rows_configs(info, m, k, false), full = rows_configs(info, m, k, true);
     if (forced == "cols" && can.cols) quick = cols_configs(info, m, false), full = cols_configs(info, m, true);
-    if (forced == "conv" && can.conv) quick = conv_configs(info, n, false), full = conv_configs(info, n, true);
+    if (forced == "conv" && can.conv) quick = conv_configs(info, n, k, false), full = conv_configs(info, n, k, true);
     return;
   }
   // The device's own choices: rows for N×K weights and resident K×N ones (over a transposed
@@ -292,7 +299,7 @@ inline void candidates(const DeviceInfo& info, int m, int n, int k, const Paths&
   const bool conv = can.conv && !cpu;
   const bool gemm_first = !cpu && m > 8;
   if (gemm_first) {
-    if (conv) append(quick, conv_configs(info, n, false));
+    if (conv) append(quick, conv_configs(info, n, k, false));
     else quick.push_back("clblast");
   }
   if (rows) append(quick, rows_configs(info, m, k, false));
@@ -307,7 +314,7 @@ inline void candidates(const DeviceInfo& info, int m, int n, int k, const Paths&
   }
   if (conv) {
     if (!gemm_first) quick.push_back("conv");
-    append(full, conv_configs(info, n, true));
+    append(full, conv_configs(info, n, k, true));
   }
   // CLBlast is measured too, except for skinny products on CPUs (its GEMV and small GEMMs
   // measured 10-50x slower there, and building its kernels takes seconds).
@@ -382,7 +389,8 @@ inline bool matmul_fast(Runtime& rt, const MatmulArgs& p) {
   };
 
   std::string hash = rt.programs().source_hash("matmul_fast.cl");
-  const bool conv_candidate = std::count(full.begin(), full.end(), "conv") > 0;
+  const bool conv_candidate =
+      std::any_of(full.begin(), full.end(), [](const std::string& c) { return config_kind(c) == "conv"; });
   if (conv_candidate) hash += rt.programs().source_hash("conv2d.cl");
   const std::string key = "matmul.v1 B=" + std::string(b_rows ? "NxK" : "KxN") + (resident ? " resident" : "") +
                           (sak == 1 ? "" : " A=strided") + " M=" + std::to_string(m_bucket(m)) +

@@ -44,8 +44,8 @@ print(json.dumps(out))
 
 def start_python(args, ocl_device=None):
     env = dict(os.environ)
-    env.pop("OCL_DEVICE", None)
-    env.pop("OCL_KERNEL_DIR", None)
+    for name in ("OCLF_DEVICE", "OCL_DEVICE", "OCLF_KERNEL_DIR", "OCL_KERNEL_DIR"):  # the names and their aliases
+        env.pop(name, None)
     if ocl_device is not None:
         env["OCL_DEVICE"] = ocl_device
     return subprocess.Popen(
@@ -135,6 +135,7 @@ def kernel_dir(ocl, tmp_path, monkeypatch):
     """A copy of the .cl files in a temporary folder that OCL_KERNEL_DIR points to."""
     for source in pathlib.Path(ocl.KERNEL_DIR).glob("*.cl"):
         shutil.copy(source, tmp_path / source.name)
+    monkeypatch.delenv("OCLF_KERNEL_DIR", raising=False)  # it would win over its alias
     monkeypatch.setenv("OCL_KERNEL_DIR", str(tmp_path))
     return tmp_path
 
