@@ -61,7 +61,8 @@ SCRIPT = textwrap.dedent("""
     elif what == "device":
         # The opencl device's GPU paths (Oclgrind reports a GPU): batch norm as float4s,
         # elementwise ops four per work-item (in place too), few-row products with split K
-        # and a bias row, attention as one kernel, cat of two parts.
+        # and a bias row (gemm_cols) or the bias in the kernel (gemm_rows, over a K×N
+        # parameter's transposed copy too), attention as one kernel, cat of two parts.
         import opencl_functions.device  # noqa: F401
         d = lambda t: t.to("opencl")
         with torch.no_grad():
@@ -78,6 +79,8 @@ SCRIPT = textwrap.dedent("""
                 a, b, bias = torch.randn(m, k), torch.randn(k, n), torch.randn(n)
                 close(torch.addmm(d(bias), d(a), d(b)).cpu(), torch.addmm(bias, a, b))
                 close(F.linear(d(a), d(b.t().contiguous()), d(bias)).cpu(), F.linear(a, b.t(), bias))
+                w = torch.nn.Parameter(d(b))  # a Conv1D weight: gemm_rows over its transposed copy
+                close(torch.addmm(d(bias), d(a), w).cpu(), torch.addmm(bias, a, b))
             q, kk, v = torch.randn(2, 3, 5, 16), torch.randn(2, 3, 7, 16), torch.randn(2, 3, 7, 8)
             mask = torch.rand(5, 7) > 0.3
             close(F.scaled_dot_product_attention(d(q), d(kk), d(v), attn_mask=d(mask)).cpu(),
@@ -118,7 +121,8 @@ def test_conv2d_paths_under_oclgrind(kernel, tmp_path, ocl):
 
 
 @pytest.mark.parametrize("path", ["rows VW=16 MR=3 RN=4 LX=1 LY=1", "rows VW=4 MR=1 RN=2 LX=8 LY=2",
-                                  "cols VW=8 MR=3 CPW=2 LX=1 LY=1", "cols VW=4 MR=1 CPW=1 LX=4 LY=4", "conv"])
+                                  "cols VW=8 MR=3 CPW=2 LX=1 LY=1", "cols VW=4 MR=1 CPW=1 LX=4 LY=4", "conv",
+                                  "conv TM=32 TN=64 WM=4 WN=4 TK=32 ST=4"])
 def test_fast_matmul_under_oclgrind(path, tmp_path, ocl):
     # Split K over work-groups (gemm_cols with LX·LY > 1) runs when the columns do not fill
     # the device twice: a device of 64 compute units.
