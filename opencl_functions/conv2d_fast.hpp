@@ -102,13 +102,10 @@ inline std::string cpu_block_setting() {
   return cpu_config(cov, px);
 }
 
-// The tuning key of a layer: kernel family and every size that changes the best block.
+// The tuning key of a layer (fast_tuning.hpp).
 inline std::string conv_key(const std::string& family, const Conv2dArgs& p) {
-  char key[256];
-  std::snprintf(key, sizeof(key), "conv.v1 %s B=%d Cin=%d H=%d W=%d Cout=%d K=%dx%d S=%dx%d D=%dx%d G=%d",
-                family.c_str(), p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h, p.stride_w,
-                p.dilation_h, p.dilation_w, p.groups);
-  return key;
+  return conv_key(family, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h, p.stride_w, p.dilation_h,
+                  p.dilation_w, p.groups);
 }
 
 // Layers smaller than this many multiply-adds are not worth a measurement.

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -66,6 +67,26 @@ inline Choice choose(Runtime& rt, const std::string& key, const std::string& sou
 inline int cpu_vector_width(const DeviceInfo& info) {
   const unsigned w = std::max(info.preferred_vector_width_float, info.native_vector_width_float);
   return w >= 16 ? 16 : w >= 8 ? 8 : 4;
+}
+
+// The tuning key of a convolution: the kernel family and every size that changes the best
+// configuration (h and w of the padded input). The opencl device reads the choices cached
+// under it (cached_choice) for the same kernels.
+inline std::string conv_key(const std::string& family, int batch, int c_in, int h, int w, int c_out, int k_h,
+                            int k_w, int stride_h, int stride_w, int dilation_h, int dilation_w, int groups) {
+  char key[256];
+  std::snprintf(key, sizeof(key), "conv.v1 %s B=%d Cin=%d H=%d W=%d Cout=%d K=%dx%d S=%dx%d D=%dx%d G=%d",
+                family.c_str(), batch, c_in, h, w, c_out, k_h, k_w, stride_h, stride_w, dilation_h, dilation_w,
+                groups);
+  return key;
+}
+
+// The configuration cached for `key` with kernels of `source_hash` (a first-use measurement
+// or a sweep), or "" when there is none or OCLF_TUNE=0; nothing is measured.
+inline std::string cached_choice(Runtime& rt, const std::string& key, const std::string& source_hash) {
+  if (Tuning::mode() == Tuning::Mode::off) return "";
+  const Tuning::Entry* cached = rt.tuning().find(key, source_hash);
+  return cached ? cached->choice : "";
 }
 
 // "NAME=value" from a configuration text ("rows VW=16 RN=4"), or `otherwise`.

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 
+#include "../../../fast_tuning.hpp"
 #include "../../../runtime/settings.hpp"
 #include "conv.h"
 
@@ -122,14 +123,33 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   }
 }
 
+// conv2d_cpu's block, COV output channels × PX pixels per work-item: the reference's choice
+// for this layer shape when its tuning cache holds one (a first-use measurement or a sweep of
+// the patched layers or the benchmark: the same kernel on the same device), else its
+// defaults, COV = the device's vector width and PX = 8.
+std::pair<int, int> cpu_block(const Shape& p) {
+  Runtime& rt = Runtime::get();
+  Device& dev = Device::get();
+  int cov = fast::cpu_vector_width(rt.info()), px = 8;
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  const std::string cached = fast::cached_choice(
+      rt,
+      fast::conv_key("cpu", p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h, p.stride_w, p.dilation_h,
+                     p.dilation_w, p.groups),
+      dev.library_source_hash(kForward));
+  const int c = fast::config_value(cached, "COV", 0), x = fast::config_value(cached, "PX", 0);
+  if (fast::config_kind(cached) == "cpu" && (c == 4 || c == 8 || c == 16) && x >= 1 && x <= 32) cov = c, px = x;
+  return {cov, px};
+}
+
 void forward_cpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                  const at::Tensor& y) {
   Device& dev = Device::get();
-  const int cov = 16, px = 8;  // output channels (the vector width) × pixels per work-item
+  const auto [cov, px] = cpu_block(p);  // output channels (a vector) × pixels per work-item
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int co_blocks = (cout_g + cov - 1) / cov;
-  const std::string options = "-cl-mad-enable -DCOV=16 -DPX=8";
+  const std::string options = "-cl-mad-enable -DCOV=" + std::to_string(cov) + " -DPX=" + std::to_string(px);
   const bool fixed = p.k_h == p.k_w && (p.k_h == 1 || p.k_h == 3 || p.k_h == 5 || p.k_h == 7);
   const std::string conv_options =
       fixed ? options + " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w) : options;

@@ -77,6 +77,12 @@ cl_kernel Device::library_kernel(const std::string& file, const std::string& nam
   return cached((dir.empty() ? library_dir() : dir) + "/" + file, name, options);
 }
 
+std::string Device::library_source_hash(const std::string& file) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  const std::string dir = Programs::kernel_dir();
+  return programs_.source_hash((dir.empty() ? library_dir() : dir) + "/" + file);
+}
+
 // Kernels are looked up on every operator: a map by (path, options, name) in front of the
 // runtime's program cache (Programs, which builds each file once per version and options).
 cl_kernel Device::cached(const std::string& path, const std::string& name, const std::string& options) {

@@ -40,6 +40,8 @@ class Device {
   // A kernel of one of the student-facing files next to the library (conv2d.cl,
   // conv2d_backward.cl), read from OCLF_KERNEL_DIR when set, else the library's folder.
   cl_kernel library_kernel(const std::string& file, const std::string& name, const std::string& options);
+  // The hash of a library kernel file's text, as the library's tuning cache keys it.
+  std::string library_source_hash(const std::string& file);
   // Folder of the device's .cl files and of the library's (its parent's parent).
   static std::string kernels_dir();
   static std::string library_dir();
