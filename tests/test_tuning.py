@@ -1,13 +1,16 @@
 """Tuning at first use (runtime/tuning.hpp, fast_tuning.hpp): a shape is measured once and its
 winner cached per device in OCLF_TUNE_DIR; later processes read it; OCLF_TUNE=0 and cache
 never measure; a sweep marks its entries; an edited kernel is measured again; the
-configuration and its origin reach last_choice(). Each case runs in a fresh process."""
+configuration and its origin reach last_choice(); the opencl device reads the cached conv
+blocks. Each case runs in a fresh process."""
 import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,3 +95,60 @@ def test_unknown_mode_is_an_error(ocl, tmp_path):
     proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode != 0 and "OCLF_TUNE must be 1, 0, cache or sweep, got maybe" in proc.stderr
+
+
+DEVICE_CONV = """
+import sys, torch, torch.nn.functional as F
+import opencl_functions.device  # noqa: F401
+torch.manual_seed(0)
+x, k = torch.randn(1, 32, 30, 30), torch.randn(32, 32, 3, 3) / 17
+try:
+    y = F.conv2d(x.to("opencl"), k.to("opencl")).cpu()
+except RuntimeError as err:
+    print("error:", str(err).replace("\\n", " "))
+    sys.exit(0)
+torch.testing.assert_close(y, F.conv2d(x, k), atol=1e-4, rtol=1e-4)
+print("ok")
+"""
+
+
+def fnv1a64(text: bytes) -> str:
+    """The kernel source hash the tuning cache keys entries with (Tuning::hash)."""
+    h = 1469598103934665603
+    for byte in text:
+        h = ((h ^ byte) * 1099511628211) % 2**64
+    return f"{h:016x}"
+
+
+def test_the_device_reads_the_cached_block_on_cpus(ocl, tmp_path):
+    """The opencl device's conv2d_cpu takes the block the reference cached for the layer
+    shape: a cached block that a kernel file rejects at build time fails the device's conv
+    with that file's message, and OCLF_TUNE=0 ignores the cache."""
+    if ocl.device_info()["type"] != "CPU":
+        pytest.skip("conv2d_cpu runs on CPU devices")
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    for source in Path(ocl.KERNEL_DIR).glob("*.cl"):
+        shutil.copy(source, kernels / source.name)
+    conv = kernels / "conv2d.cl"
+    conv.write_text(conv.read_text() + "\n#if defined(COV) && COV == 4 && PX == 3\n#error cached block read\n#endif\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"),
+           "OCLF_KERNEL_DIR": str(kernels)}
+    for name in ("OCL_KERNEL_DIR", "OCLF_CONV_KERNEL", "OCLF_CPU_BLOCK"):
+        env.pop(name, None)
+    path = subprocess.run([sys.executable, "-c", "import opencl_functions as o; print(o._core.tuning_cache_path())"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300).stdout.strip()
+    assert path.startswith(str(tmp_path / "cache"))
+    key = "conv.v1 cpu B=1 Cin=32 H=30 W=30 Cout=32 K=3x3 S=1x1 D=1x1 G=1"
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(f"# test\n{key}\t{fnv1a64(conv.read_bytes())}\tcpu COV=4 PX=3\tsweep\n")
+
+    def device_conv(tune: str) -> str:
+        proc = subprocess.run([sys.executable, "-c", DEVICE_CONV], cwd=ROOT, env={**env, "OCLF_TUNE": tune},
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout.strip().splitlines()[-1]
+
+    read = device_conv("cache")
+    assert read.startswith("error:") and "cached block read" in read and "-DCOV=4 -DPX=3" in read, read
+    assert device_conv("0") == "ok"
