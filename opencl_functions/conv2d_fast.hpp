@@ -37,21 +37,6 @@ namespace fast {
 
 inline std::string forced_kernel() { return setting("CONV_KERNEL"); }
 
-inline std::string cpu_config(int cov, int px) {
-  return "cpu COV=" + std::to_string(cov) + " PX=" + std::to_string(px);
-}
-
-// Block candidates of conv2d_cpu (the default first): COV = the device's vector width.
-inline std::vector<std::string> cpu_candidates(const DeviceInfo& info, bool full) {
-  const int vw = cpu_vector_width(info);
-  std::vector<std::string> out = {cpu_config(vw, 8), cpu_config(vw, 4), cpu_config(vw, 12)};
-  if (full) {
-    for (int px : {6, 16}) out.push_back(cpu_config(vw, px));
-    if (vw > 4) out.push_back(cpu_config(vw / 2, 8)), out.push_back(cpu_config(vw / 2, 16));
-  }
-  return out;
-}
-
 // conv2d_cpu's weights packed into blocks of COV output channels: kept with a resident
 // weight (keep), else in `scratch` (made per call, or per candidate while tuning).
 inline cl_mem packed_weights(Runtime& rt, const Conv2dArgs& p, cl_mem w, int cov, bool keep, Buffer& scratch) {

@@ -89,6 +89,22 @@ inline std::string cached_choice(Runtime& rt, const std::string& key, const std:
   return cached ? cached->choice : "";
 }
 
+inline std::string cpu_config(int cov, int px) {
+  return "cpu COV=" + std::to_string(cov) + " PX=" + std::to_string(px);
+}
+
+// Block candidates of conv2d_cpu (the default first): COV = the device's vector width. The
+// reference's CPU convolutions and the opencl device's choose among them.
+inline std::vector<std::string> cpu_candidates(const DeviceInfo& info, bool full) {
+  const int vw = cpu_vector_width(info);
+  std::vector<std::string> out = {cpu_config(vw, 8), cpu_config(vw, 4), cpu_config(vw, 12)};
+  if (full) {
+    for (int px : {6, 16}) out.push_back(cpu_config(vw, px));
+    if (vw > 4) out.push_back(cpu_config(vw / 2, 8)), out.push_back(cpu_config(vw / 2, 16));
+  }
+  return out;
+}
+
 // "NAME=value" from a configuration text ("rows VW=16 RN=4"), or `otherwise`.
 inline int config_value(const std::string& config, const std::string& name, int otherwise) {
   const std::string needle = " " + name + "=";

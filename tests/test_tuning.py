@@ -151,3 +151,25 @@ def test_the_device_reads_the_cached_block_on_cpus(ocl, tmp_path):
     read = device_conv("cache")
     assert read.startswith("error:") and "cached block read" in read and "-DCOV=4 -DPX=3" in read, read
     assert device_conv("0") == "ok"
+
+
+def test_the_device_measures_a_conv_block_at_first_use_on_cpus(ocl, tmp_path):
+    """With nothing cached, the opencl device times conv2d_cpu's first-use candidates for the
+    layer shape and caches the winner as the reference does; the next process reads it."""
+    if ocl.device_info()["type"] != "CPU":
+        pytest.skip("conv2d_cpu runs on CPU devices")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"), "OCLF_TUNE": "1",
+           "OCLF_TUNE_BUDGET": "60"}
+    for name in ("OCLF_KERNEL_DIR", "OCL_KERNEL_DIR", "OCLF_CONV_KERNEL", "OCLF_CPU_BLOCK"):
+        env.pop(name, None)
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", DEVICE_CONV], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr[-3000:]
+        caches = list((tmp_path / "cache").glob("*.tsv"))
+        assert len(caches) == 1
+        lines = [line.split("\t") for line in caches[0].read_text().splitlines() if not line.startswith("#")]
+        assert len(lines) == 1, lines  # measured once, read the second time
+    key, _, choice, origin = lines[0]
+    assert key == "conv.v1 cpu B=1 Cin=32 H=30 W=30 Cout=32 K=3x3 S=1x1 D=1x1 G=1"
+    assert choice.startswith("cpu COV=") and origin == "first use"

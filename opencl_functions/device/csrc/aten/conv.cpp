@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <cstdio>
+#include <limits>
 
 #include "../../../fast_tuning.hpp"
 #include "../../../runtime/settings.hpp"
@@ -123,42 +124,24 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   }
 }
 
-// conv2d_cpu's block, COV output channels × PX pixels per work-item: the reference's choice
-// for this layer shape when its tuning cache holds one (a first-use measurement or a sweep of
-// the patched layers or the benchmark: the same kernel on the same device), else its
-// defaults, COV = the device's vector width and PX = 8.
-std::pair<int, int> cpu_block(const Shape& p) {
-  Runtime& rt = Runtime::get();
+// conv2d_cpu with COV output channels (a vector) × PX pixels per work-item, on the weights
+// packed for COV (once per weight, version and COV).
+void run_cpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& y,
+             int cov, int px) {
   Device& dev = Device::get();
-  int cov = fast::cpu_vector_width(rt.info()), px = 8;
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-  const std::string cached = fast::cached_choice(
-      rt,
-      fast::conv_key("cpu", p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h, p.stride_w, p.dilation_h,
-                     p.dilation_w, p.groups),
-      dev.library_source_hash(kForward));
-  const int c = fast::config_value(cached, "COV", 0), x = fast::config_value(cached, "PX", 0);
-  if (fast::config_kind(cached) == "cpu" && (c == 4 || c == 8 || c == 16) && x >= 1 && x <= 32) cov = c, px = x;
-  return {cov, px};
-}
-
-void forward_cpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                 const at::Tensor& y) {
-  Device& dev = Device::get();
-  const auto [cov, px] = cpu_block(p);  // output channels (a vector) × pixels per work-item
   const int cout_g = p.c_out / p.groups;
   const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
   const int co_blocks = (cout_g + cov - 1) / cov;
-  const std::string options = "-cl-mad-enable -DCOV=" + std::to_string(cov) + " -DPX=" + std::to_string(px);
+  const std::string pack_options = "-cl-mad-enable -DCOV=" + std::to_string(cov);
+  const std::string options = pack_options + " -DPX=" + std::to_string(px);
   const bool fixed = p.k_h == p.k_w && (p.k_h == 1 || p.k_h == 3 || p.k_h == 5 || p.k_h == 7);
   const std::string conv_options =
       fixed ? options + " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w) : options;
-  // The weights packed for conv2d_cpu, once per weight (and version).
-  const std::string layout = "conv2d_cpu " + options + " " + std::to_string(k_dim) + "x" + std::to_string(cout_g) +
-                             "x" + std::to_string(p.groups);
+  const std::string layout = "conv2d_cpu COV=" + std::to_string(cov) + " " + std::to_string(k_dim) + "x" +
+                             std::to_string(cout_g) + "x" + std::to_string(p.groups);
   const at::Tensor packed = derived_from(w, layout, [&] {
     at::Tensor out = empty_device({int64_t(p.groups) * co_blocks * cov * k_dim}, at::kFloat);
-    Launch pack(dev.library_kernel(kForward, "conv2d_pack_weights", options));
+    Launch pack(dev.library_kernel(kForward, "conv2d_pack_weights", pack_options));
     pack.mem(span(w).mem).mem(span(out).mem).i32(k_dim).i32(cout_g).i32(co_blocks);
     const size_t global[3] = {size_t(k_dim), size_t(co_blocks) * cov, size_t(p.groups)};
     pack.run(3, global, nullptr);
@@ -170,6 +153,56 @@ void forward_cpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   shape_args(launch.i32(has_bias), p);
   const size_t global[3] = {size_t(co_blocks), size_t(p.h_out * p.w_out + px - 1) / px, size_t(p.batch) * p.groups};
   launch.run(3, global, nullptr);
+}
+
+// conv2d_cpu's block for a layer shape, as the reference picks it (fast_tuning.hpp) and in
+// the same tuning cache (same kernel, same device, same key): the cached choice (a
+// first-use measurement or a sweep, by the device or by the reference's patched layers or
+// benchmark); else, when OCLF_TUNE allows measuring now and the layer is worth it, the
+// fastest of the reference's first-use candidates, timed on the device and cached; else
+// the first of them (COV = the device's vector width, PX = 8).
+std::pair<int, int> cpu_block(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                              const at::Tensor& y) {
+  Runtime& rt = Runtime::get();
+  Device& dev = Device::get();
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  const std::vector<std::string> candidates = fast::cpu_candidates(rt.info(), false);
+  auto block = [](const std::string& c) {
+    return std::pair<int, int>{fast::config_value(c, "COV", 16), fast::config_value(c, "PX", 8)};
+  };
+  const std::string key = fast::conv_key("cpu", p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
+                                         p.stride_w, p.dilation_h, p.dilation_w, p.groups);
+  const std::string hash = dev.library_source_hash(kForward);
+  const std::string cached = fast::cached_choice(rt, key, hash);
+  const auto [c, px] = block(cached);
+  if (fast::config_kind(cached) == "cpu" && (c == 4 || c == 8 || c == 16) && px >= 1 && px <= 32) return {c, px};
+  const double macs = double(p.batch) * p.c_out * p.h_out * p.w_out * (p.c_in / p.groups) * p.k_h * p.k_w;
+  Tuning& tuning = rt.tuning();
+  if (Tuning::mode() != Tuning::Mode::on || macs < double(1 << 20) || !tuning.may_measure())
+    return block(candidates.front());
+  double best_ns = std::numeric_limits<double>::infinity();
+  std::string best = candidates.front();
+  for (const std::string& candidate : candidates) {
+    try {
+      const auto [cov, px_] = block(candidate);
+      // The device's queue is not the runtime's: each run waits for its own kernels.
+      const double ns = tuning.measure([&] {
+        run_cpu(p, x, w, bias, y, cov, px_);
+        dev.synchronize();
+      }, 3);
+      if (ns < best_ns) best_ns = ns, best = candidate;
+    } catch (const Error&) {
+      continue;  // this block does not build or launch on this device
+    }
+  }
+  tuning.remember(key, hash, best);
+  return block(best);
+}
+
+void forward_cpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                 const at::Tensor& y) {
+  const auto [cov, px] = cpu_block(p, x, w, bias, y);
+  run_cpu(p, x, w, bias, y, cov, px);
 }
 
 void forward_depthwise(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
