@@ -414,9 +414,6 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
 #define GLY (GTM / GWM)
 #define G_THREADS (GLX * GLY)
 #define GTM4 (GTM / 4)
-#ifndef SPLIT_BATCH
-#define SPLIT_BATCH 4  // split-K's partial sums read per step by the last work-group of a tile
-#endif
 #define GTN4 (GTN / 4)
 #ifdef KH
 #define K_H_ KH
@@ -647,47 +644,24 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
     barrier(CLK_LOCAL_MEM_FENCE);
     if (last_split) {  // the tile's last group: the splits' partial sums in split order, and the bias
       mem_fence(CLK_GLOBAL_MEM_FENCE);
-      // Where each of this work-item's outputs is (-1: outside y). The partial sums are read
-      // SPLIT_BATCH splits at a time, all loads before the additions: volatile loads keep
-      // their order, so one load and its addition per step would wait for each in turn.
-      int at[GWM][GWN];
-      float sum[GWM][GWN];
+      volatile __global const float* parts = y;
+      const size_t part_len = (size_t)pixels * C_out;
 #pragma unroll
       for (int i = 0; i < GWM; ++i) {
         const int m = m0 + 4 * (ty + (i / 4) * GLY) + i % 4;
+        const int co = g * cout_g + m;
+        const float b_add = (has_bias && m < cout_g) ? bias[co] : 0.0f;
 #pragma unroll
         for (int j = 0; j < GWN; ++j) {
           const int n = n0 + 4 * (tx + (j / 4) * GLX) + j % 4;
-          const int b = n / hw_out;
-          at[i][j] = (m < cout_g && n < pixels) ? (int)(Y_INDEX(b, g * cout_g + m) * hw_out + (n - b * hw_out)) : -1;
-          sum[i][j] = 0.0f;
+          if (m < cout_g && n < pixels) {
+            const int b = n / hw_out;
+            const size_t at = Y_INDEX(b, co) * hw_out + (n - b * hw_out);
+            float s = 0.0f;
+            for (int k = 0; k < splits; ++k) s += k == split ? acc[i][j] : parts[k * part_len + at];
+            y_sum[at] = s + b_add;
+          }
         }
-      }
-      const size_t part_len = (size_t)pixels * C_out;
-      for (int k0 = 0; k0 < splits; k0 += SPLIT_BATCH) {
-        float v[SPLIT_BATCH][GWM][GWN];
-#pragma unroll
-        for (int kb = 0; kb < SPLIT_BATCH; ++kb) {
-          volatile __global const float* part = y + (size_t)(k0 + kb) * part_len;
-#pragma unroll
-          for (int i = 0; i < GWM; ++i)
-#pragma unroll
-            for (int j = 0; j < GWN; ++j) v[kb][i][j] = (k0 + kb < splits && at[i][j] >= 0) ? part[at[i][j]] : 0.0f;
-        }
-#pragma unroll
-        for (int kb = 0; kb < SPLIT_BATCH; ++kb)
-#pragma unroll
-          for (int i = 0; i < GWM; ++i)
-#pragma unroll
-            for (int j = 0; j < GWN; ++j) sum[i][j] += v[kb][i][j];
-      }
-#pragma unroll
-      for (int i = 0; i < GWM; ++i) {
-        const int m = m0 + 4 * (ty + (i / 4) * GLY) + i % 4;
-        const float b_add = (has_bias && m < cout_g) ? bias[g * cout_g + m] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < GWN; ++j)
-          if (at[i][j] >= 0) y_sum[at[i][j]] = sum[i][j] + b_add;
       }
     }
   }

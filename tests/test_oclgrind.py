@@ -108,7 +108,7 @@ def split_k_partial_sums(finding: check.Finding) -> bool:
     they were written. Oclgrind does not order accesses by atomics."""
     groups = {entity.split("Group")[-1] for entity, _, _ in finding.places}
     return (finding.kernel == "conv2d_gpu" and "data race" in finding.what and len(groups) == len(finding.places)
-            and any("part[at[i][j]]" in source for _, _, source in finding.places))
+            and any("parts[k * part_len + at]" in source for _, _, source in finding.places))
 
 
 def run_under_oclgrind(what: str, tmp_path, oclgrind_args=(), allow=None, **env) -> None:
