@@ -381,16 +381,8 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
 //              POINTWISE, VEC_W only if K_h·K_w % 4 == 0. The opencl device computes weight
 //              gradients with it (images and channels swapped) without transposing copies.
 // Split-K: NDRange dim 2 is groups·splits; split s sums the K range [s·k_chunk,
-// (s+1)·k_chunk) and writes its partial sums to y + s·B·C_out·H_out·W_out; then either
-// conv2d_sum_splits adds them up and adds the bias, or, with SPLIT_IN_KERNEL, the work-group
-// that finishes an output tile last (a counter per tile in tile_counts, which the host keeps
-// at zero between launches; the last group puts it back) adds the splits' partial sums in
-// split order, the same sum whichever group is last, and the bias, into y_sum: one launch
-// where a second kernel took a launch of its own (on the H100, 3–6 µs of kernel time
-// whatever its work). No group waits for another, so this needs no forward progress
-// between work-groups; the partial sums are read through volatile pointers after the
-// counter, not from a cache that another group's writes bypassed. With splits = 1 it
-// writes y and ignores y_sum and tile_counts.
+// (s+1)·k_chunk) and writes its partial sums to y + s·B·C_out·H_out·W_out
+// (conv2d_sum_splits adds them up and adds the bias). With splits = 1 it writes y.
 // NDRange: (ceil(pixels/GTN)·GTN/GWN, ceil(C_out/groups / GTM)·GTM/GWM, groups·splits).
 // v3 (one buffer, scalar local reads, 4×4 per work-item) reached 1.5–7 TFLOP/s on the
 // H100 over ResNet-50's convs; v4 replaced it.
@@ -435,12 +427,11 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
 
 __kernel __attribute__((reqd_work_group_size(GLX, GLY, 1)))
 void conv2d_gpu(__global const float* restrict x, __global const float* restrict w,
-                __global const float* restrict bias, __global float* y,
+                __global const float* restrict bias, __global float* restrict y,
                 const int has_bias, const int B, const int C_in, const int H, const int W,
                 const int C_out, const int K_h, const int K_w, const int stride_h,
                 const int stride_w, const int dilation_h, const int dilation_w,
-                const int groups, const int H_out, const int W_out, const int splits, const int k_chunk,
-                __global float* y_sum, __global int* tile_counts) {
+                const int groups, const int H_out, const int W_out, const int splits, const int k_chunk) {
   const int tx = get_local_id(0), ty = get_local_id(1);
   const int tid = ty * GLX + tx;
   const int g = get_group_id(2) / splits;
@@ -470,7 +461,6 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   // quad so that the transposing stores of weights spread over the banks.
   __local float4 As[2][GTK][GTM4 + 1];
   __local float4 Bs[2][GTK][GTN4];
-  __local int last_split;  // split-K: this group finished its tile last
 
   __global const float* w_group = w + (size_t)g * cout_g * k_dim;
 #ifdef VEC_W
@@ -633,39 +623,6 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 #endif
     }
   }
-#ifdef SPLIT_IN_KERNEL
-  if (splits > 1) {  // split-K's end (splits is the same for every work-item: a uniform branch)
-    barrier(CLK_GLOBAL_MEM_FENCE);  // every partial sum of this group is written
-    if (tid == 0) {
-      const int tile = (g * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) + get_group_id(0);
-      last_split = atomic_inc(tile_counts + tile) == splits - 1;
-      if (last_split) atomic_xchg(tile_counts + tile, 0);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (last_split) {  // the tile's last group: the splits' partial sums in split order, and the bias
-      mem_fence(CLK_GLOBAL_MEM_FENCE);
-      volatile __global const float* parts = y;
-      const size_t part_len = (size_t)pixels * C_out;
-#pragma unroll
-      for (int i = 0; i < GWM; ++i) {
-        const int m = m0 + 4 * (ty + (i / 4) * GLY) + i % 4;
-        const int co = g * cout_g + m;
-        const float b_add = (has_bias && m < cout_g) ? bias[co] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < GWN; ++j) {
-          const int n = n0 + 4 * (tx + (j / 4) * GLX) + j % 4;
-          if (m < cout_g && n < pixels) {
-            const int b = n / hw_out;
-            const size_t at = Y_INDEX(b, co) * hw_out + (n - b * hw_out);
-            float s = 0.0f;
-            for (int k = 0; k < splits; ++k) s += k == split ? acc[i][j] : parts[k * part_len + at];
-            y_sum[at] = s + b_add;
-          }
-        }
-      }
-    }
-  }
-#endif
 }
 
 #undef Y_INDEX

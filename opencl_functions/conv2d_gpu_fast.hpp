@@ -139,20 +139,15 @@ inline void conv2d_gpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_
   Buffer parts;
   if (splits > 1) parts = Buffer(splits * y_len * sizeof(float), CL_MEM_READ_WRITE);
   const cl_mem out = splits > 1 ? parts.get() : y;
-  // Split-K's partial sums added in the same launch (the last work-group per tile), or by
-  // conv2d_sum_splits (split_k_in_kernel).
-  const bool in_kernel = splits > 1 && split_k_in_kernel(rt.info());
-  if (in_kernel) conv_options += " -DSPLIT_IN_KERNEL";
-  const int has_bias = bias != nullptr && (splits == 1 || in_kernel);
+  const int has_bias = bias != nullptr && splits == 1;
   cl_kernel kernel = rt.kernel("conv2d.cl", "conv2d_gpu", conv_options);
   set_args(kernel, x, w, bias, out, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
-           p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out, splits, k_chunk,
-           in_kernel ? y : nullptr, in_kernel ? rt.tile_counters(tiles) : nullptr);
+                p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out, splits, k_chunk);
   const size_t global[3] = {round_up(pixels, t.tn) / t.wn, round_up(cout_g, t.tm) / t.wm,
                             size_t(p.groups) * splits};
   const size_t local[3] = {size_t(t.tn / t.wn), size_t(t.tm / t.wm), 1};
   rt.launch(kernel, 3, global, local);
-  if (splits > 1 && !in_kernel) {
+  if (splits > 1) {
     cl_kernel sum = rt.kernel("conv2d.cl", "conv2d_sum_splits", options);
     const int with_bias = bias != nullptr, hw_out = p.h_out * p.w_out, total = int(y_len);
     set_args(sum, parts.get(), bias, y, with_bias, splits, p.c_out, hw_out, total);

@@ -116,19 +116,5 @@ inline int config_value(const std::string& config, const std::string& name, int 
 // The first word of a configuration text: which kernel ("rows", "cols", "clblast", ...).
 inline std::string config_kind(const std::string& config) { return config.substr(0, config.find(' ')); }
 
-// Whether conv2d_gpu adds split-K's partial sums in the same launch (SPLIT_IN_KERNEL: the
-// last work-group of each tile adds them, after an atomic counter) instead of a second
-// kernel. It relies on a work-group seeing another's global writes once the counter says
-// they are done, which OpenCL 1.2 leaves to the device: on by default where it was
-// checked (NVIDIA GPUs, CPU devices), off elsewhere; OCLF_SPLIT_K=kernel or sum decides.
-inline bool split_k_in_kernel(const DeviceInfo& info) {
-  const std::string mode = setting("SPLIT_K");
-  if (mode == "kernel") return true;
-  if (mode == "sum") return false;
-  if (!mode.empty() && mode != "auto")
-    throw Error("OCLF_SPLIT_K must be auto, kernel or sum, got \"" + mode + "\"", CL_INVALID_VALUE);
-  return info.type == "CPU" || info.platform.find("NVIDIA") != std::string::npos;
-}
-
 }  // namespace fast
 }  // namespace oclf

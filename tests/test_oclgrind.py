@@ -1,6 +1,5 @@
 """Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
-CPU, GPU with and without split-K, its partial sums added by a second kernel or in the same
-launch, depthwise v2 and v3, Winograd), the backward kernels,
+CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
 the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
 (matmul_fast.cl), and the opencl device's GPU paths. No data race, no out-of-bounds access, no read of a write-only buffer,
 and the results still match torch."""
@@ -89,9 +88,6 @@ SCRIPT = textwrap.dedent("""
             close(F.scaled_dot_product_attention(d(q), d(q), d(q), is_causal=True).cpu(),
                   F.scaled_dot_product_attention(q, q, q, is_causal=True))
             close(torch.cat([d(kk), d(q)], 2).cpu(), torch.cat([kk, q], 2))
-            # A conv whose K (288) is split: the partial sums added as OCLF_SPLIT_K says.
-            x, w, b = torch.randn(1, 32, 6, 7), torch.randn(8, 32, 3, 3), torch.randn(8)
-            close(F.conv2d(d(x), d(w), d(b)).cpu(), F.conv2d(x, w, b))
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -102,16 +98,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def split_k_partial_sums(finding: check.Finding) -> bool:
-    """The one report that SPLIT_IN_KERNEL draws and that is not a race: the last work-group
-    of a tile reads the partial sums other work-groups wrote, after an atomic counter said
-    they were written. Oclgrind does not order accesses by atomics."""
-    groups = {entity.split("Group")[-1] for entity, _, _ in finding.places}
-    return (finding.kernel == "conv2d_gpu" and "data race" in finding.what and len(groups) == len(finding.places)
-            and any("parts[k * part_len + at]" in source for _, _, source in finding.places))
-
-
-def run_under_oclgrind(what: str, tmp_path, oclgrind_args=(), allow=None, **env) -> None:
+def run_under_oclgrind(what: str, tmp_path, oclgrind_args=(), **env) -> None:
     log = tmp_path / "oclgrind.log"
     script = tmp_path / "paths.py"
     script.write_text(SCRIPT.format(what=what))
@@ -120,33 +107,26 @@ def run_under_oclgrind(what: str, tmp_path, oclgrind_args=(), allow=None, **env)
                           env=dict(os.environ, PYTHONPATH=str(ROOT), **env), capture_output=True, text=True,
                           timeout=600)
     findings = check.parse(log.read_text(errors="replace") if log.exists() else "")
-    findings = [f for f in findings if not (allow and allow(f))]
     assert not findings, check.describe(findings)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("kernel", ["tiled", "cpu", "gpu", "gpu_split_k", "gpu_split_k_in_kernel", "depthwise",
-                                    "depthwise_cpu", "cpu COV=8 PX=5", "dw_rows VW=8 RY=3",
-                                    "dw_tiled TX=8 TY=2 TZ=2 RY=2", "dw_tiled TX=16 TY=1 TZ=1 RY=4", "wino"])
+@pytest.mark.parametrize("kernel", ["tiled", "cpu", "gpu", "gpu_split_k", "depthwise", "depthwise_cpu",
+                                    "cpu COV=8 PX=5", "dw_rows VW=8 RY=3", "dw_tiled TX=8 TY=2 TZ=2 RY=2",
+                                    "dw_tiled TX=16 TY=1 TZ=1 RY=4", "wino"])
 def test_conv2d_paths_under_oclgrind(kernel, tmp_path, ocl):
-    # Split-K runs when the output tiles do not fill the device: a device of 64 compute units;
-    # its partial sums added by a second kernel, or in the same launch (OCLF_SPLIT_K).
-    split = kernel.startswith("gpu_split_k")
-    args = ("--compute-units", "64") if split else ()
-    env = {"OCLF_SPLIT_K": "kernel" if kernel.endswith("in_kernel") else "sum"} if split else {}
-    run_under_oclgrind("conv", tmp_path, args, allow=split_k_partial_sums if split else None,
-                       OCLF_CONV_KERNEL=kernel.split("_split_k")[0], **env)
+    # Split-K runs when the output tiles do not fill the device: a device of 64 compute units.
+    args = ("--compute-units", "64") if kernel == "gpu_split_k" else ()
+    run_under_oclgrind("conv", tmp_path, args, OCLF_CONV_KERNEL=kernel.replace("_split_k", ""))
 
 
 @pytest.mark.parametrize("path", ["rows VW=16 MR=3 RN=4 LX=1 LY=1", "rows VW=4 MR=1 RN=2 LX=8 LY=2",
                                   "cols VW=8 MR=3 CPW=2 LX=1 LY=1", "cols VW=4 MR=1 CPW=1 LX=4 LY=4", "conv",
                                   "conv TM=32 TN=64 WM=4 WN=4 TK=32 ST=4"])
 def test_fast_matmul_under_oclgrind(path, tmp_path, ocl):
-    # Split K over work-groups (gemm_cols with LX·LY > 1; the GEMM tiles, their partial sums
-    # added in the same launch) runs when the columns do not fill the device twice: a device
-    # of 64 compute units.
-    run_under_oclgrind("fast_matmul", tmp_path, ("--compute-units", "64"), allow=split_k_partial_sums,
-                       OCLF_MATMUL=path, OCLF_SPLIT_K="kernel")
+    # Split K over work-groups (gemm_cols with LX·LY > 1) runs when the columns do not fill
+    # the device twice: a device of 64 compute units.
+    run_under_oclgrind("fast_matmul", tmp_path, ("--compute-units", "64"), OCLF_MATMUL=path)
 
 
 def test_backward_kernels_under_oclgrind(tmp_path, ocl):
@@ -157,8 +137,6 @@ def test_clblast_calls_under_oclgrind(tmp_path, ocl):
     run_under_oclgrind("matmul", tmp_path)
 
 
-@pytest.mark.parametrize("split_k", ["sum", "kernel"])
-def test_device_gpu_paths_under_oclgrind(split_k, tmp_path, ocl):
-    # A device of 64 compute units, so the few-row products and the conv split K over work-groups.
-    run_under_oclgrind("device", tmp_path, ("--compute-units", "64"), allow=split_k_partial_sums,
-                       OCLF_SPLIT_K=split_k)
+def test_device_gpu_paths_under_oclgrind(tmp_path, ocl):
+    # A device of 64 compute units, so the few-row products split K over work-groups.
+    run_under_oclgrind("device", tmp_path, ("--compute-units", "64"))

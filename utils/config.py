@@ -47,10 +47,6 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("GPU_SPLIT_TARGET", "2",
             "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
             "the reference's host code"),
-    Setting("SPLIT_K", "auto",
-            "where GPU kernels that split K add the partial sums: kernel in the same launch (the last "
-            "work-group per tile), sum in a second kernel; auto: kernel on NVIDIA GPUs and CPU devices",
-            "the reference's host code and opencl_functions.device"),
     Setting("MATMUL", "by shape and device",
             "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "
             "or a whole configuration such as \"rows VW=8 MR=1 RN=4 LX=1 LY=1\"",

@@ -18,23 +18,4 @@ Runtime::Runtime()
       residents_(device_.context(), device_.queue_ptr(), &pool_),
       tuning_(device_.info(), device_.queue_ptr(), &profiler_) {}
 
-cl_mem Runtime::tile_counters(size_t n) {
-  if (n > tile_counters_n_) {
-    const size_t count = std::max<size_t>({n, 2 * tile_counters_n_, 1024});
-    cl_int err = CL_SUCCESS;
-    cl_mem mem = clCreateBuffer(context(), CL_MEM_READ_WRITE, count * sizeof(cl_int), nullptr, &err);
-    CL_CHECK(err);
-    const cl_int zero = 0;
-    err = clEnqueueFillBuffer(queue(), mem, &zero, sizeof(zero), 0, count * sizeof(cl_int), 0, nullptr, nullptr);
-    if (err != CL_SUCCESS) {
-      clReleaseMemObject(mem);
-      CL_CHECK(err);
-    }
-    if (tile_counters_) clReleaseMemObject(tile_counters_);  // freed once the launches using it are done
-    tile_counters_ = mem;
-    tile_counters_n_ = count;
-  }
-  return tile_counters_;
-}
-
 }  // namespace oclf

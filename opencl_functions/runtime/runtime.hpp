@@ -57,10 +57,6 @@ class Runtime {
     return residents_.keep_derived(resident, tag, bytes);
   }
 
-  // At least n ints on the device, zero between launches: the per-tile counters of a
-  // split-K conv2d_gpu, whose last work-group per tile puts its counter back to zero.
-  cl_mem tile_counters(size_t n);
-
   // Tuning at first use: see Tuning.
   Tuning& tuning() { return tuning_; }
 
@@ -82,8 +78,6 @@ class Runtime {
   Profiler profiler_;
   BufferPool pool_;
   ResidentStore residents_;
-  cl_mem tile_counters_ = nullptr;
-  size_t tile_counters_n_ = 0;
   Tuning tuning_;
   std::mutex mutex_;
 };

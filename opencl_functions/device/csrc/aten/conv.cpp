@@ -105,21 +105,16 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
 
   const bool has_bias = bias.defined();
   at::Tensor parts = splits > 1 ? empty_device({splits, y.numel()}, at::kFloat) : y;
-  // Split-K's partial sums added in the same launch (the last work-group per tile), or by
-  // conv2d_sum_splits (fast::split_k_in_kernel).
-  const bool in_kernel = splits > 1 && fast::split_k_in_kernel(dev.info());
-  if (in_kernel) conv_options += " -DSPLIT_IN_KERNEL";
   {
     Launch launch(dev.library_kernel(kForward, "conv2d_gpu", conv_options));
     launch.mem(span(x).mem).mem(span(w).mem).mem(has_bias ? span(bias).mem : nullptr).mem(span(parts).mem);
-    launch.i32(has_bias && (splits == 1 || in_kernel));
+    launch.i32(has_bias && splits == 1);
     shape_args(launch, p).i32(splits).i32(k_chunk);
-    launch.mem(in_kernel ? span(y).mem : nullptr).mem(in_kernel ? dev.tile_counters(tiles) : nullptr);
     const size_t global[3] = {round_up(pixels, tn) / wn, round_up(cout_g, tm) / wm, size_t(p.groups) * splits};
     const size_t local[3] = {size_t(tn / wn), size_t(tm / wm), 1};
     launch.run(3, global, local);
   }
-  if (splits > 1 && !in_kernel) {
+  if (splits > 1) {
     Launch sum(dev.library_kernel(kForward, "conv2d_sum_splits", options));
     sum.mem(span(parts).mem).mem(has_bias ? span(bias).mem : nullptr).mem(span(y).mem);
     sum.i32(has_bias).i32(splits).i32(p.c_out).i32(hw_out).i32(static_cast<int>(y.numel()));

@@ -1,7 +1,6 @@
 // The opencl device's runtime core: queue, program cache and launches (see device.h).
 #include "device.h"
 
-#include <algorithm>
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -107,26 +106,6 @@ void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const 
 }
 
 void Device::synchronize() { CL_CHECK(clFinish(queue_)); }
-
-cl_mem Device::tile_counters(size_t n) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  if (n > tile_counters_n_) {
-    const size_t count = std::max<size_t>({n, 2 * tile_counters_n_, 1024});
-    cl_int err = CL_SUCCESS;
-    cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_WRITE, count * sizeof(cl_int), nullptr, &err);
-    CL_CHECK(err);
-    const cl_int zero = 0;
-    err = clEnqueueFillBuffer(queue_, mem, &zero, sizeof(zero), 0, count * sizeof(cl_int), 0, nullptr, nullptr);
-    if (err != CL_SUCCESS) {
-      clReleaseMemObject(mem);
-      CL_CHECK(err);
-    }
-    if (tile_counters_) clReleaseMemObject(tile_counters_);  // freed once the launches using it are done
-    tile_counters_ = mem;
-    tile_counters_n_ = count;
-  }
-  return tile_counters_;
-}
 
 namespace {
 void CL_CALLBACK free_staging(cl_event, cl_int, void* staging) { std::free(staging); }

@@ -56,10 +56,6 @@ class Device {
   // Reads bytes of a buffer into host memory, after everything queued before (blocking).
   void read(cl_mem mem, size_t offset, void* host, size_t bytes);
 
-  // At least n ints on the device, zero between launches: the per-tile counters of a
-  // split-K conv2d_gpu, whose last work-group per tile puts its counter back to zero.
-  cl_mem tile_counters(size_t n);
-
   uint64_t launches() const { return launches_; }
   uint64_t programs_built() const { return programs_built_; }
 
@@ -80,8 +76,6 @@ class Device {
   std::recursive_mutex mutex_;
   std::map<std::string, cl_kernel> kernels_;  // by path + options + name
   uint64_t launches_ = 0, programs_built_ = 0;
-  cl_mem tile_counters_ = nullptr;
-  size_t tile_counters_n_ = 0;
 };
 
 // Rounds n up to a multiple of `multiple`.
