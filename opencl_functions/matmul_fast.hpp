@@ -302,6 +302,11 @@ inline void candidates(const DeviceInfo& info, int m, int n, int k, const Paths&
     if (conv) append(quick, conv_configs(info, n, k, false));
     else quick.push_back("clblast");
   }
+  // GPUs, a few rows over many columns of a K×N operand: cols first (GPT-2's LM head as a
+  // K×N product of 8 tokens on the H100, two float4 columns per work-item: 81 µs, where rows
+  // over the transposed copy took 147, a sweep's pick).
+  const bool cols_first = !cpu && can.cols && m > 1 && m <= 8 && n >= 16384;
+  if (cols_first) append(quick, cols_configs(info, m, false));
   if (rows) append(quick, rows_configs(info, m, k, false));
   // A sweep on a GPU also tries rows over a transposed copy of a resident K×N weight.
   if (can.rows) append(full, rows_configs(info, m, k, true));
@@ -309,7 +314,7 @@ inline void candidates(const DeviceInfo& info, int m, int n, int k, const Paths&
   // the bandwidth of rows over the transposed copy (lm_head, 154 MB: 7-8 against 13-26 GB/s),
   // which repeated trial runs on cache-resident weights do not show.
   if (can.cols) {
-    if (!(cpu && rows)) append(quick, cols_configs(info, m, false));
+    if (!(cpu && rows) && !cols_first) append(quick, cols_configs(info, m, false));
     append(full, cols_configs(info, m, true));
   }
   if (conv) {
