@@ -105,6 +105,21 @@ inline std::vector<std::string> cpu_candidates(const DeviceInfo& info, bool full
   return out;
 }
 
+// conv2d_cpu's work-groups: (d0, 1, 1) with d0 the largest divisor of its `co_blocks` channel
+// blocks that still leaves at least 8 work-groups per compute unit (one channel block each at
+// worst), so the work-items that read the same pixels run back to back on one core and every
+// core gets several groups to balance. Left to choose, PoCL takes the largest group that
+// divides the range and splits it only down to one group per core: the 128-channel 28×28
+// layers of ResNet-50 then ran at half the speed of their neighbours.
+inline size_t cpu_conv_group(const DeviceInfo& info, size_t co_blocks, size_t pixel_blocks, size_t images) {
+  const size_t want = 8 * size_t(std::max(info.compute_units, 1u));
+  const size_t largest = std::max<size_t>(info.max_work_group_size, 1);
+  size_t best = 1;
+  for (size_t d = 1; d <= std::min(co_blocks, largest); ++d)
+    if (co_blocks % d == 0 && (co_blocks / d) * pixel_blocks * images >= want) best = d;
+  return best;
+}
+
 // "NAME=value" from a configuration text ("rows VW=16 RN=4"), or `otherwise`.
 inline int config_value(const std::string& config, const std::string& name, int otherwise) {
   const std::string needle = " " + name + "=";
