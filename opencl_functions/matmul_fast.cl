@@ -19,7 +19,8 @@
 //              memory). CPUs: LX = LY = 1 and whole vectors per work-item; GPUs: LX·LY
 //              work-items with float4 each, neighbours on neighbouring columns (coalesced).
 //   gemm_rows: -DRN (rows of B per work-item), -DLX (work-items splitting one row's K,
-//              reduced in local memory), -DLY (row groups per work-group).
+//              reduced in local memory), -DLY (row groups per work-group), -DKFIX=K (K
+//              known when building: the loop over K unrolls; "KF=1" in a configuration).
 // Offsets are int: A, B and C must have < 2^31 elements.
 
 #ifndef VW
@@ -187,7 +188,13 @@ void gemm_rows(const int M, const int N, const int K, __global const float* rest
                __global const float* restrict bias, const int bias_off, const int has_bias) {
   const int tx = get_local_id(0), ty = get_local_id(1);
   const int n0 = get_global_id(1) * RN;
+#ifdef KFIX
+  // K fixed at build time: the loop over K below unrolls completely, so all of a
+  // work-item's loads of B are in flight at once.
+  const int k_vectors = KFIX / VW;
+#else
   const int k_vectors = K / VW;
+#endif
   const int k_tail = k_vectors * VW;
   // Rows of B past N read row N-1 again (valid memory) and are not stored.
   int b_row[RN];
@@ -207,7 +214,12 @@ void gemm_rows(const int M, const int N, const int K, __global const float* rest
 #pragma unroll
       for (int r = 0; r < RN; ++r) acc[i][r] = (floatv)(0.0f);
 
-    for (int j = tx; j < k_vectors; j += LX) {
+#ifdef KFIX
+#pragma unroll
+#endif
+    for (int j0 = 0; j0 < k_vectors; j0 += LX) {
+      const int j = j0 + tx;
+      if (LX > 1 && j >= k_vectors) break;
       floatv bv[RN];
 #pragma unroll
       for (int r = 0; r < RN; ++r) bv[r] = VLOAD(VW)(j, b + b_row[r]);

@@ -44,7 +44,7 @@ def test_each_path_on_awkward_shapes(ocl, monkeypatch, path, layout):
 
 CONFIGS = [
     "rows VW=16 MR=1 RN=8 LX=1 LY=1", "rows VW=8 MR=3 RN=2 LX=1 LY=1", "rows VW=4 MR=8 RN=1 LX=1 LY=1",
-    "rows VW=4 MR=2 RN=1 LX=32 LY=4", "rows VW=4 MR=1 RN=2 LX=64 LY=2",
+    "rows VW=4 MR=2 RN=1 LX=32 LY=4", "rows VW=4 MR=1 RN=2 LX=64 LY=2", "rows VW=4 MR=8 RN=2 LX=16 LY=4 KF=1",
     "cols VW=16 MR=1 CPW=4 LX=1 LY=1", "cols VW=8 MR=5 CPW=1 LX=1 LY=1",
     "cols VW=4 MR=3 CPW=1 LX=64 LY=4", "cols VW=4 MR=1 CPW=2 LX=32 LY=8", "cols VW=4 MR=8 CPW=2 LX=32 LY=4",
     "conv TM=32 TN=64 WM=4 WN=4 TK=32 ST=4", "conv TM=32 TN=32 WM=4 WN=4 TK=16 ST=8",

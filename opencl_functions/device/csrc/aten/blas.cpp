@@ -76,12 +76,13 @@ Matrix rows_operand(const Matrix& A, const Matrix& B) {
 // row when defined (n contiguous floats); lx work-items share a row of B, ly row groups of
 // rn rows per work-group (CPUs: lx = ly = 1, no local size).
 void launch_rows(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
-                 const at::Tensor& row, int vw, int rn, int lx, int ly) {
+                 const at::Tensor& row, int vw, int rn, int lx, int ly, bool fixed_k = false) {
   Device& dev = Device::get();
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c), sr = row.defined() ? span(row) : sb;
-  const std::string options = "-cl-mad-enable -DVW=" + std::to_string(vw) + " -DMR=" +
-                              std::to_string(std::min<size_t>(m, 8)) + " -DRN=" + std::to_string(rn) +
-                              " -DLX=" + std::to_string(lx) + " -DLY=" + std::to_string(ly);
+  std::string options = "-cl-mad-enable -DVW=" + std::to_string(vw) + " -DMR=" +
+                        std::to_string(std::min<size_t>(m, 8)) + " -DRN=" + std::to_string(rn) +
+                        " -DLX=" + std::to_string(lx) + " -DLY=" + std::to_string(ly);
+  if (fixed_k) options += " -DKFIX=" + std::to_string(k);
   Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options));
   launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(B.ld)).mem(sc.mem);
   launch.mem(sr.mem).i32(int(sr.offset)).i32(row.defined());
@@ -119,14 +120,18 @@ bool gpu_product(const Matrix& A, const Matrix& B0, const at::Tensor& c, size_t 
   const int64_t limit = int64_t(1) << 31;
   if (A.t.numel() >= limit || B.t.numel() >= limit || int64_t(m * n) * 64 >= limit) return false;
   if (B.trans) {  // B stored N×K: gemm_rows, straight into c unless beta · c is added
-    const int rn = m > 1 ? 2 : 1, group = m > 1 ? 128 : 256;
+    // The reference's GPU default (matmul_fast.hpp rows_configs): 64-work-item groups and,
+    // where the loop over K is short, K fixed at build time.
+    const int rn = m > 1 ? 2 : 1;
     int lx = 32;
     while (lx < (m > 1 ? 64 : 128) && k / (4 * 2 * size_t(lx)) >= 6) lx *= 2;
+    const int ly = std::max(1, 64 / lx);
+    const bool fixed_k = k / (4 * size_t(lx)) <= 64;
     if (beta == 0.0f) {
-      launch_rows(A, B, c, m, n, k, row, kVw, rn, lx, group / lx);
+      launch_rows(A, B, c, m, n, k, row, kVw, rn, lx, ly, fixed_k);
     } else {
       const at::Tensor product = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
-      launch_rows(A, B, product, m, n, k, at::Tensor(), kVw, rn, lx, group / lx);
+      launch_rows(A, B, product, m, n, k, at::Tensor(), kVw, rn, lx, ly, fixed_k);
       sum_splits(product, 1, c, m, n, row, beta);
     }
     return true;
