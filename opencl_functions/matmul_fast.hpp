@@ -170,6 +170,7 @@ inline void run_clblast(Runtime& rt, const MatmulArgs& p, cl_mem a, cl_mem b, Bu
   using clblast::Layout;
   using clblast::Transpose;
   cl_event event = nullptr;
+  const cl_event start = rt.marker();  // CLBlast returns its last kernel's event only
   if (p.m == 1) {
     const size_t rows = p.b_trans ? p.n : p.k, cols = p.b_trans ? p.k : p.n;
     c.zero();
@@ -181,7 +182,7 @@ inline void run_clblast(Runtime& rt, const MatmulArgs& p, cl_mem a, cl_mem b, Bu
                                 p.b_trans ? Transpose::kYes : Transpose::kNo, p.m, p.n, p.k, 1.0f, a, 0, p.lda, b, 0,
                                 p.ldb, 0.0f, c.get(), 0, p.n, rt.queue_ptr(), &event));
   }
-  rt.record(event);
+  rt.record(event, start);
 }
 
 // M's bucket in tuning keys: exact up to 8, then the next power of two.

@@ -46,4 +46,31 @@ uint64_t Profiler::finish_and_take_kernel_ns() {
   return total;
 }
 
+uint64_t Profiler::kernel_ns_of(const std::function<void()>& run) {
+  std::vector<Timed> kept_events;
+  std::vector<cl_event> kept_markers;
+  kept_events.swap(events_);
+  kept_markers.swap(markers_);
+  const bool was_recording = recording_;
+  recording_ = true;
+  auto restore = [&] {
+    for (const Timed& t : events_) clReleaseEvent(t.event);
+    for (cl_event m : markers_) clReleaseEvent(m);
+    events_.swap(kept_events);
+    markers_.swap(kept_markers);
+    recording_ = was_recording;
+  };
+  uint64_t ns = 0;
+  try {
+    run();
+    ns = finish_and_take_kernel_ns();
+  } catch (...) {
+    clFinish(*queue_);
+    restore();
+    throw;
+  }
+  restore();
+  return ns;
+}
+
 }  // namespace oclf

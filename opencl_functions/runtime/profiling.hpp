@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "errors.hpp"
@@ -28,6 +29,11 @@ class Profiler {
   cl_event marker();
   // Waits for the queue, sums the time of the recorded events and forgets them.
   uint64_t finish_and_take_kernel_ns();
+  // The kernel time of the work run() enqueues (its recorded events, summed after a
+  // clFinish), with the events recorded before it kept aside and restored, so the
+  // operation in progress keeps its own time; 0 when run() recorded no event (work on
+  // another queue, say). Used by tuning's trial runs.
+  uint64_t kernel_ns_of(const std::function<void()>& run);
   // While off, launches and record() keep no event (tuning's trial runs are not the
   // operation's kernel time).
   void set_recording(bool on) { recording_ = on; }

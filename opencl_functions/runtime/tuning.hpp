@@ -46,9 +46,12 @@ class Tuning {
   void remember(const std::string& key, const std::string& source_hash, const std::string& choice);
   // Whether a measurement may start now: OCLF_TUNE is 1 with budget left, or sweep.
   bool may_measure();
-  // Wall-clock nanoseconds of the fastest of `reps` runs of run() after one untimed run
-  // (which builds its kernels), each run followed by clFinish. Launches made meanwhile are
-  // not recorded by the profiler; the time spent counts against the budget.
+  // Nanoseconds of the fastest of `reps` runs of run() after one untimed run (which builds
+  // its kernels), each run followed by clFinish: the kernel time of its launches by their
+  // profiling events, as the benchmark counts it (a GPU's wall clock for a 20 µs layer is
+  // mostly launch and wait, and noisy), or the wall clock when run() records no event (the
+  // opencl device's own queue). The operation's own kernel time is left as it was; the
+  // time spent counts against the budget.
   double measure(const std::function<void()>& run, int reps);
 
   // What the last operation used ("rows VW=16 RN=4") and where it came from
