@@ -111,9 +111,15 @@ inline std::vector<std::string> cpu_candidates(const DeviceInfo& info, bool full
 // core gets several groups to balance. Left to choose, PoCL takes the largest group that
 // divides the range and splits it only down to one group per core: the 128-channel 28×28
 // layers of ResNet-50 then ran at half the speed of their neighbours.
-inline size_t cpu_conv_group(const DeviceInfo& info, size_t co_blocks, size_t pixel_blocks, size_t images) {
+// `kernel` and `device` bound the group by the kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE).
+inline size_t cpu_conv_group(const DeviceInfo& info, size_t co_blocks, size_t pixel_blocks, size_t images,
+                             cl_kernel kernel, cl_device_id device) {
   const size_t want = 8 * size_t(std::max(info.compute_units, 1u));
-  const size_t largest = std::max<size_t>(info.max_work_group_size, 1);
+  size_t largest = std::max<size_t>(info.max_work_group_size, 1);
+  size_t kernel_limit = 0;
+  if (clGetKernelWorkGroupInfo(kernel, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(kernel_limit), &kernel_limit,
+                               nullptr) == CL_SUCCESS && kernel_limit > 0)
+    largest = std::min(largest, kernel_limit);
   size_t best = 1;
   for (size_t d = 1; d <= std::min(co_blocks, largest); ++d)
     if (co_blocks % d == 0 && (co_blocks / d) * pixel_blocks * images >= want) best = d;
