@@ -98,6 +98,7 @@ def test_info_lists_devices_and_the_default(runs, devices):
     gpus = [d["index"] for d in devices if d["type"] == "GPU"]
     assert marked == [(gpus or [devices[0]["index"]])[0]]
     assert "selected: " in stdout
+    assert "host CPU: " in stdout  # speed figures are recorded with it
 
 
 def test_select_by_index(runs):

@@ -6,6 +6,29 @@ import opencl_functions as ocl
 from utils import config
 
 
+def host_cpu() -> str:
+    """The host CPU's model, family/model numbers and widest vector extension (from
+    /proc/cpuinfo on Linux): CPU speed figures depend on it, so it goes with every figure."""
+    import os
+    import platform
+
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        return platform.processor() or platform.machine()
+    flags = fields.get("flags", "").split()
+    vectors = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags else \
+        "SSE" if "sse2" in flags else "no x86 vectors"
+    return (f"{fields.get('model name', platform.machine())}, family {fields.get('cpu family', '?')} model "
+            f"{fields.get('model', '?')}, {vectors}, {os.cpu_count()} CPUs")
+
+
 def main() -> int:
     try:
         devices = ocl.list_devices()
@@ -26,6 +49,7 @@ def main() -> int:
         return 1
     print(f"selected: {selected['device']} ({selected['version']}; max work-group {selected['max_work_group_size']}, "
           f"local memory {selected['local_mem_size'] // 1024} KiB, {selected['compute_units']} compute units)")
+    print(f"host CPU: {host_cpu()}")
     return 0
 
 
