@@ -39,6 +39,7 @@ from tqdm import tqdm
 import opencl_functions
 from grading import baselines
 from grading.shapes import DEPTHWISE, GPT2, QUICK_CONV, QUICK_DEPTHWISE, QUICK_GPT2, RESNET50, ConvShape, MatmulShape
+from utils.info import host_cpu
 
 METHODS = ["ours", "ours_wall", "torch", "clblast", "convgemm", "naive", "tiled"]
 # Time ratios reported as geometric means: (numerator, denominator) → "num/den".
@@ -325,6 +326,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     result = {
         "device": info,
         "torch": runner.describe(),
+        "host_cpu": host_cpu(),
         "quick": args.quick,
         "stat": args.stat,
         "launch_floor_ns": floor,
@@ -337,6 +339,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     plot(groups, os.path.join(args.out, "bench.png"), title)
 
     print(f"\nOpenCL: {title}")
+    print(f"Host CPU: {result['host_cpu']}")
     print(f"Launch floor (a 1x1 product, no work): ours {floor['ours'] / 1e3:.2f} us, "
           f"torch {floor['torch'] / 1e3:.2f} us; a layer cannot take less")
     for name, rows in groups.items():

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 import torchvision
 
 import opencl_functions
+from utils.info import host_cpu
 from utils.patching import opencl_layers
 
 PROMPT_TOKENS, NEW_TOKENS = 8, 16
@@ -241,6 +242,7 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
         os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
     modes = ["patched", "device"] if args.mode == "all" else [args.mode]
+    print(f"host CPU: {host_cpu()}")
     results = {}
     for mode in modes:
         for name in MODELS if args.model == "all" else [args.model]:

@@ -9,6 +9,7 @@ def test_bench_quick(ocl, tmp_path):
     result = json.loads((tmp_path / "bench.json").read_text())
     assert (tmp_path / "bench.png").stat().st_size > 0
     assert result["device"]["device"] == ocl.device_info()["device"]
+    assert result["host_cpu"]  # the CPU goes with every figure
     for group in ("resnet50", "depthwise", "gpt2"):
         rows = result["groups"][group]
         assert rows, group
