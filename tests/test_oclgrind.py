@@ -121,6 +121,7 @@ def test_conv2d_paths_under_oclgrind(kernel, tmp_path, ocl):
 
 
 @pytest.mark.parametrize("path", ["rows VW=16 MR=3 RN=4 LX=1 LY=1", "rows VW=4 MR=1 RN=2 LX=8 LY=2",
+                                  "rows VW=4 MR=3 RN=2 LX=8 LY=2 KF=1",
                                   "cols VW=8 MR=3 CPW=2 LX=1 LY=1", "cols VW=4 MR=1 CPW=1 LX=4 LY=4", "conv",
                                   "conv TM=32 TN=64 WM=4 WN=4 TK=32 ST=4"])
 def test_fast_matmul_under_oclgrind(path, tmp_path, ocl):
