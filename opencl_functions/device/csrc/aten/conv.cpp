@@ -68,15 +68,19 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   const bool pointwise = !swapped && hw_out % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 &&
                          p.stride_w == 1 &&
                          p.h == p.h_out && p.w == p.w_out;
-  // Tiles as the library picks them (opencl-functions.cpp): 64×64 with 4×4 per work-item;
-  // 32×32 for 1×1 convolutions over large images; 64×32 when K is not a multiple of 4.
+  // Tiles as the library picks them (conv2d_gpu_fast.hpp default_gpu_tile): 64×64 with 4×4
+  // per work-item and K steps of 32 where local memory holds them (16 for the weight
+  // gradient's swapped layouts, as before); 32×32 for 1×1 convolutions whose 32×32 tiles
+  // fill the device; 64×32 when K is not a multiple of 4.
   int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
   const size_t cus = dev.info().compute_units;
   const size_t tiles32 = round_up(cout_g, 32) / 32 * (round_up(pixels, 32) / 32) * p.groups;
-  if (pointwise && hw_out >= 28 * 28 && tiles32 >= cus) {
+  if (pointwise && tiles32 >= cus) {
     tm = tn = 32;
   } else if (k_dim % 4 != 0) {
     tn = 32;
+  } else if (!swapped && 2 * 32 * (64 + 4 + 64) * sizeof(float) <= dev.info().local_mem_size) {
+    tk = 32;
   }
   // OCLF_GPU_TILE="TM,TN,WM,WN,TK" (as for the library's conv2d_gpu) for measurements.
   const std::string forced = setting("GPU_TILE");
