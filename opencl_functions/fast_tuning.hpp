@@ -126,6 +126,40 @@ inline size_t cpu_conv_group(const DeviceInfo& info, size_t co_blocks, size_t pi
   return best;
 }
 
+// gemm_rows on GPUs (matmul_fast.cl): LX work-items share a row of B, about 6–12 float4s each
+// (the H100 probe over GPT-2's products: LX = 32 for K = 768, and 128 for one row of A or 64
+// for several with K = 3072).
+inline int gpu_rows_lx(int m, int k) {
+  int lx = 32;
+  while (lx < (m > 1 ? 64 : 128) && k / (4 * 2 * lx) >= 6) lx *= 2;
+  return lx;
+}
+
+// gemm_rows's default block on GPUs for M rows of A (up to 8) and B stored N×K: RN rows of B
+// per work-item, LX work-items per row, LY row groups per work-group, K compiled in where a
+// work-item's loop is at most 64 float4s. From 64-work-item groups, a sweep on the H100
+// timed by kernel events (GPT-2, K = 768) preferred for a short K twice the work-items per
+// row for few rows of B (N ≤ 1024: 11.7 → 9.1 µs for 8 tokens), 16 work-items per row in
+// groups of 4 rows for many rows and several of A (15.8 → 12.0), two rows of B per
+// work-item for one row of A (9.2 → 8.1–8.6). The reference's first candidate
+// (matmul_fast.hpp) and the opencl device's few-row products.
+struct RowsBlock {
+  int rn, lx, ly;
+  bool fixed_k;
+};
+inline RowsBlock gpu_rows_default(int m, int n, int k) {
+  int rn = m > 1 ? 2 : 1, lx = gpu_rows_lx(m, k);
+  int ly = std::max(1, 64 / lx);
+  if (lx <= 32 && n <= 1024) {
+    rn = 1, lx *= 2, ly = 2;
+  } else if (lx <= 32 && m > 1) {
+    lx /= 2, ly = 4;
+  } else if (lx <= 32) {
+    rn = 2;
+  }
+  return {rn, lx, ly, k / (4 * lx) <= 64};
+}
+
 // "NAME=value" from a configuration text ("rows VW=16 RN=4"), or `otherwise`.
 inline int config_value(const std::string& config, const std::string& name, int otherwise) {
   const std::string needle = " " + name + "=";

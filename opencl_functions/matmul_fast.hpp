@@ -201,9 +201,9 @@ inline int m_bucket(int m) {
 // is the default. `full`: the sweep's longer list.
 inline std::vector<std::string> rows_configs(const DeviceInfo& info, int m, int n, int k, bool full) {
   std::vector<std::string> out;
-  auto add = [&](int vw, int mr, int rn, int lx, int ly) {
+  auto add = [&](int vw, int mr, int rn, int lx, int ly, bool kf = false) {
     out.push_back("rows VW=" + std::to_string(vw) + " MR=" + std::to_string(mr) + " RN=" + std::to_string(rn) +
-                  " LX=" + std::to_string(lx) + " LY=" + std::to_string(ly));
+                  " LX=" + std::to_string(lx) + " LY=" + std::to_string(ly) + (kf ? " KF=1" : ""));
   };
   if (info.type == "CPU") {
     const int vw = cpu_vector_width(info);
@@ -219,36 +219,22 @@ inline std::vector<std::string> rows_configs(const DeviceInfo& info, int m, int 
       if (m > 8) add(vw, 2, 4, 1, 1);
     }
   } else {
-    // GPUs: float4 loads, LX work-items sharing a row of B, LY row groups per work-group. The
-    // H100 probe over GPT-2's products (K = 768, 3072) was fastest with about 6–12 vectors per
-    // work-item: LX = 32 for K = 768 and 128 (one row) or 64 (eight rows) for K = 3072, and
-    // with two rows of B per work-item once A has several rows. K fixed at build time (KF=1,
-    // the loop over K unrolled) was 5-35 % faster still (eight rows of 768×768: 13.4 → 8.8 µs),
-    // and the best work-group sizes were 64-128: the first candidates are those, the rest of
-    // the probe's winners follow, and the runtime-K kernel last.
+    // GPUs: float4 loads, LX work-items sharing a row of B (gpu_rows_lx), LY row groups per
+    // work-group, two rows of B per work-item once A has several rows. K fixed at build time
+    // (KF=1, the loop over K unrolled) was 5-35 % faster still (eight rows of 768×768: 13.4 →
+    // 8.8 µs), and the best work-group sizes were 64-128: the default (gpu_rows_default)
+    // first, then the probe's other winners, and the runtime-K kernel last.
     const int mr = std::min(m, 8);
     const int rn = m > 1 ? 2 : 1, group = m > 1 ? 128 : 256;
-    int lx = 32;
-    while (lx < (m > 1 ? 64 : 128) && k / (4 * 2 * lx) >= 6) lx *= 2;
+    const int lx = gpu_rows_lx(m, k);
     auto add_fitting = [&](int vw, int mr_, int rn_, int lx_, int ly_, bool kf = false) {
       if (lx_ < 16 || size_t(lx_) * ly_ > info.max_work_group_size) return;
       // Unrolled K only where the loop is short (at most 64 vectors per work-item).
       if (kf && k / (4 * lx_) > 64) return;
-      out.push_back("rows VW=" + std::to_string(vw) + " MR=" + std::to_string(mr_) + " RN=" + std::to_string(rn_) +
-                    " LX=" + std::to_string(lx_) + " LY=" + std::to_string(ly_) + (kf ? " KF=1" : ""));
+      add(vw, mr_, rn_, lx_, ly_, kf);
     };
-    // The first candidate, the default: for a short K (LX = 32), a sweep on the H100 timed by
-    // kernel events (GPT-2, 768 × 768/2304/3072) preferred twice the work-items per row for
-    // few rows of B (N ≤ 1024: 11.7 → 9.1 µs for 8 tokens), 16 work-items per row in groups
-    // of 4 rows for many rows and several of A (15.8 → 12.0), two rows of B per work-item
-    // for one row of A (9.2 → 8.1–8.6).
-    if (lx <= 32 && n <= 1024) {
-      add_fitting(4, mr, 1, 2 * lx, 2, true);
-    } else if (lx <= 32 && m > 1) {
-      add_fitting(4, mr, rn, lx / 2, 4, true);
-    } else if (lx <= 32) {
-      add_fitting(4, mr, 2, lx, std::max(1, 64 / lx), true);
-    }
+    const RowsBlock first = gpu_rows_default(m, n, k);
+    add_fitting(4, mr, first.rn, first.lx, first.ly, true);  // skipped where K is too long to unroll
     add_fitting(4, mr, rn, lx, std::max(1, 64 / lx), true);
     add_fitting(4, mr, rn, lx, std::max(1, 128 / lx), true);
     add_fitting(4, mr, 3 - rn, lx, std::max(1, 128 / lx), true);

@@ -7,6 +7,7 @@
 #include <clblast.h>
 #include <torch/library.h>
 
+#include "../../../fast_tuning.hpp"
 #include "../../../runtime/settings.hpp"
 #include "pointwise.h"
 
@@ -120,25 +121,13 @@ bool gpu_product(const Matrix& A, const Matrix& B0, const at::Tensor& c, size_t 
   const int64_t limit = int64_t(1) << 31;
   if (A.t.numel() >= limit || B.t.numel() >= limit || int64_t(m * n) * 64 >= limit) return false;
   if (B.trans) {  // B stored N×K: gemm_rows, straight into c unless beta · c is added
-    // The reference's GPU default (matmul_fast.hpp rows_configs, its first candidate):
-    // 64-128-work-item groups and, where the loop over K is short, K fixed at build time.
-    int rn = m > 1 ? 2 : 1;
-    int lx = 32;
-    while (lx < (m > 1 ? 64 : 128) && k / (4 * 2 * size_t(lx)) >= 6) lx *= 2;
-    int ly = std::max(1, 64 / lx);
-    if (lx <= 32 && n <= 1024) {
-      rn = 1, lx *= 2, ly = 2;
-    } else if (lx <= 32 && m > 1) {
-      lx /= 2, ly = 4;
-    } else if (lx <= 32) {
-      rn = 2;
-    }
-    const bool fixed_k = k / (4 * size_t(lx)) <= 64;
+    // The reference's GPU default (fast_tuning.hpp gpu_rows_default).
+    const fast::RowsBlock b = fast::gpu_rows_default(int(m), int(n), int(k));
     if (beta == 0.0f) {
-      launch_rows(A, B, c, m, n, k, row, kVw, rn, lx, ly, fixed_k);
+      launch_rows(A, B, c, m, n, k, row, kVw, b.rn, b.lx, b.ly, b.fixed_k);
     } else {
       const at::Tensor product = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
-      launch_rows(A, B, product, m, n, k, at::Tensor(), kVw, rn, lx, ly, fixed_k);
+      launch_rows(A, B, product, m, n, k, at::Tensor(), kVw, b.rn, b.lx, b.ly, b.fixed_k);
       sum_splits(product, 1, c, m, n, row, beta);
     }
     return true;
