@@ -19,29 +19,6 @@ namespace fast {
 
 inline size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-struct GpuTile {
-  int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
-  std::string text() const {
-    return "gpu TM=" + std::to_string(tm) + " TN=" + std::to_string(tn) + " WM=" + std::to_string(wm) +
-           " WN=" + std::to_string(wn) + " TK=" + std::to_string(tk);
-  }
-  static GpuTile of(const std::string& config) {
-    return GpuTile{config_value(config, "TM", 64), config_value(config, "TN", 64), config_value(config, "WM", 4),
-                   config_value(config, "WN", 4), config_value(config, "TK", 16)};
-  }
-};
-
-// The v4 kernel needs WM, WN and TK multiples of 4, and its loads must split evenly over
-// the work-items: TM·TK/4 and TK·TN/4 multiples of the work-group size, which TN and TK
-// divide.
-inline bool valid_tile(const GpuTile& t) {
-  if (t.tm <= 0 || t.tn <= 0 || t.wm <= 0 || t.wn <= 0 || t.tk <= 0) return false;
-  if (t.wm % 4 || t.wn % 4 || t.tm % t.wm || t.tn % t.wn || t.tk % 4) return false;
-  const int threads = (t.tm / t.wm) * (t.tn / t.wn);
-  return threads <= 1024 && (t.tm * t.tk / 4) % threads == 0 && (t.tk * t.tn / 4) % threads == 0 &&
-         threads % (t.tn / 4) == 0 && threads % t.tn == 0 && threads % t.tk == 0;
-}
-
 // OCLF_GPU_TILE="TM,TN,WM,WN,TK" into *t; false when it is unset.
 inline bool tile_setting(GpuTile* t) {
   const std::string env = setting("GPU_TILE");
@@ -52,39 +29,16 @@ inline bool tile_setting(GpuTile* t) {
   return true;
 }
 
-// Whether a tile's work-group and local buffers fit the device (As and Bs, two of each).
-inline bool fits_device(const GpuTile& t, const DeviceInfo& info) {
-  const size_t threads = size_t(t.tm / t.wm) * (t.tn / t.wn);
-  const size_t local_bytes = 2 * size_t(t.tk) * (t.tm + 4 + t.tn) * sizeof(float);
-  return threads <= info.max_work_group_size && local_bytes <= info.local_mem_size;
-}
-
 inline bool is_pointwise(const Conv2dArgs& p) {
   return (p.h_out * p.w_out) % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
          p.h == p.h_out && p.w == p.w_out;
 }
 
-// The default tile of a layer shape.
+// The default tile of a layer shape (fast_tuning.hpp default_tile).
 inline GpuTile default_gpu_tile(Runtime& rt, const Conv2dArgs& p) {
-  const int cout_g = p.c_out / p.groups;
-  const int k_dim = (p.c_in / p.groups) * p.k_h * p.k_w;
-  const int hw_out = p.h_out * p.w_out;
-  const size_t pixels = size_t(p.batch) * hw_out;
-  // Sweeps on the H100 (grading.tune): 64×64 tiles with 4×4 outputs per work-item had the
-  // best geometric mean over ResNet-50's convs among 32×32 to 128×128, with K steps of 32
-  // (a later sweep timed by kernel events: 4–10 % faster than steps of 16 on 8 of the 15
-  // layers on 64×64 tiles); two kinds of layers do better with smaller tiles: 1×1 stride-1
-  // convs whose 32×32 tiles fill the device without split-K (1.2–1.6× faster over large
-  // images, 1.3× on the 256→1024-channel 14×14 one), and weights whose K is not a multiple
-  // of 4 (the 7×7 first layer, 1.2× faster with 64×32).
-  const int cus = rt.info().compute_units;
-  const size_t tiles32 = round_up(cout_g, 32) / 32 * (round_up(pixels, 32) / 32) * p.groups;
-  GpuTile t{64, 64, 4, 4, 32};
-  if (!fits_device(t, rt.info())) t = GpuTile{64, 64, 4, 4, 16};
-  if (is_pointwise(p) && tiles32 >= size_t(cus)) t = GpuTile{32, 32, 4, 4, 16};
-  if (k_dim % 4 != 0) t = GpuTile{64, 32, 4, 4, 16};
-  // Devices with small work-groups or little local memory start from 32×32 (64 work-items).
-  return fits_device(t, rt.info()) ? t : GpuTile{32, 32, 4, 4, 16};
+  const size_t pixels = size_t(p.batch) * p.h_out * p.w_out;
+  return default_tile(rt.info(), p.c_out / p.groups, (p.c_in / p.groups) * p.k_h * p.k_w, pixels, p.groups,
+                      is_pointwise(p));
 }
 
 // Tile candidates of a layer (the default first); `full`: a sweep's.

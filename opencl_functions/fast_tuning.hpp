@@ -171,5 +171,59 @@ inline int config_value(const std::string& config, const std::string& name, int 
 // The first word of a configuration text: which kernel ("rows", "cols", "clblast", ...).
 inline std::string config_kind(const std::string& config) { return config.substr(0, config.find(' ')); }
 
+// conv2d_gpu's tile (conv2d.cl): TM×TN outputs per work-group, WM×WN per work-item, K in
+// steps of TK. The reference (conv2d_gpu_fast.hpp, the GEMMs of matmul_fast.hpp) and the
+// opencl device's convolutions take the same tiles.
+struct GpuTile {
+  int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
+  std::string text() const {
+    return "gpu TM=" + std::to_string(tm) + " TN=" + std::to_string(tn) + " WM=" + std::to_string(wm) +
+           " WN=" + std::to_string(wn) + " TK=" + std::to_string(tk);
+  }
+  static GpuTile of(const std::string& config) {
+    return GpuTile{config_value(config, "TM", 64), config_value(config, "TN", 64), config_value(config, "WM", 4),
+                   config_value(config, "WN", 4), config_value(config, "TK", 16)};
+  }
+};
+
+// The v4 kernel needs WM, WN and TK multiples of 4, and its loads must split evenly over
+// the work-items: TM·TK/4 and TK·TN/4 multiples of the work-group size, which TN and TK
+// divide.
+inline bool valid_tile(const GpuTile& t) {
+  if (t.tm <= 0 || t.tn <= 0 || t.wm <= 0 || t.wn <= 0 || t.tk <= 0) return false;
+  if (t.wm % 4 || t.wn % 4 || t.tm % t.wm || t.tn % t.wn || t.tk % 4) return false;
+  const int threads = (t.tm / t.wm) * (t.tn / t.wn);
+  return threads <= 1024 && (t.tm * t.tk / 4) % threads == 0 && (t.tk * t.tn / 4) % threads == 0 &&
+         threads % (t.tn / 4) == 0 && threads % t.tn == 0 && threads % t.tk == 0;
+}
+
+// Whether a tile's work-group and local buffers fit the device (As and Bs, two of each).
+inline bool fits_device(const GpuTile& t, const DeviceInfo& info) {
+  const size_t threads = size_t(t.tm / t.wm) * (t.tn / t.wn);
+  const size_t local_bytes = 2 * size_t(t.tk) * (t.tm + 4 + t.tn) * sizeof(float);
+  return threads <= info.max_work_group_size && local_bytes <= info.local_mem_size;
+}
+
+// The default tile of a layer: cout_g output channels per group, K = k_dim, `pixels` outputs
+// per channel (all images), `pointwise` for a 1×1 stride-1 conv with whole float4s of
+// pixels. Sweeps on the H100 (grading.tune): 64×64 tiles with 4×4 outputs per work-item had
+// the best geometric mean over ResNet-50's convs among 32×32 to 128×128, with K steps of 32
+// (a later sweep timed by kernel events: 4–10 % faster than steps of 16 on 8 of the 15
+// layers on 64×64 tiles; `k_steps_32` false keeps 16, as the device's weight gradient does);
+// two kinds of layers do better with smaller tiles: 1×1 stride-1 convs whose 32×32 tiles
+// fill the device without split-K (1.2–1.6× faster over large images, 1.3× on the
+// 256→1024-channel 14×14 one), and weights whose K is not a multiple of 4 (the 7×7 first
+// layer, 1.2× faster with 64×32).
+inline GpuTile default_tile(const DeviceInfo& info, int cout_g, int k_dim, size_t pixels, int groups,
+                            bool pointwise, bool k_steps_32 = true) {
+  const size_t tiles32 = (size_t(cout_g) + 31) / 32 * ((pixels + 31) / 32) * size_t(groups);
+  GpuTile t{64, 64, 4, 4, k_steps_32 ? 32 : 16};
+  if (!fits_device(t, info)) t = GpuTile{64, 64, 4, 4, 16};
+  if (pointwise && tiles32 >= info.compute_units) t = GpuTile{32, 32, 4, 4, 16};
+  if (k_dim % 4 != 0) t = GpuTile{64, 32, 4, 4, 16};
+  // Devices with small work-groups or little local memory start from 32×32 (64 work-items).
+  return fits_device(t, info) ? t : GpuTile{32, 32, 4, 4, 16};
+}
+
 }  // namespace fast
 }  // namespace oclf

@@ -68,27 +68,20 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   const bool pointwise = !swapped && hw_out % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 &&
                          p.stride_w == 1 &&
                          p.h == p.h_out && p.w == p.w_out;
-  // Tiles as the library picks them (conv2d_gpu_fast.hpp default_gpu_tile): 64×64 with 4×4
-  // per work-item and K steps of 32 where local memory holds them (16 for the weight
-  // gradient's swapped layouts, as before); 32×32 for 1×1 convolutions whose 32×32 tiles
-  // fill the device; 64×32 when K is not a multiple of 4.
-  int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
+  // Tiles as the library picks them (fast_tuning.hpp default_tile), K steps of 16 for the
+  // weight gradient's swapped layouts.
   const size_t cus = dev.info().compute_units;
-  const size_t tiles32 = round_up(cout_g, 32) / 32 * (round_up(pixels, 32) / 32) * p.groups;
-  if (pointwise && tiles32 >= cus) {
-    tm = tn = 32;
-  } else if (k_dim % 4 != 0) {
-    tn = 32;
-  } else if (!swapped && 2 * 32 * (64 + 4 + 64) * sizeof(float) <= dev.info().local_mem_size) {
-    tk = 32;
-  }
+  fast::GpuTile tile = fast::default_tile(dev.info(), cout_g, k_dim, pixels, p.groups, pointwise, !swapped);
   // OCLF_GPU_TILE="TM,TN,WM,WN,TK" (as for the library's conv2d_gpu) for measurements.
   const std::string forced = setting("GPU_TILE");
   if (!forced.empty()) {
-    TORCH_CHECK(std::sscanf(forced.c_str(), "%d,%d,%d,%d,%d", &tm, &tn, &wm, &wn, &tk) == 5 && wm % 4 == 0 &&
-                    wn % 4 == 0 && tk % 4 == 0 && tm % wm == 0 && tn % wn == 0,
-                "opencl: ", setting_variable("GPU_TILE"), " must be TM,TN,WM,WN,TK, got \"", forced, "\"");
+    TORCH_CHECK(std::sscanf(forced.c_str(), "%d,%d,%d,%d,%d", &tile.tm, &tile.tn, &tile.wm, &tile.wn, &tile.tk) == 5 &&
+                    fast::valid_tile(tile),
+                "opencl: ", setting_variable("GPU_TILE"),
+                " must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and loads that split evenly over the "
+                "work-group, got \"", forced, "\"");
   }
+  const int tm = tile.tm, tn = tile.tn, wm = tile.wm, wn = tile.wn, tk = tile.tk;
   const std::string options = "-cl-mad-enable -DGTM=" + std::to_string(tm) + " -DGTN=" + std::to_string(tn) +
                               " -DGWM=" + std::to_string(wm) + " -DGWN=" + std::to_string(wn) +
                               " -DGTK=" + std::to_string(tk);
