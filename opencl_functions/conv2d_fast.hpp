@@ -74,7 +74,7 @@ inline void conv2d_cpu(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem packed
   set_args(kernel, x, packed, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
            p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
   const size_t global[3] = {size_t(co_blocks), size_t(p.h_out * p.w_out + px - 1) / px, size_t(p.batch) * p.groups};
-  const size_t local[3] = {cpu_conv_group(rt.info(), global[0], global[1], global[2], kernel, rt.device()), 1, 1};
+  const size_t local[3] = {cpu_work_group(rt.info(), global[0], global[1] * global[2], 8, kernel, rt.device()), 1, 1};
   rt.launch(kernel, 3, global, local);
 }
 

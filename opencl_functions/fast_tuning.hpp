@@ -105,24 +105,33 @@ inline std::vector<std::string> cpu_candidates(const DeviceInfo& info, bool full
   return out;
 }
 
-// conv2d_cpu's work-groups: (d0, 1, 1) with d0 the largest divisor of its `co_blocks` channel
-// blocks that still leaves at least 8 work-groups per compute unit (one channel block each at
-// worst), so the work-items that read the same pixels run back to back on one core and every
-// core gets several groups to balance. Left to choose, PoCL takes the largest group that
-// divides the range and splits it only down to one group per core: the 128-channel 28×28
-// layers of ResNet-50 then ran at half the speed of their neighbours.
-// `kernel` and `device` bound the group by the kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE).
-inline size_t cpu_conv_group(const DeviceInfo& info, size_t co_blocks, size_t pixel_blocks, size_t images,
-                             cl_kernel kernel, cl_device_id device) {
-  const size_t want = 8 * size_t(std::max(info.compute_units, 1u));
+// Work-groups of a CPU launch, (d, 1, 1) along a dimension of `units` work-items (`others`
+// groups' worth along the rest): the divisor d of `units` that gives the busiest core the
+// fewest work-items (ties: the larger d) among those that leave at least `per_cu` work-groups
+// per compute unit. Neighbouring work-items then run back to back on one core and the cores
+// get equal shares. Left to choose, PoCL takes the largest group that divides the range and
+// splits it only down to one group per core, and not at all when the grain does not divide:
+// conv2d_cpu's 128-channel 28×28 layers of ResNet-50 (channel blocks the units; per_cu 8,
+// so that groups of unequal cost balance too) ran at half the speed of their neighbours on
+// 2 cores, and on a 16-core Xeon gemm_rows over 768 rows of B (192 work-items; per_cu 1)
+// ran on 2–3 of them: GPT-2's products 0.31× torch, 0.58× with these groups. `kernel` and
+// `device` bound the group by the kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE).
+inline size_t cpu_work_group(const DeviceInfo& info, size_t units, size_t others, size_t per_cu, cl_kernel kernel,
+                             cl_device_id device) {
+  const size_t cus = std::max(info.compute_units, 1u);
   size_t largest = std::max<size_t>(info.max_work_group_size, 1);
   size_t kernel_limit = 0;
   if (clGetKernelWorkGroupInfo(kernel, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(kernel_limit), &kernel_limit,
                                nullptr) == CL_SUCCESS && kernel_limit > 0)
     largest = std::min(largest, kernel_limit);
-  size_t best = 1;
-  for (size_t d = 1; d <= std::min(co_blocks, largest); ++d)
-    if (co_blocks % d == 0 && (co_blocks / d) * pixel_blocks * images >= want) best = d;
+  size_t best = 1, best_load = std::numeric_limits<size_t>::max();
+  for (size_t d = 1; d <= std::min(units, largest); ++d) {
+    if (units % d != 0) continue;
+    const size_t groups = units / d * std::max<size_t>(others, 1);
+    if (d > 1 && groups < per_cu * cus) continue;
+    const size_t load = (groups + cus - 1) / cus * d;  // work-items of the busiest core
+    if (load <= best_load) best = d, best_load = load;
+  }
   return best;
 }
 

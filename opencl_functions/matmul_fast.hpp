@@ -68,8 +68,10 @@ inline void launch_rows(Runtime& rt, const std::string& config, const Operands& 
   set_args(kernel, o.m, o.n, o.k, o.a, o.sam, o.b, o.ldb, o.c, o.b, 0, 0);
   const size_t row_groups = (size_t(o.n) + rn - 1) / rn;
   const size_t global[2] = {size_t(lx), round_up(row_groups, ly)};
-  const size_t local[2] = {size_t(lx), size_t(ly)};
-  rt.launch(kernel, 2, global, lx * ly > 1 ? local : nullptr);
+  size_t local[2] = {size_t(lx), size_t(ly)};
+  // CPUs (one work-item per group of rows): enough work-groups for every core.
+  if (lx * ly == 1) local[1] = cpu_work_group(rt.info(), row_groups, 1, 1, kernel, rt.device());
+  rt.launch(kernel, 2, global, local);
 }
 
 // gemm_cols, with K split over KS work-groups when the columns alone would not fill the
@@ -93,8 +95,10 @@ inline void launch_cols(Runtime& rt, const std::string& config, const Operands& 
   cl_kernel kernel = rt.kernel("matmul_fast.cl", "gemm_cols", options);
   set_args(kernel, o.m, o.n, o.k, o.a, o.sam, o.sak, o.b, o.ldb, splits > 1 ? parts.get() : o.c, k_chunk);
   const size_t global[3] = {col_groups * lx, size_t(ly), size_t(splits)};
-  const size_t local[3] = {size_t(lx), size_t(ly), 1};
-  rt.launch(kernel, 3, global, lx * ly > 1 ? local : nullptr);
+  size_t local[3] = {size_t(lx), size_t(ly), 1};
+  // CPUs (one work-item per vector of columns): enough work-groups for every core.
+  if (lx * ly == 1) local[0] = cpu_work_group(rt.info(), col_groups, size_t(splits), 1, kernel, rt.device());
+  rt.launch(kernel, 3, global, local);
   if (splits > 1) {
     cl_kernel sum = rt.kernel("matmul_fast.cl", "gemm_sum_splits", options);
     const int total = o.m * o.n;

@@ -75,7 +75,7 @@ Matrix rows_operand(const Matrix& A, const Matrix& B) {
 
 // gemm_rows: c (m×n, contiguous, at its buffer's start) = A · Bᵀ (B stored N×K) + the bias
 // row when defined (n contiguous floats); lx work-items share a row of B, ly row groups of
-// rn rows per work-group (CPUs: lx = ly = 1, no local size).
+// rn rows per work-group (CPUs: lx = ly = 1, groups of rows from fast::cpu_work_group).
 void launch_rows(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
                  const at::Tensor& row, int vw, int rn, int lx, int ly, bool fixed_k = false) {
   Device& dev = Device::get();
@@ -84,13 +84,16 @@ void launch_rows(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m
                         std::to_string(std::min<size_t>(m, 8)) + " -DRN=" + std::to_string(rn) +
                         " -DLX=" + std::to_string(lx) + " -DLY=" + std::to_string(ly);
   if (fixed_k) options += " -DKFIX=" + std::to_string(k);
-  Launch launch(dev.library_kernel("matmul_fast.cl", "gemm_rows", options));
+  cl_kernel kernel = dev.library_kernel("matmul_fast.cl", "gemm_rows", options);
+  Launch launch(kernel);
   launch.i32(int(m)).i32(int(n)).i32(int(k)).mem(sa.mem).i32(int(A.ld)).mem(sb.mem).i32(int(B.ld)).mem(sc.mem);
   launch.mem(sr.mem).i32(int(sr.offset)).i32(row.defined());
   const size_t row_groups = (n + rn - 1) / rn;
   const size_t global[2] = {size_t(lx), round_up(row_groups, ly)};
-  const size_t local[2] = {size_t(lx), size_t(ly)};
-  launch.run(2, global, lx * ly > 1 ? local : nullptr);
+  size_t local[2] = {size_t(lx), size_t(ly)};
+  // CPUs (one work-item per group of rows): enough work-groups for every core.
+  if (lx * ly == 1) local[1] = fast::cpu_work_group(dev.info(), row_groups, 1, 1, kernel, dev.id());
+  launch.run(2, global, local);
 }
 
 // c (m×n, contiguous) = op(A) · op(B) + row + beta · c for few rows (m ≤ 8: a linear layer

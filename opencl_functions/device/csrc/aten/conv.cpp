@@ -150,8 +150,8 @@ void run_cpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at:
   launch.mem(span(x).mem).mem(span(packed).mem).mem(has_bias ? span(bias).mem : nullptr).mem(span(y).mem);
   shape_args(launch.i32(has_bias), p);
   const size_t global[3] = {size_t(co_blocks), size_t(p.h_out * p.w_out + px - 1) / px, size_t(p.batch) * p.groups};
-  const size_t local[3] = {fast::cpu_conv_group(Runtime::get().info(), global[0], global[1], global[2], kernel, dev.id()),
-                           1, 1};
+  const size_t local[3] = {fast::cpu_work_group(dev.info(), global[0], global[1] * global[2], 8, kernel, dev.id()), 1,
+                           1};
   launch.run(3, global, local);
 }
 
