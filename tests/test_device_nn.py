@@ -67,6 +67,8 @@ def conv_mode(request, monkeypatch):
     (dict(), (5, 6, 1, 1)),
     (dict(padding=1), (5, 6, 1, 1)),  # padding wider than the kernel's reach
     (dict(stride=2), (7, 6, 1, 1)),
+    (dict(stride=(2, 3), groups=2), (4, 3, 1, 1)),  # 1×1 downsampling with groups
+    (dict(stride=2, padding=1), (5, 6, 1, 1)),
     (dict(stride=3, padding=2), (5, 6, 4, 4)),  # stride² > 4: direct gradients
     (dict(stride=(1, 2)), (3, 6, 2, 5)),
 ])
@@ -77,6 +79,11 @@ def test_conv2d(kw, w_shape, conv_mode):
 def test_conv2d_gradients_over_a_long_reduction(conv_mode):
     # Many images and pixels per weight (the weight gradient's K split many ways).
     check(lambda x, w: F.conv2d(x, w, padding=1), randn(6, 16, 23, 29), randn(20, 16, 3, 3), atol=3e-4)
+
+
+def test_conv2d_1x1_downsampling_of_even_sizes(conv_mode):
+    # The last row and column of the input are not read: their gradient is zero.
+    check(lambda x, w, b: F.conv2d(x, w, b, stride=2), randn(3, 8, 10, 12), randn(16, 8, 1, 1), randn(16))
 
 
 def test_conv2d_7x7_stride_2(conv_mode):
