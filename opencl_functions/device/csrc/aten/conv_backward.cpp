@@ -1,10 +1,11 @@
 // Convolution on the opencl device, backward: the input gradient as a forward
-// convolution of dy spread out by the stride with flipped, swapped weights; the weight
-// gradient (groups = 1) as a forward convolution with images and channels swapped
-// (conv2d_gpu with NC_SWAPPED; on CPUs conv2d_cpu over swapped copies: a ResNet-50 training
-// step at batch 16 on PoCL, 2 cores, 38.4 s with the tiled kernel, 4.3 s); elsewhere the direct and tiled
-// kernels of conv2d_backward.cl, which compute the gradient of the padded input (its
-// interior is taken).
+// convolution of dy spread out by the stride with flipped, swapped weights (strided 1×1
+// layers: at the strided positions only); the weight gradient (groups = 1) as a forward
+// convolution with images and channels swapped (conv2d_gpu with NC_SWAPPED; on CPUs
+// conv2d_cpu over swapped copies: a ResNet-50 training step at batch 16 on PoCL, 2 cores,
+// 38.4 s with the tiled kernel, 4.3 s so); elsewhere the direct and tiled kernels of
+// conv2d_backward.cl, which compute the gradient of the padded input (its interior is
+// taken).
 // opencl_functions/device/README.md explains the two formulations.
 #include <torch/library.h>
 
