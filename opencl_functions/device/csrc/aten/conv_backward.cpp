@@ -29,10 +29,27 @@ bool grad_input_as_forward(const Shape& s) {
   return conv_mode() != ConvMode::kDirect && s.stride_h * s.stride_w <= 4;
 }
 
+// The weights flipped and each group's input and output channels swapped: (C_in, C_out/groups,
+// K_h, K_w), the input gradient's forward weights.
+at::Tensor flipped_weights(const Shape& s, const at::Tensor& w) {
+  const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
+  at::Tensor flipped = empty_device({s.c_in, cout_g, s.k_h, s.k_w}, at::kFloat);
+  Launch launch(Device::get().kernel("index.cl", "flip_swap_weights", "-DT=float"));
+  launch.mem(span(w).mem).mem(span(flipped).mem).i32(s.groups).i32(cin_g).i32(cout_g).i32(s.k_h).i32(s.k_w);
+  launch.i32(int(flipped.numel())).run1(size_t(flipped.numel()));
+  return flipped;
+}
+
+// The elements of t (B, C, H, W) that a 1×1 convolution of shape s reads: rows and columns
+// 0, stride, 2·stride, ... (H_out and W_out of them), as a view.
+at::Tensor at_strides(const at::Tensor& t, const Shape& s) {
+  return t.slice(2, 0, int64_t(s.h_out - 1) * s.stride_h + 1, s.stride_h)
+      .slice(3, 0, int64_t(s.w_out - 1) * s.stride_w + 1, s.stride_w);
+}
+
 at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
                               const at::Tensor& dy, const at::Tensor& w) {
   Device& dev = Device::get();
-  const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
   const int ext_h = s.dilation_h * (s.k_h - 1), ext_w = s.dilation_w * (s.k_w - 1);
   const int lh = int(height) + ext_h, lw = int(width) + ext_w;
   const bool as_is = s.stride_h == 1 && s.stride_w == 1 && ext_h == pad_h && ext_w == pad_w;  // e.g. 1×1, no padding
@@ -40,25 +57,17 @@ at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int
     // 1×1 with a stride (downsampling): the products at the strided positions only, then
     // put in place among zeros, rather than a convolution of the spread dy (stride² times
     // the work).
-    at::Tensor swapped = empty_device({s.c_in, cout_g, 1, 1}, at::kFloat);
-    {
-      Launch launch(dev.kernel("index.cl", "flip_swap_weights", "-DT=float"));
-      launch.mem(span(w).mem).mem(span(swapped).mem).i32(s.groups).i32(cin_g).i32(cout_g).i32(1).i32(1);
-      launch.i32(int(swapped.numel())).run1(size_t(swapped.numel()));
-    }
     Shape t = s;
     t.c_in = s.c_out;
     t.c_out = s.c_in;
     t.h = t.h_out = s.h_out;
     t.w = t.w_out = s.w_out;
     t.stride_h = t.stride_w = 1;
-    at::Tensor at_strides = empty_device({s.batch, s.c_in, s.h_out, s.w_out}, at::kFloat);
-    forward_any(t, dy, swapped, at_strides);
+    at::Tensor products = empty_device({s.batch, s.c_in, s.h_out, s.w_out}, at::kFloat);
+    forward_any(t, dy, flipped_weights(s, w), products);
     at::Tensor dx = empty_device({s.batch, s.c_in, height, width}, at::kFloat);
     dx.zero_();
-    dx.slice(2, 0, int64_t(s.h_out - 1) * s.stride_h + 1, s.stride_h)
-        .slice(3, 0, int64_t(s.w_out - 1) * s.stride_w + 1, s.stride_w)
-        .copy_(at_strides);
+    at_strides(dx, s).copy_(products);
     return dx;
   }
   at::Tensor spread = dy;
@@ -69,12 +78,7 @@ at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int
     launch.i32(ext_h - int(pad_h)).i32(ext_w - int(pad_w)).i32(s.stride_h).i32(s.stride_w);
     launch.i32(int(spread.numel())).run1(size_t(spread.numel()));
   }
-  at::Tensor flipped = empty_device({s.c_in, cout_g, s.k_h, s.k_w}, at::kFloat);
-  {
-    Launch launch(dev.kernel("index.cl", "flip_swap_weights", "-DT=float"));
-    launch.mem(span(w).mem).mem(span(flipped).mem).i32(s.groups).i32(cin_g).i32(cout_g).i32(s.k_h).i32(s.k_w);
-    launch.i32(int(flipped.numel())).run1(size_t(flipped.numel()));
-  }
+  const at::Tensor flipped = flipped_weights(s, w);
   Shape t = s;
   t.c_in = s.c_out;
   t.c_out = s.c_in;
@@ -88,12 +92,29 @@ at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int
   return dx;
 }
 
-// The weight gradient as a forward convolution on a GPU: with images and channels swapped,
-// x as (C_in, B, H, W) convolved with dy as (C_out, B, H_out, W_out) weights, the
-// convolution's dilation as the stride and its stride as the dilation, gives dW as
-// (C_in, C_out, K_h, K_w): a small output over a long K (B·H_out·W_out), split many ways.
-// conv2d_gpu reads and writes the swapped layouts in place (NC_SWAPPED): no copies.
+// The weight gradient as a forward convolution: with images and channels swapped, x as
+// (C_in, B, H, W) convolved with dy as (C_out, B, H_out, W_out) weights, the convolution's
+// dilation as the stride and its stride as the dilation, gives dW as (C_in, C_out, K_h,
+// K_w): a small output over a long K (B·H_out·W_out), split many ways. conv2d_gpu reads and
+// writes the swapped layouts in place (NC_SWAPPED); conv2d_cpu takes copies, and a 1×1
+// layer's dW there as a product (below).
 at::Tensor grad_weight_forward(const Shape& s, const at::Tensor& x_padded, const at::Tensor& dy) {
+  if (cpu_kernels() && s.k_h == 1 && s.k_w == 1) {
+    // CPUs, 1×1: dW (C_out × C_in) = dy (C_out × B·HW) · x (B·HW × C_in) as a 1×1
+    // conv2d_cpu over C_in "pixels" (the form below would have one pixel per output).
+    const at::Tensor x_rows = at_strides(x_padded, s).permute({0, 2, 3, 1}).contiguous();  // B·H_out·W_out × C_in
+    const at::Tensor dy_rows = dy.transpose(0, 1).contiguous();                             // C_out × B·H_out·W_out
+    Shape g{};
+    g.batch = 1;
+    g.c_in = s.batch * s.h_out * s.w_out;
+    g.h = g.h_out = 1;
+    g.w = g.w_out = s.c_in;
+    g.c_out = s.c_out;
+    g.k_h = g.k_w = g.stride_h = g.stride_w = g.dilation_h = g.dilation_w = g.groups = 1;
+    at::Tensor dw = empty_device({s.c_out, s.c_in, 1, 1}, at::kFloat);
+    forward_any(g, x_rows, dy_rows, dw);
+    return dw;
+  }
   Shape t{};
   t.batch = s.c_in;
   t.c_in = s.batch;
@@ -109,24 +130,6 @@ at::Tensor grad_weight_forward(const Shape& s, const at::Tensor& x_padded, const
   t.groups = 1;
   t.h_out = s.k_h;
   t.w_out = s.k_w;
-  if (cpu_kernels() && s.k_h == 1 && s.k_w == 1) {
-    // CPUs, 1×1: dW (C_out × C_in) = dy (C_out × B·HW) · x (B·HW × C_in) as a 1×1
-    // conv2d_cpu over C_in "pixels" (the form below would have one pixel per output).
-    const at::Tensor x_used = x_padded.slice(2, 0, int64_t(s.h_out - 1) * s.stride_h + 1, s.stride_h)
-                                  .slice(3, 0, int64_t(s.w_out - 1) * s.stride_w + 1, s.stride_w);
-    const at::Tensor x_rows = x_used.permute({0, 2, 3, 1}).contiguous();  // (B·H_out·W_out, C_in)
-    const at::Tensor dy_rows = dy.transpose(0, 1).contiguous();           // (C_out, B·H_out·W_out)
-    Shape g{};
-    g.batch = 1;
-    g.c_in = s.batch * s.h_out * s.w_out;
-    g.h = g.h_out = 1;
-    g.w = g.w_out = s.c_in;
-    g.c_out = s.c_out;
-    g.k_h = g.k_w = g.stride_h = g.stride_w = g.dilation_h = g.dilation_w = g.groups = 1;
-    at::Tensor dw = empty_device({s.c_out, s.c_in, 1, 1}, at::kFloat);
-    forward_any(g, x_rows, dy_rows, dw);
-    return dw;
-  }
   if (cpu_kernels()) {
     // conv2d_cpu reads plain layouts: x and dy copied with their first two dimensions
     // swapped, and dW back from (C_in, C_out, K_h, K_w).
