@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -18,16 +17,6 @@ namespace oclf {
 namespace fast {
 
 inline size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
-// OCLF_GPU_TILE="TM,TN,WM,WN,TK" into *t; false when it is unset.
-inline bool tile_setting(GpuTile* t) {
-  const std::string env = setting("GPU_TILE");
-  if (env.empty()) return false;
-  if (std::sscanf(env.c_str(), "%d,%d,%d,%d,%d", &t->tm, &t->tn, &t->wm, &t->wn, &t->tk) != 5 || !valid_tile(*t))
-    throw Error("OCLF_GPU_TILE must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and loads that split evenly "
-                "over the work-group, got " + env, CL_INVALID_VALUE);
-  return true;
-}
 
 inline bool is_pointwise(const Conv2dArgs& p) {
   return (p.h_out * p.w_out) % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&

@@ -213,6 +213,17 @@ inline bool fits_device(const GpuTile& t, const DeviceInfo& info) {
   return threads <= info.max_work_group_size && local_bytes <= info.local_mem_size;
 }
 
+// OCLF_GPU_TILE="TM,TN,WM,WN,TK" into *t; false when it is unset (the reference's conv2d_gpu
+// and the opencl device's convolutions read it, for measurements).
+inline bool tile_setting(GpuTile* t) {
+  const std::string env = setting("GPU_TILE");
+  if (env.empty()) return false;
+  if (std::sscanf(env.c_str(), "%d,%d,%d,%d,%d", &t->tm, &t->tn, &t->wm, &t->wn, &t->tk) != 5 || !valid_tile(*t))
+    throw Error(setting_variable("GPU_TILE") + " must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and loads that "
+                "split evenly over the work-group, got " + env, CL_INVALID_VALUE);
+  return true;
+}
+
 // The default tile of a layer: cout_g output channels per group, K = k_dim, `pixels` outputs
 // per channel (all images), `pointwise` for a 1×1 stride-1 conv with whole float4s of
 // pixels. Sweeps on the H100 (grading.tune): 64×64 tiles with 4×4 outputs per work-item had

@@ -6,7 +6,6 @@
 // The gradients: conv_backward.cpp.
 #include <torch/library.h>
 
-#include <cstdio>
 #include <limits>
 
 #include "../../../fast_tuning.hpp"
@@ -71,16 +70,9 @@ void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const
   // Tiles as the library picks them (fast_tuning.hpp default_tile), K steps of 16 for the
   // weight gradient's swapped layouts.
   const size_t cus = dev.info().compute_units;
-  fast::GpuTile tile = fast::default_tile(dev.info(), cout_g, k_dim, pixels, p.groups, pointwise, !swapped);
-  // OCLF_GPU_TILE="TM,TN,WM,WN,TK" (as for the library's conv2d_gpu) for measurements.
-  const std::string forced = setting("GPU_TILE");
-  if (!forced.empty()) {
-    TORCH_CHECK(std::sscanf(forced.c_str(), "%d,%d,%d,%d,%d", &tile.tm, &tile.tn, &tile.wm, &tile.wn, &tile.tk) == 5 &&
-                    fast::valid_tile(tile),
-                "opencl: ", setting_variable("GPU_TILE"),
-                " must be TM,TN,WM,WN,TK with WM, WN multiples of 4 and loads that split evenly over the "
-                "work-group, got \"", forced, "\"");
-  }
+  fast::GpuTile tile;
+  if (!fast::tile_setting(&tile))  // OCLF_GPU_TILE, as for the library's conv2d_gpu
+    tile = fast::default_tile(dev.info(), cout_g, k_dim, pixels, p.groups, pointwise, !swapped);
   const int tm = tile.tm, tn = tile.tn, wm = tile.wm, wn = tile.wn, tk = tile.tk;
   const std::string options = "-cl-mad-enable -DGTM=" + std::to_string(tm) + " -DGTN=" + std::to_string(tn) +
                               " -DGWM=" + std::to_string(wm) + " -DGWN=" + std::to_string(wn) +
