@@ -6,6 +6,9 @@
   over the reference's library, with only opencl-functions.cpp compiled and the
   reference's other objects reused, then the allowed-calls check (grading.symbols) on its
   object. A student's tree holds no staff files: no reference kernels, no ladder kernels.
+  A submission is built in a scratch folder of the sandbox's; the grader then copies the
+  built module into a tree of its own, which no step can write: everything the grader's
+  children run and import (the harness, the library, the module) is read-only to them.
 
 The ladder's rungs (grading/ladder/*.toml) are built once per reference build, next to it.
 """
@@ -15,6 +18,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -24,26 +28,27 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from grading import fixtures, handout, sandbox, symbols
-from grading.workspace import POCL_CACHE, ROOT, Workspace
+from grading.workspace import POCL_CACHE, ROOT, Workspace, seal
 
 # The reference tree: the library, the child harness and what the ladder's rungs read.
-TREE_FILES = ["setup.py", "opencl_functions", "utils", "grading/__init__.py", "grading/child.py",
-              "grading/cases.py", "grading/kernels"]
+HARNESS = ["grading/__init__.py", "grading/channel.py", "grading/child.py", "grading/cases.py",
+           "grading/replay.py", "grading/kernel_rules.py"]
+TREE_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, "grading/kernels"]
 TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".json"}
 # A program tree: the library and the child harness only (no staff kernels).
-PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", "grading/__init__.py", "grading/child.py",
-                 "grading/cases.py"]
+PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS]
 # The student's kernel cache starts from a copy of this one, warmed by the ladder's lowest
 # rung (public kernels and CLBlast's): the reference's own cache holds the sources of the
 # staff kernels (PoCL keeps each program's source beside its binary).
 PUBLIC_CACHE = "pocl-cache-public"
 STUDENT_FILES = {"opencl-functions.cpp": "opencl_functions", "conv2d.cl": "opencl_functions"}
 OBJECT = Path("build/tmp/opencl_functions/opencl-functions.o")
+DEPENDENCIES = OBJECT.with_suffix(".d")  # the headers the compiler read (-MD), for the allowed-calls check
 # The student's file is compiled on its own, with only the OpenCL, CLBlast and course headers
 # on its include path (no Python, no pybind11), as setup.py would compile it otherwise.
 COMPILE = ["g++", "-std=c++17", "-O2", "-fPIC", "-Wall", "-Wno-deprecated-declarations",
-           "-DCL_TARGET_OPENCL_VERSION=120", "-Iopencl_functions", "-c", "opencl_functions/opencl-functions.cpp",
-           "-o", str(OBJECT)]
+           "-DCL_TARGET_OPENCL_VERSION=120", "-Iopencl_functions", "-MD", "-MF", str(DEPENDENCIES), "-c",
+           "opencl_functions/opencl-functions.cpp", "-o", str(OBJECT)]
 # setup.py with a build folder of our own (where the reference's objects are reused from).
 BUILD_SNIPPET = (
     "import sys\n"
@@ -118,10 +123,15 @@ class Builder:
         """warm(tree, kernel_cache) fills a new reference build's kernel cache, if given."""
         self.ws, self.warm = ws, warm
 
-    def _run(self, argv: List[str], tree: Path, user_build: bool) -> sandbox.Result:
-        home = tree if not user_build else tree.parent / (tree.name + "-home")
-        return sandbox.run(argv, tree, self.ws.env(tree, home), self.ws.limits(self.ws.opt.build_timeout_s),
-                           self.ws.user, as_sandbox=user_build)
+    def _run(self, argv: List[str], folder: Path, trusted: bool) -> sandbox.Result:
+        """A build command in `folder`: as the grader when trusted, else in the sandbox with
+        `folder` as its only writable place."""
+        timeout = self.ws.opt.build_timeout_s
+        if trusted:
+            return sandbox.run(argv, folder, self.ws.env(folder, folder, folder / POCL_CACHE),
+                               self.ws.limits(timeout), self.ws.user, as_sandbox=False)
+        return sandbox.run(argv, folder, self.ws.env(folder, folder, folder / POCL_CACHE), self.ws.limits(timeout),
+                           self.ws.user, view=self.ws.view([folder]))
 
     def reference(self) -> Path:
         """The reference tree, built as the grader's own user and readable by it alone; with
@@ -141,7 +151,7 @@ class Builder:
         os.chmod(staging, 0o700)
         tree = staging / "reference"
         _copy(ROOT, tree, TREE_FILES)
-        result = self._run([self.ws.python, "-c", BUILD_SNIPPET], tree, user_build=False)
+        result = self._run([self.ws.python, "-c", BUILD_SNIPPET], tree, trusted=True)
         if not result.ok:
             raise RuntimeError(f"the reference solution does not build:\n{result.output_tail()}")
         if self.warm is not None:
@@ -179,55 +189,81 @@ class Builder:
         """The warm kernel cache a submission's copy starts from (no staff kernel in it)."""
         return reference.parent / PUBLIC_CACHE
 
+    def _lay_out(self, folder: Path, files: Dict[str, str], base: Path, staff: bool) -> None:
+        """The library's files from `base` with a submission's student files over them."""
+        _copy(base, folder, PROGRAM_FILES, staff=staff)
+        for file_name, sub in STUDENT_FILES.items():
+            (folder / sub / file_name).write_text(files[file_name])
+
     def program(self, name: str, files: Dict[str, str], dest: Path, trusted: bool, base: Path,
                 staff: Optional[bool] = None) -> Program:
         """Builds a submission given as its student files' text over the reference tree
-        `base`: as the sandbox user unless trusted; with the staff-only files if `staff`
-        (by default when trusted). Never raises for what the code does."""
-        _copy(base, dest, PROGRAM_FILES, staff=trusted if staff is None else staff)
-        for file_name, folder in STUDENT_FILES.items():
-            (dest / folder / file_name).write_text(files[file_name])
-        for obj in (base / "build" / "tmp").rglob("*.o"):  # the reference's objects of the other files
-            if obj.name != OBJECT.name:
-                target = dest / obj.relative_to(base)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(obj, target)
-        if not trusted:
-            sandbox.give_to_sandbox(dest, self.ws.user)
-            home = dest.parent / (dest.name + "-home")
-            home.mkdir(mode=0o700, exist_ok=True)
-            sandbox.give_to_sandbox(home, self.ws.user)
-        compiled = self._run(COMPILE, dest, user_build=not trusted)
-        if not compiled.ok or not (dest / OBJECT).is_file():
-            output = f"The compiler {compiled.describe()}. Its output:\n\n```\n{compiled.output_tail(12000)}\n```"
-            return Program(name, dest, False, forbidden_includes(compiled.output) + output, wall_s=compiled.wall_s)
-        refusals = symbols.check_object(dest / OBJECT)
-        if refusals:
-            return Program(name, dest, True, refusals=refusals, wall_s=compiled.wall_s)
-        linked = self._run([self.ws.python, "-c", BUILD_SNIPPET], dest, user_build=not trusted)
-        built = linked.ok and any((dest / "opencl_functions").glob("_core*.so"))
-        return Program(name, dest, built, "" if built else f"Linking {linked.describe()}. Output:\n\n"
-                       f"```\n{linked.output_tail(12000)}\n```", wall_s=compiled.wall_s + linked.wall_s)
+        `base` (as the sandbox user unless trusted; with the staff-only files if `staff`, by
+        default when trusted), then installs it into `dest`: a tree of the grader's, which
+        no step can write, holding the library, the student files and the built module.
+        Never raises for what the code does."""
+        staff = trusted if staff is None else staff
+        work = self.ws.folder("build-") if trusted else self.ws.scratch()
+        try:
+            self._lay_out(work, files, base, staff)
+            for obj in (base / "build" / "tmp").rglob("*.o"):  # the reference's objects of the other files
+                if obj.name != OBJECT.name:
+                    target = work / obj.relative_to(base)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(obj, target)
+            if not trusted:
+                sandbox.give_to_sandbox(work, self.ws.user)
+            compiled = self._run(COMPILE, work, trusted)
+            if not compiled.ok or not (work / OBJECT).is_file():
+                output = f"The compiler {compiled.describe()}. Its output:\n\n```\n{compiled.output_tail(12000)}\n```"
+                return Program(name, dest, False, forbidden_includes(compiled.output) + output,
+                               wall_s=compiled.wall_s)
+            refusals = symbols.check_object(work / OBJECT) + symbols.header_refusals(work / DEPENDENCIES)
+            if refusals:
+                return Program(name, dest, True, refusals=refusals, wall_s=compiled.wall_s)
+            linked = self._run([self.ws.python, "-c", BUILD_SNIPPET], work, trusted)
+            module = built_module(work)
+            if not linked.ok or module is None:
+                return Program(name, dest, False, f"Linking {linked.describe()}. Output:\n\n"
+                               f"```\n{linked.output_tail(12000)}\n```", wall_s=compiled.wall_s + linked.wall_s)
+            self._lay_out(dest, files, base, staff)
+            copy_module(module, dest / "opencl_functions" / module.name)
+            seal(dest)
+            return Program(name, dest, True, wall_s=compiled.wall_s + linked.wall_s)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def submission(self, files: Dict[str, Path], reference: Path) -> Program:
         """The student's submission, built in the sandbox over the reference tree without its
-        staff-only files; its kernel cache starts from a copy of the public warm one."""
-        dest = self.ws.work / "student"
-        program = self.program("submission", {n: p.read_text(errors="replace") for n, p in files.items()}, dest,
-                               trusted=False, base=reference, staff=self.ws.opt.staff_files)
-        home = self.home("student")
-        # The reference graded as a submission (--staff-files) starts from its own warm cache.
-        warm = self.kernel_cache(reference) if self.ws.opt.staff_files else self.public_kernel_cache(reference)
-        if warm.is_dir():
-            shutil.copytree(warm, home / POCL_CACHE, symlinks=False, dirs_exist_ok=True)
-            sandbox.give_to_sandbox(home, self.ws.user)
-        return program
+        staff-only files."""
+        return self.program("submission", {n: p.read_text(errors="replace") for n, p in files.items()},
+                            self.ws.work / "student", trusted=False, base=reference, staff=self.ws.opt.staff_files)
 
-    def home(self, name: str) -> Path:
-        """The home folder of a program's children (made once, owned by whoever runs them)."""
-        home = self.ws.work / f"{name}-home"
-        if not home.exists():
-            home.mkdir(mode=0o700)
-            if name == "student":
-                sandbox.give_to_sandbox(home, self.ws.user)
-        return home
+    def submission_cache(self, reference: Path) -> Path:
+        """The warm kernel cache a submission's steps start from: the public one, or the
+        reference's own when the reference itself is graded (--staff-files)."""
+        return self.kernel_cache(reference) if self.ws.opt.staff_files else self.public_kernel_cache(reference)
+
+
+MODULE_LIMIT = 512 * 1024 * 1024
+
+
+def built_module(folder: Path) -> Optional[Path]:
+    """The module a build made in `folder` (a plain file inside it), or None."""
+    found = [p for p in (folder / "opencl_functions").glob("_core*.so")
+             if not p.is_symlink() and p.resolve().parent == (folder / "opencl_functions").resolve()]
+    return found[0] if len(found) == 1 else None
+
+
+def copy_module(src: Path, dst: Path) -> None:
+    """Copies a built module out of a sandbox-written folder: not through a link, a plain
+    file, within MODULE_LIMIT bytes."""
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MODULE_LIMIT:
+            raise RuntimeError(f"the built module {src.name} is not a plain file of a sane size")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with open(dst, "wb") as out:
+            shutil.copyfileobj(f, out)
+    os.chmod(dst, 0o755)

@@ -35,7 +35,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         builder = Builder(ws, warm=warm_kernel_cache(ws))
         reference = builder.reference()
-        rungs, timings = performance.time_ladder_and(ws, builder, reference, None, args.perf_runs,
+        rungs, timings, _ = performance.time_ladder_and(ws, builder, reference, None, args.perf_runs,
                                                      secrets.randbits(30))
     finally:
         shutil.rmtree(ws.work, ignore_errors=True)

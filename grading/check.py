@@ -1,12 +1,19 @@
-"""The race and memory check: the student's conv2d (host code and kernel) runs on a few
-small, awkward shapes under Oclgrind, an OpenCL device simulator that reports data races,
-out-of-bounds accesses and reads of write-only buffers with the kernel, the source line
-and the work-items involved.
+"""The race and memory check: the kernels the student's host code launches, run again under
+Oclgrind, an OpenCL device simulator that reports data races, out-of-bounds accesses and
+reads of write-only buffers with the kernel, the source line and the work-items involved.
 
     python -m grading.check          (make check: the allowed-calls check, then this)
 
-The grader runs the same check as a visible test, in its sandbox. Oclgrind simulates
-every work-item, so the shapes are small: odd sizes, strides, dilation, groups, a batch.
+The host code runs on the real device, with the runtime's launch log capturing every
+launch (program, options, NDRange, arguments, buffers before and after); then a driver of
+the grader's (grading.replay) runs those same launches under Oclgrind and compares what
+they write with what the device wrote. The host code never runs under Oclgrind, so it
+cannot launch something else there. Two sets of launches are checked:
+- every work-group, on a few small, awkward shapes (odd sizes, strides, dilation, groups,
+  a batch, depthwise): races between work-groups show here;
+- the first and last work-group of each configuration the host code chose for the graded
+  layers (Oclgrind's --quick: every work-group of a ResNet layer would take minutes).
+The grader runs the same check, on the calls it timed (grading.performance).
 """
 from __future__ import annotations
 
@@ -14,25 +21,30 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from grading import channel
+
 ROOT = Path(__file__).resolve().parent.parent
-LOG_NAME = "oclgrind.log"
 MAX_ERRORS = 32
+LOG_LIMIT = 1 << 20
 # What Oclgrind reports that fails the check (its warnings about performance do not).
 PROBLEM = re.compile(r"data race|invalid (read|write)|out of bounds|write-only|read-only|uninitiali[sz]ed|"
                      r"divergence|misaligned|invalid (memory|access)|OpenCL error", re.IGNORECASE)
 
+# start(module, args, wrapper, extra_fds, timeout_s) -> a started child (grading.workspace.Child)
+Starter = Callable[..., "object"]
+
 
 def cases() -> List[Dict]:
-    """The shapes checked: (B, C_in, H, W) already padded, weight, stride, dilation, groups."""
+    """The small shapes checked in full: (B, C_in, H, W) already padded, weight, stride,
+    dilation, groups."""
     from grading.cases import _conv_case
 
     gen = torch.Generator().manual_seed(160)
@@ -45,8 +57,16 @@ def cases() -> List[Dict]:
     return [_conv_case(spec[0], gen, *spec[1:10], groups=spec[10], bias=spec[11]) for spec in specs]
 
 
-def oclgrind_argv(log: Path) -> List[str]:
-    return ["oclgrind", "--data-races", "--check-api", "--max-errors", str(MAX_ERRORS), "--log", str(log)]
+def graded_layers(seed: int = 0) -> List[Dict]:
+    """The layers the grader times (grading.cases.PERF_LAYERS), one case each."""
+    from grading.cases import PERF_LAYERS, perf_inputs
+
+    return [perf_inputs(i, seed + i) for i in range(len(PERF_LAYERS))]
+
+
+def oclgrind_argv(log: str, quick: bool = False) -> List[str]:
+    return ["oclgrind", "--data-races", "--check-api", "--max-errors", str(MAX_ERRORS), "--log", str(log),
+            *(["--quick"] if quick else [])]
 
 
 @dataclass(frozen=True)
@@ -99,39 +119,169 @@ def describe(findings: Sequence[Finding], limit: int = 8) -> str:
     return "\n".join(lines)
 
 
+def signature(launch: Dict) -> tuple:
+    """What decides what a launch computes and how: its program, kernel, NDRange and every
+    argument but the buffers' contents (their sizes count)."""
+    args = tuple((a["kind"], a["size"] if a["kind"] == "local" else channel.as_bytes(a["value"]))
+                 for a in launch["args"])
+    sizes = tuple(b["bytes"] for b in launch["buffers"])
+    return (launch["path"], launch["source_hash"], launch["options"], launch["kernel"], tuple(launch["global"]),
+            tuple(launch["local"]), args, sizes)
+
+
+def configuration(launch: Dict) -> tuple:
+    """A launch's program, kernel and work-group: launches of one configuration on several
+    layers share their code path, so the quick check runs one of them."""
+    return (launch["path"], launch["source_hash"], launch["options"], launch["kernel"], tuple(launch["local"]))
+
+
+def work_groups(launch: Dict) -> int:
+    groups = 1
+    for i, size in enumerate(launch["global"]):
+        groups *= -(-size // (launch["local"][i] if launch["local"] else 1))
+    return groups
+
+
+def distinct_configurations(launches: Sequence[Tuple[str, Dict, float]]) -> List[Tuple[str, Dict]]:
+    """One (label, launch) per configuration, from (label, launch, work) triples: the launch
+    whose work-groups do the least work (work / work-groups; the quick check runs two)."""
+    best: Dict[tuple, Tuple[float, str, Dict]] = {}
+    for label, launch, work in launches:
+        key, cost = configuration(launch), work / work_groups(launch)
+        if key not in best or cost < best[key][0]:
+            best[key] = (cost, label, launch)
+    return [(label, launch) for _, label, launch in best.values()]
+
+
+def conv_work(case: Dict) -> float:
+    """A conv2d case's multiply-adds: outputs × the length of each output's sum."""
+    b, _, h, w = case["x"].shape
+    c_out, per_output, k_h, k_w = case["weight"].shape[0], case["weight"][0].numel(), *case["weight"].shape[2:]
+    (s_h, s_w), (d_h, d_w) = case["stride"], case["dilation"]
+    h_out, w_out = (h - d_h * (k_h - 1) - 1) // s_h + 1, (w - d_w * (k_w - 1) - 1) // s_w + 1
+    return float(b * c_out * h_out * w_out * per_output)
+
+
+class _Drain(threading.Thread):
+    """Reads a pipe (Oclgrind's log) to its end, keeping the first LOG_LIMIT bytes."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.data = fd, bytearray()
+        self.start()
+
+    def run(self) -> None:
+        while chunk := os.read(self.fd, 1 << 16):
+            self.data.extend(chunk[: max(0, LOG_LIMIT - len(self.data))])
+
+    def text(self) -> str:
+        self.join(timeout=10)
+        return self.data.decode(errors="replace")
+
+
+def capture(start: Starter, todo: Sequence[Dict], timeout_s: float) -> Tuple[List[Dict], Optional[str]]:
+    """Runs cases in a capture child: per case {"y": ..., "launches": [...]} or {"error": ...};
+    and a note when the child did not end well."""
+    child = start("grading.child", ["capture"], timeout_s=timeout_s)
+    results: List[Dict] = []
+    problem = None
+    try:
+        for case in todo:
+            child.send({"case": case})
+            limit = 64 * (sum(t.numel() * 4 for t in case.values() if isinstance(t, torch.Tensor)) + (1 << 20))
+            results.append(child.reader.message(limit, child.deadline()))
+    except channel.ChannelError as err:
+        problem = str(err)
+    result = child.finish()
+    results += [{"error": f"no result ({problem})"}] * (len(todo) - len(results))
+    note = None if result.ok and problem is None else f"The child {result.describe()}: {result.output_tail(2000)}"
+    return results, note
+
+
+def replay(start: Starter, launches: Sequence[Tuple[str, Dict]], quick: bool, timeout_s: float
+           ) -> Tuple[List[str], List[Finding]]:
+    """Runs (label, launch) pairs under Oclgrind with the grader's driver: what the driver
+    found wrong (one line each) and what Oclgrind reported."""
+    if not launches:
+        return [], []
+    log_r, log_w = os.pipe()
+    drain = _Drain(log_r)
+    problems: List[str] = []
+    try:
+        child = start("grading.replay", [], wrapper=oclgrind_argv(f"/proc/self/fd/{log_w}", quick),
+                      extra_fds=(log_w,), timeout_s=timeout_s)
+    finally:
+        os.close(log_w)
+    try:
+        for label, launch in launches:
+            child.send({"launch": launch, "label": label, "quick": quick})
+            answer = child.reader.message(1 << 22, child.deadline())
+            problems += [f"{label}: {p}" for p in answer.get("problems", [])]
+    except channel.ChannelError as err:
+        problems.append(f"the check under Oclgrind stopped: {err}")
+    result = child.finish()
+    log = drain.text()
+    os.close(log_r)
+    if not result.ok and not problems:
+        problems.append(f"the check under Oclgrind {result.describe()}: {result.output_tail(2000)}")
+    return problems, parse(log)
+
+
+def labelled(results: Sequence[Dict], names: Sequence[str]) -> List[Tuple[str, Dict]]:
+    """(label, launch) for every captured launch of every case."""
+    out = []
+    for name, result in zip(names, results):
+        for j, launch in enumerate(result.get("launches", [])):
+            out.append((f"{name}, launch {j + 1} ({launch['kernel']})", launch))
+    return out
+
+
+def local_starter(tree: Path) -> Starter:
+    """Children of this tree run here as the current user (make check)."""
+    from grading import sandbox
+
+    def start(module: str, args: List[str], wrapper: Sequence[str] = (), extra_fds: Sequence[int] = (),
+              timeout_s: float = 600):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
+        return channel.spawn(lambda argv, fds: sandbox.start(argv, tree, env, sandbox.Limits(timeout_s=timeout_s),
+                                                     as_sandbox=False, pass_fds=fds),
+                     [*wrapper, sys.executable, "-m", module, *args], extra_fds)
+    return start
+
+
 def _check_here() -> int:
-    """make check: runs the cases of this tree's build under Oclgrind, here, unsandboxed."""
-    from grading.compare import read_result
-    from utils.testing import mismatch
+    """make check: this tree's build, captured here and checked under Oclgrind."""
     from grading.cases import HIDDEN_TOL, reference
+    from utils.testing import mismatch
 
     if not shutil.which("oclgrind"):
         print("check: oclgrind is not installed (apt-get install oclgrind, or make setup as root)", file=sys.stderr)
         return 2
-    todo = cases()
-    with tempfile.TemporaryDirectory(prefix="oclf-check-") as tmp:
-        inputs, out, log = Path(tmp) / "inputs.pt", Path(tmp) / "out", Path(tmp) / LOG_NAME
-        out.mkdir()
-        torch.save({"cases": todo}, inputs)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        print(f"check: {len(todo)} small conv2d cases under Oclgrind (data races, out-of-bounds accesses)...",
-              flush=True)
-        proc = subprocess.run(oclgrind_argv(log) + [sys.executable, "-m", "grading.child", "cases", str(inputs),
-                                                    str(out)], cwd=ROOT, env=env, timeout=600)
-        findings = parse(log.read_text(errors="replace") if log.exists() else "")
-        wrong = []
-        for i, case in enumerate(todo):
-            got = read_result(out / f"{i:03d}.pt", 1 << 26)
-            problem = got.get("error") or mismatch(got.get("y"), reference(case), *HIDDEN_TOL)
-            if problem:
-                wrong.append(f"- case {i} ({case['name']}): {problem}")
+    start = local_starter(ROOT)
+    small, layers = cases(), graded_layers()
+    print(f"check: running your conv2d on {len(small)} small shapes and the {len(layers)} graded layers, "
+          f"then its kernels under Oclgrind (data races, out-of-bounds accesses)...", flush=True)
+    results, note = capture(start, small + layers, timeout_s=600)
+    wrong = []
+    for case, got in zip(small + layers, results):
+        problem = got.get("error") or mismatch(got.get("y"), reference(case), *HIDDEN_TOL)
+        if problem:
+            wrong.append(f"- {case['name']}: {problem}")
+    full = labelled(results[: len(small)], [c["name"] for c in small])
+    quick = distinct_configurations([(label, launch, conv_work(case)) for case, result in zip(layers, results[len(small):])
+                                     for label, launch in labelled([result], [case["name"]])])
+    problems, findings = replay(start, full, quick=False, timeout_s=600)
+    more, found = replay(start, quick, quick=True, timeout_s=900)
+    problems, findings = problems + more, findings + found
+    print(f"check: {len(full)} launches checked in full, {len(quick)} configurations of the graded layers "
+          f"on their first and last work-groups")
     if findings:
-        print("check: Oclgrind found problems in your kernel or host code:\n" + describe(findings))
+        print("check: Oclgrind found problems in your kernel:\n" + describe(findings))
+    if problems:
+        print("check: the kernels could not be checked as they ran:\n" + "\n".join(f"- {p}" for p in problems))
     if wrong:
-        print("check: wrong results under Oclgrind:\n" + "\n".join(wrong))
-    if proc.returncode and not (findings or wrong):
-        print(f"check: the run under Oclgrind exited with status {proc.returncode}")
-    ok = not findings and not wrong and proc.returncode == 0
+        print("check: wrong results:\n" + "\n".join(wrong) + (f"\n{note}" if note else ""))
+    ok = not findings and not wrong and not problems
     print("check: no data races, no out-of-bounds accesses, results match torch" if ok else "check: FAILED")
     return 0 if ok else 1
 

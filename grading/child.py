@@ -1,50 +1,59 @@
 """The grader's child: runs one step against the compiled opencl_functions found on
-sys.path (a student's build, or a ladder rung's) and writes its results as files.
+sys.path (a student's build, or a ladder rung's), talking to the grader over two pipes
+(grading.channel) and nothing else:
 
-    python -m grading.child cases INPUTS OUTDIR
-    python -m grading.child perf  INPUTS OUTDIR GO_FD DONE_FD
+    python -m grading.child cases   IN_FD OUT_FD
+    python -m grading.child capture IN_FD OUT_FD
+    python -m grading.child perf    IN_FD OUT_FD
 
-INPUTS is a torch.save'd dict the parent wrote; results go to OUTDIR/NNN.pt as
-{"y": tensor, ...} or {"error": text}. This process runs the student's code, so the
-parent trusts none of it: it reads the files back with size limits and compares them
-with references it computed itself. Nothing here is graded by what it prints.
+The grader sends one case at a time and the next only after the child has answered, so
+no input exists anywhere before its call. This process runs the student's code, so the
+grader trusts none of what it says: it compares every output with references it computed
+itself, and it times calls by its own clock.
 
-The perf step is timed by the parent's clock, not by this process: before each call it
-writes "r" (ready: the inputs are in place) to DONE_FD and waits for "g" on GO_FD; the
-parent starts its clock and writes "g"; after the call and a copy of its output, this
-process writes "d" (or "e" on an error) and the parent stops its clock.
+cases:   per {"case": ...} answers {"y": ..., "inputs_after": ...} or {"error": ...}.
+capture: the same, with the launch log capturing (kernels, NDRanges, arguments and the
+         buffers around each launch: the race check runs them again under Oclgrind);
+         the answer also holds "launches".
+perf:    per {"case": ..., "capture": bool}: sends "r" when its inputs are in place and
+         waits for "g"; the grader starts its clock, the child makes one call and sends
+         "d" and the output's bytes (or "e" and {"error": ...}); the grader stops its clock
+         when the last byte arrives, so an early "d" gains nothing. Then, untimed,
+         {"kernel_ns": ..., "launches": ...}: what the call launched.
 """
 from __future__ import annotations
 
-import os
 import sys
 import traceback
-from pathlib import Path
+from typing import Dict
 
 import torch
+
+from grading import channel
 
 ERROR_CHARS = 3000
 
 
-def _save(outdir: Path, index: int, result: dict) -> None:
-    tmp = outdir / f"{index:03d}.tmp"
-    torch.save(result, tmp)
-    tmp.rename(outdir / f"{index:03d}.pt")
-
-
-def _error(err: BaseException) -> dict:
+def _error(err: BaseException) -> Dict:
     text = "".join(traceback.format_exception_only(type(err), err)).strip()
     return {"error": text[-ERROR_CHARS:]}
 
 
-def _conv2d(ocl, case: dict) -> torch.Tensor:
+def _conv2d(ocl, case: Dict) -> torch.Tensor:
     return ocl.ocl_conv2d(case["x"], case["weight"], case["bias"], stride=tuple(case["stride"]),
                           dilation=tuple(case["dilation"]), groups=case["groups"])
 
 
-def _run_case(ocl, case: dict) -> dict:
-    from grading.cases import matmul_operands
+def _run_case(ocl, case: Dict) -> Dict:
+    from grading.cases import build_gpt2, build_resnet, matmul_operands
+    from utils.patching import opencl_layers
 
+    if case["op"] in ("resnet", "gpt2"):
+        model = build_resnet(case["config"]) if case["op"] == "resnet" else build_gpt2(case["config"])
+        model.load_state_dict(case["state_dict"])
+        with torch.no_grad(), opencl_layers():
+            out = model(case["input"])
+        return {"y": out if case["op"] == "resnet" else out.logits}
     if case["op"] == "conv2d":
         y = _conv2d(ocl, case)
         after = {key: case[key] for key in ("x", "weight", "bias") if case[key] is not None}
@@ -54,65 +63,63 @@ def _run_case(ocl, case: dict) -> dict:
     return {"y": y, "inputs_after": after}
 
 
-def _run_model(case: dict) -> dict:
-    from grading.cases import build_gpt2, build_resnet
-    from utils.patching import opencl_layers
+def _launches(core) -> list:
+    """The launch log, with its bytes as uint8 tensors (what a weights-only load reads)."""
+    def convert(obj):
+        if isinstance(obj, bytes):
+            return torch.frombuffer(bytearray(obj), dtype=torch.uint8) if obj else torch.empty(0, dtype=torch.uint8)
+        if isinstance(obj, dict):
+            return {key: convert(value) for key, value in obj.items()}
+        if isinstance(obj, list):
+            return [convert(value) for value in obj]
+        return obj
+    return convert(core._launch_log_take())
 
-    model = build_resnet(case["config"]) if case["op"] == "resnet" else build_gpt2(case["config"])
-    model.load_state_dict(case["state_dict"])
-    with torch.no_grad(), opencl_layers():
-        out = model(case["input"])
-    return {"y": out if case["op"] == "resnet" else out.logits}
 
-
-def step_cases(inputs: dict, outdir: Path) -> None:
-    """conv2d and matmul cases, and models ("resnet", "gpt2") with the OpenCL layers patched in."""
-    import opencl_functions as ocl
-
-    ocl.fill_outputs_with_nan = True  # an output the kernel never writes fails, not passes on stale memory
-    for i, case in enumerate(inputs["cases"]):
+def step_cases(ocl, core, fd_in: int, fd_out: int, capture: bool) -> None:
+    if capture:
+        core._launch_log_start(True)
+    while (message := channel.receive(fd_in)) is not None and "case" in message:
         try:
-            result = _run_model(case) if case["op"] in ("resnet", "gpt2") else _run_case(ocl, case)
+            result = _run_case(ocl, message["case"])
         except Exception as err:  # the student's error, reported as the case's failure
             result = _error(err)
-        _save(outdir, i, result)
+        if capture:
+            result["launches"] = _launches(core)
+        channel.send(fd_out, result)
 
 
-def step_perf(inputs: dict, outdir: Path, go_fd: int, done_fd: int) -> None:
-    """Each layer's runs, each with its own inputs, each call timed by the parent. Saves per
-    layer {"y": [outputs], "kernel_ns": [profiled kernel time]} or {"error": ...}."""
-    import opencl_functions as ocl
-
-    ocl.fill_outputs_with_nan = True
-    go = os.fdopen(go_fd, "rb", buffering=0)
-    done = os.fdopen(done_fd, "wb", buffering=0)
-    for i, layer in enumerate(inputs["layers"]):
-        outputs, kernel_ns = [], []
-        for case in layer["runs"]:
-            done.write(b"r")
-            if go.read(1) != b"g":
-                return  # the parent gave up on this step
-            try:
-                y = _conv2d(ocl, case).clone()  # a copy now: writes that land after the call do not count
-            except Exception as err:
-                done.write(b"e")
-                _save(outdir, i, _error(err))
-                return
-            done.write(b"d")
-            outputs.append(y)
-            kernel_ns.append(ocl.last_kernel_time_ns())
-        _save(outdir, i, {"y": outputs, "kernel_ns": kernel_ns})
+def step_perf(ocl, core, fd_in: int, fd_out: int) -> None:
+    core._launch_log_start(False)
+    while (message := channel.receive(fd_in)) is not None and "case" in message:
+        case = message["case"]
+        core._launch_log_capture(bool(message.get("capture")))
+        channel.write_all(fd_out, b"r")
+        if channel.read_exactly(fd_in, 1) != b"g":
+            return  # the grader gave up on this step
+        try:
+            y = _conv2d(ocl, case)
+            data = y.detach().contiguous().numpy().tobytes()
+        except Exception as err:
+            channel.write_all(fd_out, b"e")
+            channel.send(fd_out, _error(err))
+            return
+        channel.write_all(fd_out, b"d" + channel.HEADER.pack(len(data)) + data)
+        channel.send(fd_out, {"kernel_ns": int(ocl.last_kernel_time_ns()), "launches": _launches(core)})
 
 
 def main() -> None:
-    step, inputs_path, outdir = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    inputs = torch.load(inputs_path, weights_only=True)
-    if step == "perf":
-        step_perf(inputs, outdir, int(sys.argv[4]), int(sys.argv[5]))
-    elif step == "cases":  # also under Oclgrind, for the race and memory check
-        step_cases(inputs, outdir)
-    else:
+    step, fd_in, fd_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    if step not in ("cases", "capture", "perf"):
         sys.exit(f"unknown step {step!r}")
+    import opencl_functions as ocl
+    from opencl_functions import _core
+
+    ocl.fill_outputs_with_nan = True  # an output the kernel never writes fails, not passes on stale memory
+    if step == "perf":
+        step_perf(ocl, _core, fd_in, fd_out)
+    else:
+        step_cases(ocl, _core, fd_in, fd_out, capture=step == "capture")
 
 
 if __name__ == "__main__":

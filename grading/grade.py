@@ -8,12 +8,16 @@ DIR holds the student's opencl-functions.cpp and conv2d.cl. The grading, step by
    (grading.symbols): a forbidden call fails the build with the symbol and the rule named;
 2. correctness (grading.correctness): tests.py's cases, new random cases and two small
    models, in sandboxed children, compared here with torch;
-3. races and memory: the student's conv2d under Oclgrind on small shapes (grading.check);
+3. races and memory: the kernels the student's conv2d launches on small shapes, captured
+   on the device and run again under Oclgrind by the grader's own driver (grading.check);
 4. performance (grading.performance): every call timed by this process's clock against a
-   ladder of staff kernels in the same run, scored by where it lands.
+   ladder of staff kernels in the same run, scored by where it lands; the timed layers'
+   kernels are run under Oclgrind too.
 Every step that runs the student's code is a child process under grading.sandbox: as the
-account oclf-sandbox, contained so that none of its processes outlives the step, with a
-timeout, resource limits and capped output. results.json is written whatever happened.
+account oclf-sandbox, in namespaces of its own where the machine allows them, contained so
+that none of its processes outlives the step, with a timeout, resource limits and capped
+output; it talks to the grader over pipes only, and everything it runs or imports is the
+grader's and read-only to it. results.json is written whatever happened.
 
 Knobs: flags, or the OCLF_GRADER_* settings for run_autograder (utils/config.py lists them;
 the older GRADER_* names still work): --timeout seconds per step (default 120),
@@ -34,7 +38,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from grading import cases as C
-from grading import correctness, performance, sandbox
+from grading import channel, correctness, performance, sandbox
 from grading.build import STUDENT_FILES, Builder, Program
 from grading.report import Report
 from grading.workspace import Options, Workspace
@@ -66,8 +70,15 @@ def warm_kernel_cache(ws: Workspace):
         cache.mkdir(mode=0o700, exist_ok=True)
         sample = C.public_cases() + C.random_matmul_cases(0) + C.random_conv2d_cases(0)
         sample += [C.model_case("resnet", 0), C.model_case("gpt2", 0)]
-        home = ws.folder("warm-home-")
-        ws.run_child("cases", {"cases": sample}, tree, home, trusted=True, kernel_cache=cache)
+        child = ws.start_child("grading.child", ["cases"], tree, trusted=True, kernel_cache=cache,
+                               timeout_s=ws.opt.build_timeout_s)
+        try:
+            for case in sample:
+                child.send({"case": case})
+                child.reader.message(1 << 28, child.deadline())
+        except channel.ChannelError as err:
+            ws.log(f"warming the kernel cache stopped: {err}")
+        child.finish()
     return warm
 
 
@@ -113,9 +124,9 @@ class Grader:
                 for key, label in NOT_BUILT:
                     self.report.add(label, key).output = "Not run: the submission did not pass the build step."
             else:
-                home = builder.home("student")
-                correctness.run(self.ws, self.report, program, home, secrets.randbits(31))
-                correctness.race_check(self.ws, self.report, program, home)
+                cache = builder.submission_cache(reference)
+                correctness.run(self.ws, self.report, program, cache, secrets.randbits(31))
+                correctness.race_check(self.ws, self.report, program, cache)
                 performance.run(self.ws, self.report, builder, reference, program)
         except Exception:
             test = self.report.add("Grader error", 0)

@@ -2,29 +2,36 @@
 (grading/ladder/*.toml) in the same run, and scored by where it lands on that ladder.
 
 What is timed is what the student's code costs: each call of ocl_conv2d, host work and
-transfers included, on inputs already in place, by the grader's own clock. The child
-says "ready", the grader starts its clock and says "go", the child makes one call and
-copies its output, says "done", and the grader stops its clock (grading.child explains
-the protocol). Every run gets fresh random inputs, made here outside the timed span, and
-every run's output is checked against torch: remembering an output, skipping work or
-recording partial kernel events gains nothing, and a wrong output in any run fails the
-step. Kernel times from profiling events are shown for information only.
+transfers included, on inputs already in place, by the grader's own clock. The grader
+sends a call's inputs over the child's pipe (untimed; they exist nowhere before), the
+child says "ready", the grader starts its clock and says "go", the child makes one call
+and sends "done" and its output's bytes, and the grader stops its clock when the last
+byte has come: an early "done" gains nothing (grading.child explains the protocol). Every
+run gets fresh random inputs from a seed the grader never passes on, and every run's
+output is checked against torch: remembering an output, skipping work or recording
+partial kernel events gains nothing, and a wrong output in any run fails the step. Kernel
+times from profiling events are shown for information only.
 
 Every program (the ladder's rungs and the submission) runs in a child of its own, all at
 once, on the same inputs: the grader makes one call of each in turn, layer by layer and
 run by run, so load from elsewhere falls on all of them alike; each layer keeps its
-fastest run (load only ever adds time). The score is a monotone function of the
-submission's geometric-mean time over the layers, `ladder_share`: log-linear between the
-rungs' times, from 0 (the naive kernel's time or slower) to 1 (the reference's time or
-faster). A rung that is not faster than every rung below it on this device is left out of
-the scale, so the score never jumps.
+fastest run (load only ever adds time). Outside its own turn every program is stopped
+(SIGSTOP, all its processes), so nothing of one runs while another is timed. The score is
+a monotone function of the submission's geometric-mean time over the layers,
+`ladder_share`: log-linear between the rungs' times, from 0 (the naive kernel's time or
+slower) to 1 (the reference's time or faster). A rung that is not faster than every rung
+below it on this device is left out of the scale, so the score never jumps.
+
+One more run per layer, at a place among the timed ones that the grader draws, is not
+timed: in it the submission's launches are captured, and afterwards run again under
+Oclgrind (grading.check: the first and last work-group of each configuration). Every
+launch of the timed runs must be one the captured run made too, so the kernels timed are
+the kernels checked.
 """
 from __future__ import annotations
 
 import math
-import os
 import secrets
-import select
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +40,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from grading import cases as C
-from grading import fixtures
+from grading import channel, check, correctness, fixtures
 from grading.build import Builder, Program
-from grading.compare import read_result, tensor_bytes
-from utils.testing import mismatch
+from grading.compare import tensor_bytes
 from grading.report import Report
 from grading.workspace import Workspace
+from utils.testing import mismatch
 
 WARMUP = 2  # untimed runs per layer (first calls build kernels), checked all the same
 
@@ -75,131 +82,173 @@ def ladder_share(t: float, rungs: Sequence[Tuple[float, float]]) -> float:
     return 0.0
 
 
-def make_inputs(runs: int, seed: int) -> List[Dict]:
-    """Per layer {"runs": [case, ...]}: WARMUP + runs fresh cases each."""
+@dataclass
+class Plan:
+    """The calls of the performance step: per layer, WARMUP untimed runs, then `runs` timed
+    ones with one untimed captured run among them (at `captured[layer]`), each with inputs of
+    its own."""
+
+    layers: List[List[Dict]]
+    captured: List[int]
+
+    def timed(self, layer: int, run: int) -> bool:
+        return run >= WARMUP and run != self.captured[layer]
+
+
+def make_plan(runs: int, seed: int) -> Plan:
     rng = torch.Generator().manual_seed(seed)
-    layers = []
+    layers, captured = [], []
     for i in range(len(C.PERF_LAYERS)):
-        seeds = torch.randint(0, 2**31 - 1, (WARMUP + runs,), generator=rng).tolist()
-        layers.append({"runs": [C.perf_inputs(i, s) for s in seeds]})
-    return layers
+        seeds = torch.randint(0, 2**31 - 1, (WARMUP + runs + 1,), generator=rng).tolist()
+        layers.append([C.perf_inputs(i, s) for s in seeds])
+        captured.append(WARMUP + int(torch.randint(0, runs + 1, (1,), generator=rng)))
+    return Plan(layers, captured)
 
 
-class _Child:
-    """One program's perf child as the grader drives it: its pipes, its clock, its times."""
+class _Program:
+    """One program's perf child as the grader drives it: its pipes, its clock, its times,
+    and (the submission's) the launches of its runs."""
 
-    def __init__(self, ws: Workspace, name: str, tree: Path, home: Path, trusted: bool, layers: List[Dict],
-                 kernel_cache: Optional[Path]) -> None:
+    def __init__(self, ws: Workspace, name: str, tree: Path, trusted: bool, cache: Path) -> None:
         self.timing = Timing(name)
         self.times: Dict[int, List[int]] = {}
-        self.go_r, self.go_w = os.pipe()
-        self.done_r, self.done_w = os.pipe()
-        try:
-            self.running, self.out_dir = ws.start_child(
-                "perf", {"layers": layers}, tree, home, trusted=trusted, kernel_cache=kernel_cache,
-                extra_args=[str(self.go_r), str(self.done_w)], pass_fds=(self.go_r, self.done_w))
-        finally:
-            os.close(self.go_r)
-            os.close(self.done_w)
+        self.kernels: Dict[int, List[int]] = {}
+        self.launched: Dict[int, List[Dict]] = {}  # per layer, the launches of its timed runs
+        self.captured: Dict[int, List[Dict]] = {}  # per layer, the launches of its captured run
+        self.child = ws.start_child("grading.child", ["perf"], tree, trusted, cache)
 
     @property
     def alive(self) -> bool:
         return self.timing.problem is None
 
-    def _read1(self) -> bytes:
-        ready, _, _ = select.select([self.done_r], [], [], self.running.remaining_s())
-        return os.read(self.done_r, 1) if ready else b""
-
-    def call(self, layer: int, run: int) -> None:
-        """One timed call: wait until the child is ready, start the clock, say go, stop the
-        clock on its answer. A child that fails stops here, its problem noted."""
-        if self._read1() != b"r":
-            return self.stop(f"{C.PERF_LAYERS[layer][0]}: the child stopped before run {run + 1}")
-        start = time.perf_counter_ns()
-        os.write(self.go_w, b"g")
-        answer = self._read1()
-        elapsed = time.perf_counter_ns() - start
-        if answer == b"e":
-            return self.stop("")  # the error itself is in the child's result file
-        if answer != b"d":
-            return self.stop(f"{C.PERF_LAYERS[layer][0]}: no answer from the child on run {run + 1}")
-        if run >= WARMUP:
+    def call(self, plan: Plan, layer: int, run: int, ref: torch.Tensor) -> None:
+        """One call: inputs sent, then timed from "go" to the output's last byte; the output
+        checked. A program that fails stops here, its problem noted."""
+        name = C.PERF_LAYERS[layer][0]
+        child, reader = self.child, self.child.reader
+        child.running.resume()
+        try:
+            capture = run == plan.captured[layer]
+            child.send({"case": plan.layers[layer][run], "capture": capture})
+            if reader.signal(child.deadline()) != b"r":
+                return self.stop(f"{name}: the child broke the protocol before run {run + 1}")
+            start = time.perf_counter_ns()
+            child.signal(b"g")
+            answer = reader.signal(child.deadline())
+            if answer == b"d":
+                data = reader.raw(tensor_bytes(ref), child.deadline())
+                elapsed = time.perf_counter_ns() - start
+            elif answer == b"e":
+                error = reader.message(1 << 16, child.deadline()).get("error", "")
+                return self.stop(f"{name}: {str(error)[:2000]}")
+            else:
+                return self.stop(f"{name}: the child broke the protocol on run {run + 1}")
+            trailer = reader.message(1 << 28, child.deadline())
+        except channel.ChannelError as err:
+            return self.stop(f"{name}, run {run + 1}: {err}")
+        finally:
+            child.running.pause()
+        if len(data) != tensor_bytes(ref):
+            return self.stop(f"{name}, run {run + 1}: {len(data)} bytes of output, not {tensor_bytes(ref)}")
+        problem = mismatch(torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(ref.shape), ref,
+                           *C.HIDDEN_TOL)
+        if problem:
+            return self.stop(f"{name}, run {run + 1}: wrong output: {problem}")
+        launches = trailer.get("launches") if isinstance(trailer.get("launches"), list) else []
+        if capture:
+            self.captured[layer] = launches
+        elif plan.timed(layer, run):
             self.times.setdefault(layer, []).append(elapsed)
+            self.kernels.setdefault(layer, []).append(int(trailer.get("kernel_ns", 0)))
+            self.launched.setdefault(layer, []).extend(launches)
 
     def stop(self, reason: str) -> None:
         self.timing.problem = reason
-        self.running.kill()
+        self.child.running.kill()
 
-    def finish(self, layers: List[Dict], refs: List[List[torch.Tensor]]) -> Timing:
-        """Waits for the child, then checks every output it saved against torch's."""
-        for fd in (self.go_w, self.done_r):
-            os.close(fd)
-        result = self.running.finish()
+    def finish(self) -> Timing:
+        result = self.child.finish()
         timing = self.timing
-        for i, layer in enumerate(layers):
-            got = read_result(self.out_dir / f"{i:03d}.pt", 2 * tensor_bytes(refs[i]) + (1 << 16))
-            if "error" in got:
-                timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}: {str(got['error'])[:2000]}"
-                break
-            outputs = got.get("y")
-            if not isinstance(outputs, list) or len(outputs) != len(refs[i]):
-                timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}: wrong number of outputs"
-                break
-            for r, (out, ref) in enumerate(zip(outputs, refs[i])):
-                problem = mismatch(out, ref, *C.HIDDEN_TOL)
-                if problem:
-                    timing.problem = timing.problem or f"{C.PERF_LAYERS[i][0]}, run {r + 1}: wrong output: {problem}"
-                    break
-            if i in self.times:
-                timing.ns[i] = min(self.times[i])
-                kernel = got.get("kernel_ns")
-                timing.kernel_ns[i] = min(int(k) for k in kernel[WARMUP:]) if isinstance(kernel, list) else 0
-        if not timing.problem and len(timing.ns) != len(layers):
+        for layer, times in self.times.items():
+            best = min(range(len(times)), key=times.__getitem__)
+            timing.ns[layer] = times[best]
+            timing.kernel_ns[layer] = min(self.kernels[layer])
+        if not timing.problem and len(timing.ns) != len(C.PERF_LAYERS):
             timing.problem = f"the child {result.describe()}"
         if timing.problem is not None and not result.ok:
             timing.problem += f" (the child {result.describe()}; its output: {result.output_tail(1500)})"
         return timing
 
 
-def time_programs(ws: Workspace, programs: List[Tuple[str, Path, Path, bool, Optional[Path]]],
-                  layers: List[Dict]) -> Dict[str, Timing]:
-    """Times every program (name, tree, home, trusted, kernel cache) on the same inputs, call
-    by call in turn: all children start and wait, then for each layer and run each program
-    makes its call (the order rotates from run to run), so load from elsewhere falls on all
-    alike. Never raises for what a program does."""
-    children = []
-    for name, tree, home, trusted, cache in programs:
-        children.append(_Child(ws, name, tree, home, trusted, layers, cache))
-    for i, layer in enumerate(layers):
-        for r in range(len(layer["runs"])):
+def time_programs(ws: Workspace, programs: List[Tuple[str, Path, bool, Path]], plan: Plan
+                  ) -> Tuple[Dict[str, Timing], Dict[str, _Program]]:
+    """Times every program (name, tree, trusted, kernel cache) on the same inputs, call by
+    call in turn: all children start, then for each layer and run each program makes its
+    call (the order rotates from run to run), the others stopped meanwhile. Never raises
+    for what a program does."""
+    children = [_Program(ws, name, tree, trusted, cache) for name, tree, trusted, cache in programs]
+    for layer, runs in enumerate(plan.layers):
+        refs = [C.reference(case) for case in runs]
+        for r in range(len(runs)):
             for k in range(len(children)):
                 child = children[(k + r) % len(children)]
                 if child.alive:
-                    child.call(i, r)
-    refs = [[C.reference(case) for case in layer["runs"]] for layer in layers]
-    timings = {}
-    for child in children:
-        timing = child.finish(layers, refs)
-        if timing.problem == "":
-            timing.problem = "failed (see above)"
-        timings[timing.name] = timing
-    return timings
+                    child.call(plan, layer, r, refs[r])
+    timings = {child.timing.name: child.finish() for child in children}
+    return timings, {child.timing.name: child for child in children}
 
 
 def time_ladder_and(ws: Workspace, builder: Builder, reference: Path, submission: Optional[Program],
-                    runs: int, seed: int) -> Tuple[List[fixtures.Fixture], Dict[str, Timing]]:
+                    runs: int, seed: int) -> Tuple[List[fixtures.Fixture], Dict[str, Timing], Optional[_Program]]:
     """Times the ladder's rungs and the submission (if any) side by side, call by call."""
     rungs = fixtures.ladder()
     cache = builder.kernel_cache(reference)
-    programs = [(r.name, builder.ladder_tree(reference, r.name), builder.home("ladder"), True, cache) for r in rungs]
+    programs = [(r.name, builder.ladder_tree(reference, r.name), True, cache) for r in rungs]
     if submission is not None:
-        programs.append(("submission", submission.tree, builder.home("student"), False, None))
+        programs.append(("submission", submission.tree, False, builder.submission_cache(reference)))
     ws.log(f"performance: {len(programs)} programs side by side, {runs} timed runs per layer")
-    timings = time_programs(ws, programs, make_inputs(runs, seed))
+    timings, children = time_programs(ws, programs, make_plan(runs, seed))
     for rung in rungs:
         if timings[rung.name].problem:
             raise RuntimeError(f"ladder rung {rung.name} failed: {timings[rung.name].problem}")
-    return rungs, timings
+    return rungs, timings, children.get("submission")
+
+
+def unchecked_launches(child: _Program) -> List[str]:
+    """Launches of the submission's timed runs that its captured run of the same layer did
+    not make (what was timed must be what the race check runs)."""
+    problems = []
+    for layer, launches in child.launched.items():
+        checked = {check.signature(launch) for launch in child.captured.get(layer, [])}
+        for launch in launches:
+            if check.signature(launch) not in checked:
+                problems.append(f"{C.PERF_LAYERS[layer][0]}: a timed call launched {launch['kernel'] or 'a kernel'} "
+                                f"(options {launch['options']!r}, global {launch['global']}, local {launch['local']}) "
+                                f"with other arguments or sizes than the call the race check recorded")
+                break
+    return problems
+
+
+def race_check_timed(ws: Workspace, report: Report, program: Program, cache: Path, child: _Program) -> bool:
+    """The timed layers' launches, captured during the performance step, under Oclgrind
+    (first and last work-group of each configuration); problems fail the race test too.
+    True when all is well."""
+    problems = unchecked_launches(child)
+    launches = [(f"{C.PERF_LAYERS[layer][0]}, launch {j + 1} ({launch['kernel']})", launch,
+                 check.conv_work(C.perf_inputs(layer, 0)))
+                for layer in sorted(child.captured) for j, launch in enumerate(child.captured[layer])]
+    configurations = check.distinct_configurations(launches)
+    ws.log(f"race check of the timed layers: {len(configurations)} configurations under Oclgrind (--quick)")
+    more, findings = check.replay(ws.starter(program.tree, cache), configurations, quick=True,
+                                  timeout_s=max(ws.opt.timeout_s, 240))
+    lines = correctness.race_report(findings, problems + more)
+    if not lines:
+        return True
+    races = report.find("Races")[0]
+    races.score, races.status = 0.0, "failed"
+    races.output += "\n\nThe timed layers' kernels (first and last work-group of each configuration):\n\n" + \
+        "\n\n".join(lines)
+    return False
 
 
 def run(ws: Workspace, report: Report, builder: Builder, reference: Path, submission: Program) -> None:
@@ -211,10 +260,15 @@ def run(ws: Workspace, report: Report, builder: Builder, reference: Path, submis
         test.output = ("Not run: performance counts only when every conv2d test, the ResNet and the race and "
                        "memory check pass.")
         return
-    rungs, timings = time_ladder_and(ws, builder, reference, submission, ws.opt.perf_runs, secrets.randbits(30))
+    rungs, timings, child = time_ladder_and(ws, builder, reference, submission, ws.opt.perf_runs,
+                                            secrets.randbits(30))
     mine = timings["submission"]
     if mine.problem:
         test.output = f"Performance step failed: {mine.problem}"
+        return
+    if not race_check_timed(ws, report, submission, builder.submission_cache(reference), child):
+        test.output = ("Not scored: the race and memory check of the kernels your timed calls launched failed "
+                       "(see that test).")
         return
     anchors = [(timings[r.name].geomean_ns(), r.share) for r in rungs]
     share = ladder_share(mine.geomean_ns(), anchors)

@@ -3,11 +3,13 @@ student's compiled code) in a child process, never in the grader's own:
 
 - as the dedicated account "oclf-sandbox" when the grader runs as root (OCLF_GRADER_USER
   names another; "nobody" is never used: other services share it);
-- contained: in a PID namespace of its own when the kernel allows it (util-linux's
-  `unshare --pid --fork --kill-child`, then `setpriv` to drop to the sandbox user), so
-  every process it starts, setsid() or not, dies with the step; otherwise every process
-  of the sandbox user is killed after the step. Either way the grader checks that the
-  sandbox user owns no process before and after each step (`processes_of`);
+- contained: in PID and mount namespaces of its own when the kernel allows it
+  (util-linux's `unshare`, then grading/jail.py drops to the sandbox user), so every
+  process it starts, setsid() or not, dies with the step, its /proc shows the step alone
+  and the grader's folders are hidden (View); otherwise every process of the sandbox
+  user is killed after the step. Either way the grader checks that the sandbox user owns
+  no process before and after each step (`processes_of`), and can stop all of them while
+  another program is timed (`Running.pause`);
 - with resource limits: processes (against fork bombs), file size, CPU time, address
   space and no core dumps, and a wall-clock timeout;
 - with its stdout and stderr merged and capped: the first OUTPUT_KEEP bytes are kept,
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import json
 import os
 import pwd
 import resource
@@ -107,12 +110,16 @@ def sandbox_user() -> Optional[pwd.struct_passwd]:
 
 
 @functools.lru_cache(maxsize=None)
-def pid_namespaces() -> bool:
-    """Whether `unshare --pid` works here (root, and a kernel and container that allow it)."""
-    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
+def namespaces() -> bool:
+    """Whether each step can have PID and mount namespaces of its own (`unshare --pid
+    --mount --mount-proc`: root, and a kernel and container that allow it).
+    OCLF_GRADER_NAMESPACES=0 turns them off, to try the fallback that Gradescope's
+    containers get."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or config.get("GRADER_NAMESPACES") == "0":
         return False
     try:
-        probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "true"], capture_output=True, timeout=10)
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
+                                "--mount-proc", "true"], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
@@ -122,9 +129,11 @@ def containment() -> str:
     """How this machine contains a step, in words (the grader reports it)."""
     if os.geteuid() != 0:
         return "session kill (not root: no account switch, no namespace)"
-    if pid_namespaces():
-        return "PID namespace per step (unshare), then a check that the sandbox user owns no process"
-    return "kill every process of the sandbox user after each step (no PID namespaces here)"
+    if namespaces():
+        return ("PID and mount namespaces per step (a /proc of its own, the grader's folders hidden), then a check "
+                "that the sandbox user owns no process")
+    return ("kill every process of the sandbox user after each step (no namespaces here: the sandbox sees the "
+            "grader's processes, whose command lines and files hold nothing it could use)")
 
 
 def _others_can_run(path: str) -> bool:
@@ -276,9 +285,33 @@ class Running:
         except ProcessLookupError:
             pass
 
+    def _signal_all(self, sig: int) -> None:
+        """Signals every process of the step: all of the sandbox user's (what it started
+        in any way included), or the step's process group when it runs as the grader."""
+        if self.uid is not None:
+            for pid in processes_of(self.uid):
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        else:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def pause(self) -> None:
+        """Stops every process of the step (SIGSTOP: no process can catch or ignore it), so
+        nothing of it runs while another program is timed."""
+        self._signal_all(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_all(signal.SIGCONT)
+
     def finish(self) -> Result:
         """Waits for the step up to its timeout, then stops it and everything it started."""
         timed_out = False
+        self.resume()  # a paused step must be able to end
         try:
             self.proc.wait(timeout=self.remaining_s())
         except subprocess.TimeoutExpired:
@@ -302,6 +335,28 @@ class Running:
         )
 
 
+@dataclass
+class View:
+    """What a sandboxed step sees of the files (with namespaces): each folder of `hide` is
+    an empty tmpfs in the step's mount namespace, but for the (path, writable) pairs of
+    `keep` under it, bound back (read-only unless writable)."""
+
+    hide: Sequence[str] = ()
+    keep: Sequence[Tuple[str, bool]] = ()
+
+
+JAIL = Path(__file__).resolve().parent / "jail.py"
+
+
+def _jailed(argv: Sequence[str], cwd: Path, env: Dict[str, str], user: pwd.struct_passwd, view: View) -> List[str]:
+    """The command that runs argv as `user` in namespaces of its own: PID (a /proc that
+    shows the step alone) and mount (the grader's folders hidden), through grading/jail.py."""
+    spec = {"hide": [str(p) for p in view.hide], "keep": [[str(p), w] for p, w in view.keep],
+            "uid": user.pw_uid, "gid": user.pw_gid, "cwd": str(cwd), "argv": list(argv), "env": env}
+    return ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc", "--",
+            sys.executable, "-I", "-S", str(JAIL), json.dumps(spec)]
+
+
 def start(
     argv: Sequence[str],
     cwd: Path,
@@ -310,6 +365,7 @@ def start(
     user: Optional[pwd.struct_passwd] = None,
     as_sandbox: bool = True,
     pass_fds: Sequence[int] = (),
+    view: View = View(),
 ) -> Running:
     """Starts argv in cwd with exactly `env`, as `user` when as_sandbox (None: the grader's
     own user), under `limits`, contained as containment() says. Never raises for what the
@@ -324,13 +380,11 @@ def start(
     nproc = limits.nproc if run_as else _threads_of(uid) + limits.nproc
     cpu = limits.cpu_s or int(2 * limits.timeout_s) + 5
     command = list(argv)
-    namespaced = pid_namespaces()
-    if namespaced:
-        drop = []
-        if run_as:
-            drop = ["setpriv", f"--reuid={run_as.pw_uid}", f"--regid={run_as.pw_gid}", "--clear-groups",
-                    "--no-new-privs", "--"]
-        command = ["unshare", "--pid", "--fork", "--kill-child", "--"] + drop + command
+    namespaced = namespaces()
+    if namespaced and run_as:
+        command = _jailed(argv, cwd, env, run_as, view)
+    elif namespaced:
+        command = ["unshare", "--pid", "--fork", "--kill-child", "--"] + command
 
     def preexec() -> None:
         os.setsid()
@@ -365,6 +419,7 @@ def run(
     limits: Limits,
     user: Optional[pwd.struct_passwd] = None,
     as_sandbox: bool = True,
+    view: View = View(),
 ) -> Result:
     """Runs argv to its end (or its timeout) as start() does; returns how it ended."""
-    return start(argv, cwd, env, limits, user, as_sandbox).finish()
+    return start(argv, cwd, env, limits, user, as_sandbox, view=view).finish()

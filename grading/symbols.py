@@ -10,7 +10,12 @@ strings, containers, memory, math, exceptions, printing, file reading, getenv an
 (students print and time their code while they optimise it). Anything else fails, with the symbol and the rule named:
 Python's C API and pybind11 (torch from the host), loading code at run time, processes,
 threads, the network, signals and other system calls, CLBlast's other routines (Convgemm
-would do the convolution), and the library's functions outside the runtime.
+would do the convolution), the library's functions outside the runtime, and the OpenCL
+calls that build, set up or launch kernels (the runtime's rt.kernel, set_args and
+rt.launch do that, and record it for the race check). The object may not include the ICD
+loader's dispatch table (CL/cl_icd.h), which would reach the driver around both.
+
+It also applies grading.kernel_rules to conv2d.cl (what the race check needs of a kernel).
 """
 from __future__ import annotations
 
@@ -45,6 +50,11 @@ REFUSED = [
      r"setegid|chroot|unshare|setns|mount|signal|sigaction|alarm|setitimer|timer_create|mprotect|"
      r"process_vm_writev|process_vm_readv)$",
      "touches processes, signals or memory protection"),
+    (r"^(clCreateProgramWith\w+|clBuildProgram|clCompileProgram|clLinkProgram|clCreateKernel|"
+     r"clCreateKernelsInProgram|clCloneKernel|clSetKernelArg\w*|clSetKernelExecInfo|clEnqueueNDRangeKernel|"
+     r"clEnqueueTask|clEnqueueNativeKernel|clGetExtensionFunctionAddress\w*|clSetProgram\w+)$",
+     "builds, sets up or launches kernels around the course runtime: use rt.kernel, set_args and rt.launch, "
+     "which the grader watches (its race check runs every launch again under Oclgrind)"),
     (r"^clblast::StatusCode clblast::(?!(Gemm|Gemv)<float>\()|^clblast::(?!StatusCode )",
      "calls a CLBlast routine other than GEMM and GEMV (Convgemm or Im2col would do the convolution for you)"),
     (rf"^(typeinfo for |typeinfo name for |vtable for )?(?!({RUNTIME_API}))oclf::",
@@ -92,9 +102,10 @@ UNLISTED = ("is not on the list of allowed calls: the OpenCL API, CLBlast's GEMM
 class Refusal:
     symbol: str
     reason: str
+    verb: str = "calls"
 
     def __str__(self) -> str:
-        return f"opencl-functions.cpp calls `{self.symbol}`, which {self.reason}."
+        return f"opencl-functions.cpp {self.verb} `{self.symbol}`, which {self.reason}."
 
 
 def undefined_symbols(obj: Path) -> List[str]:
@@ -122,6 +133,22 @@ def check_object(obj: Path) -> List[Refusal]:
     return check(undefined_symbols(obj))
 
 
+# Headers a student's translation unit may not include, and why.
+REFUSED_HEADERS = [(re.compile(r"(^|/)CL/cl_icd\.h$"),
+                    "is the ICD loader's dispatch table, a way to call the driver around the allowed calls")]
+
+
+def header_refusals(depfile: Path) -> List[Refusal]:
+    """What the compiler's dependency list (-MD) shows that REFUSED_HEADERS refuses."""
+    try:
+        text = depfile.read_text(errors="replace").replace("\\\n", " ")
+    except OSError:
+        return []
+    headers = text.split(":", 1)[-1].split()
+    return [Refusal(h, reason, "includes") for h in headers for pattern, reason in REFUSED_HEADERS
+            if pattern.search(h)]
+
+
 def find_object(root: Path = ROOT) -> Optional[Path]:
     """The newest object of opencl-functions.cpp under root/build (setup.py's build folder)."""
     found = sorted((root / "build").rglob("opencl-functions.o"), key=lambda p: p.stat().st_mtime)
@@ -136,10 +163,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     if obj is None or not obj.is_file():
         print("symbols: no object of opencl-functions.cpp found; run make build first", file=sys.stderr)
         return 2
+    from grading import kernel_rules
+
     refusals = check_object(obj)
     for refusal in refusals:
         print(f"not allowed: {refusal}", file=sys.stderr)
-    return 1 if refusals else 0
+    kernel = root_kernel()
+    problems = kernel_rules.source_problems(kernel.read_text(errors="replace")) if kernel.is_file() else []
+    for problem in problems:
+        print(f"not allowed: {problem}", file=sys.stderr)
+    return 1 if refusals or problems else 0
+
+
+def root_kernel() -> Path:
+    """The student's kernel of this tree (OCLF_KERNEL_DIR's when set, as the runtime reads it)."""
+    from utils import config
+
+    return Path(config.get("KERNEL_DIR") or ROOT / "opencl_functions") / "conv2d.cl"
 
 
 if __name__ == "__main__":

@@ -1,21 +1,28 @@
 """Where one grading happens: its temporary folder, the sandbox account and interpreter,
 the grader's options, and how a step's child process is started there (environment,
-limits, input and output files). Shared by the build, correctness, Oclgrind and
-performance steps.
+limits, scratch folder, pipes). Shared by the build, correctness, race and performance
+steps.
+
+What a submission's step can touch: its program tree, read-only (owned by the grader);
+one scratch folder of its own (HOME, TMPDIR and its kernel cache), made empty for the
+step and removed after it; the two pipes of grading.channel. With namespaces, it sees
+nothing of the grader's checkout or reference builds (grading/jail.py).
 """
 from __future__ import annotations
 
 import os
 import pwd
+import shutil
+import site
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
-
-import torch
+from typing import Dict, List, Optional, Sequence
 
 from grading import sandbox
+from grading.channel import Child, spawn
 from utils import config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +48,22 @@ class Options:
     staff_files: bool = False
 
 
+def seal(path: Path) -> None:
+    """Makes a tree the grader's and read-only for everyone else: owned by this process's
+    user, folders 0755, files 0644 (0755 where executable), no links followed."""
+    uid, gid = os.getuid(), os.getgid()
+    for dirpath, dirnames, filenames in os.walk(path):
+        os.chown(dirpath, uid, gid)
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            file = os.path.join(dirpath, name)
+            if os.path.islink(file):
+                os.unlink(file)
+                continue
+            os.chown(file, uid, gid)
+            os.chmod(file, 0o755 if os.stat(file).st_mode & 0o111 else 0o644)
+
+
 class Workspace:
     """One grading's temporary folder and the way children run in it."""
 
@@ -56,22 +79,38 @@ class Workspace:
         if not self.opt.quiet:
             print(f"[grade {time.monotonic() - self.start:6.1f}s] {message}", flush=True)
 
-    def folder(self, prefix: str, for_sandbox: bool = False) -> Path:
-        """A new private folder under the work folder (owned by the sandbox user if asked)."""
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=self.work))
-        if for_sandbox:
-            sandbox.give_to_sandbox(path, self.user)
+    def folder(self, prefix: str) -> Path:
+        """A new private folder of the grader's under the work folder."""
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.work))
+
+    def scratch(self, warm_cache: Optional[Path] = None) -> Path:
+        """A new empty folder for one sandboxed step, the only one it may write (its HOME,
+        TMPDIR and kernel cache, which starts as a copy of warm_cache when given)."""
+        path = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.work))
+        if warm_cache is not None and warm_cache.is_dir():
+            shutil.copytree(warm_cache, path / POCL_CACHE, symlinks=False)
+        sandbox.give_to_sandbox(path, self.user)
         return path
 
-    def env(self, tree: Path, home: Path, kernel_cache: Optional[Path] = None) -> Dict[str, str]:
+    def view(self, visible: Sequence[Path]) -> sandbox.View:
+        """What a sandboxed step sees: the grader's checkout and reference builds hidden, but
+        for the interpreter's environment and the step's own folders (`visible`; the last
+        one writable: its scratch)."""
+        hide = [ROOT] + ([self.opt.ref_cache] if self.opt.ref_cache else [])
+        python_dirs = {sys.prefix, os.path.dirname(os.path.realpath(self.python)), *self.extra_path,
+                       *site.getsitepackages()}
+        keep = [(p, False) for p in sorted(python_dirs)]
+        keep += [(str(p), i == len(visible) - 1) for i, p in enumerate(visible)]
+        return sandbox.View(hide=[str(p.resolve()) for p in hide], keep=keep)
+
+    def env(self, tree: Path, home: Path, kernel_cache: Path) -> Dict[str, str]:
         """The whole environment of a child: nothing of the grader's own leaks in."""
         env = {
             "PATH": os.path.dirname(self.python) + ":/usr/local/bin:/usr/bin:/bin",
             "HOME": str(home),
             "TMPDIR": str(home),
             "XDG_CACHE_HOME": str(home / ".cache"),
-            "POCL_CACHE_DIR": str(kernel_cache or home / POCL_CACHE),
-            "PYOPENCL_NO_CACHE": "1",
+            "POCL_CACHE_DIR": str(kernel_cache),
             "PYTHONPATH": os.pathsep.join([str(tree)] + self.extra_path),
             "PYTHONDONTWRITEBYTECODE": "1",
             "LANG": "C.UTF-8",
@@ -88,35 +127,44 @@ class Workspace:
     def limits(self, timeout_s: Optional[float] = None) -> sandbox.Limits:
         return sandbox.Limits(timeout_s=timeout_s or self.opt.timeout_s)
 
-    def io_folder(self, step: str, inputs: Dict, trusted: bool) -> Tuple[Path, Path]:
-        """Writes a step's inputs where its child can read them; returns (inputs file,
-        output folder the child may write)."""
-        io_dir = Path(tempfile.mkdtemp(prefix=f"io-{step}-", dir=self.work))
-        os.chmod(io_dir, 0o711)
-        inputs_path = io_dir / "inputs.pt"
-        torch.save(inputs, inputs_path)
-        os.chmod(inputs_path, 0o644)
-        out_dir = io_dir / "out"
-        out_dir.mkdir(mode=0o700)
-        if not trusted:
-            sandbox.give_to_sandbox(out_dir, self.user)
-        return inputs_path, out_dir
+    def run_sandboxed(self, argv: List[str], tree: Path, timeout_s: float, warm_cache: Optional[Path] = None
+                      ) -> sandbox.Result:
+        """Runs a command of the submission's (its build) in `tree` with a scratch folder."""
+        scratch = self.scratch(warm_cache)
+        try:
+            return sandbox.run(argv, tree, self.env(tree, scratch, scratch / POCL_CACHE), self.limits(timeout_s),
+                               self.user, view=self.view([tree, scratch]))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
-    def start_child(self, step: str, inputs: Dict, tree: Path, home: Path, trusted: bool = False,
-                    kernel_cache: Optional[Path] = None, extra_args: Sequence[str] = (),
-                    pass_fds: Sequence[int] = (), timeout_s: Optional[float] = None,
-                    wrapper: Sequence[str] = ()) -> Tuple[sandbox.Running, Path]:
-        """Starts `python -m grading.child STEP INPUTS OUTDIR ...` in `tree` (as the sandbox
-        user unless trusted); returns the running step and its output folder."""
-        inputs_path, out_dir = self.io_folder(step, inputs, trusted)
-        argv = [*wrapper, self.python, "-m", "grading.child", step, str(inputs_path), str(out_dir), *extra_args]
-        running = sandbox.start(argv, tree, self.env(tree, home, kernel_cache), self.limits(timeout_s), self.user,
-                                as_sandbox=not trusted, pass_fds=pass_fds)
-        return running, out_dir
+    def start_child(self, module: str, args: Sequence[str], tree: Path, trusted: bool, kernel_cache: Path,
+                    timeout_s: Optional[float] = None, wrapper: Sequence[str] = (),
+                    extra_fds: Sequence[int] = ()) -> Child:
+        """Starts `python -m MODULE ARGS... IN_FD OUT_FD` (behind `wrapper`, if any) in
+        `tree`. A trusted child (a ladder rung) runs as the grader with the reference's warm
+        kernel cache; any other as the sandbox user, with a scratch folder whose kernel cache
+        starts as a copy of kernel_cache."""
+        argv = [*wrapper, self.python, "-m", module, *args]
+        if trusted:
+            home = self.work / "trusted-home"
+            home.mkdir(mode=0o700, exist_ok=True)
+            env = self.env(tree, home, kernel_cache)
+            return spawn(lambda a, fds: sandbox.start(a, tree, env, self.limits(timeout_s), self.user,
+                                                      as_sandbox=False, pass_fds=fds), argv, extra_fds)
+        scratch = self.scratch(kernel_cache)
+        env = self.env(tree, scratch, scratch / POCL_CACHE)
+        try:
+            return spawn(lambda a, fds: sandbox.start(a, tree, env, self.limits(timeout_s), self.user, pass_fds=fds,
+                                                      view=self.view([tree, scratch])), argv, extra_fds, scratch)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
 
-    def run_child(self, step: str, inputs: Dict, tree: Path, home: Path, trusted: bool = False,
-                  kernel_cache: Optional[Path] = None, timeout_s: Optional[float] = None,
-                  wrapper: Sequence[str] = ()) -> Tuple[sandbox.Result, Path]:
-        running, out_dir = self.start_child(step, inputs, tree, home, trusted, kernel_cache, timeout_s=timeout_s,
-                                            wrapper=wrapper)
-        return running.finish(), out_dir
+
+    def starter(self, tree: Path, kernel_cache: Path, trusted: bool = False):
+        """start(module, args, wrapper=(), extra_fds=(), timeout_s=None) for children of `tree`
+        (grading.check's Starter)."""
+        def start(module: str, args: Sequence[str], wrapper: Sequence[str] = (), extra_fds: Sequence[int] = (),
+                  timeout_s: Optional[float] = None) -> Child:
+            return self.start_child(module, args, tree, trusted, kernel_cache, timeout_s, wrapper, extra_fds)
+        return start

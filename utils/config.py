@@ -87,6 +87,9 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("GRADER_WORKDIR", "the system's temporary folder", "where gradings make their temporary folders",
             "grading", ("GRADER_WORKDIR",)),
     Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",)),
+    Setting("GRADER_NAMESPACES", "1 where the machine allows them",
+            "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
+            "grading"),
     Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
             "grading/autograder", ("GRADER_VENV",)),
 ]}

@@ -1,14 +1,18 @@
 // Launches and their timing: see profiling.hpp.
 #include "profiling.hpp"
 
+#include "launch_log.hpp"
+
 namespace oclf {
 
 void Profiler::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
   for (cl_uint i = 0; i < dims; ++i)
     if (global[i] == 0) return;  // nothing to do; OpenCL 1.2 rejects empty ranges
   cl_event event = nullptr;
+  launch_log::before_launch(*queue_, kernel, dims, global, local);
   CL_CHECK(clEnqueueNDRangeKernel(*queue_, kernel, dims, nullptr, global, local, 0, nullptr, &event));
   record(event);
+  launch_log::after_launch(*queue_);
 }
 
 void Profiler::record(cl_event event, cl_event since) {

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "launch_log.hpp"
 #include "settings.hpp"
 #include "tuning.hpp"
 
@@ -59,7 +60,9 @@ std::string Programs::source_hash(const std::string& file) {
 
 cl_kernel Programs::kernel(const std::string& file, const std::string& name, const std::string& options) {
   const auto [path, version] = locate(file);
-  const std::string key = version + options;
+  // While the launch log is active every build asks for argument information (its key too).
+  const std::string build = launch_log::build_options(options);
+  const std::string key = version + build;
 
   auto it = programs_.find(key);
   if (it == programs_.end()) {
@@ -68,7 +71,10 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
     for (auto old = programs_.begin(); old != programs_.end();) {
       if (old->first.compare(0, path.size() + 1, path + "|") == 0 &&
           old->first.compare(0, version.size(), version) != 0) {
-        for (auto& k : old->second.kernels) clReleaseKernel(k.second);
+        for (auto& k : old->second.kernels) {
+          launch_log::forget_kernel(k.second);
+          clReleaseKernel(k.second);
+        }
         clReleaseProgram(old->second.program);
         old = programs_.erase(old);
       } else {
@@ -81,7 +87,7 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
     cl_int status = CL_SUCCESS;
     cl_program program = clCreateProgramWithSource(context_, 1, &text, &length, &status);
     CL_CHECK(status);
-    const std::string all_options = "-cl-std=CL1.2 " + options;
+    const std::string all_options = "-cl-std=CL1.2 " + build;
     status = clBuildProgram(program, 1, &device_, all_options.c_str(), nullptr, nullptr);
     if (status != CL_SUCCESS) {
       size_t n = 0;
@@ -94,7 +100,7 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
                            " for " + device_name_ + "\noptions: " + all_options + "\nbuild log:\n" + log,
                        status);
     }
-    it = programs_.emplace(key, Program{program, {}}).first;
+    it = programs_.emplace(key, Program{program, {}, Tuning::hash(source)}).first;
   }
   auto& kernels = it->second.kernels;
   auto k = kernels.find(name);
@@ -106,6 +112,7 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
                                    __FILE__, __LINE__),
                   status);
     }
+    launch_log::note_kernel(kernel, path, it->second.source_hash, options, name);
     k = kernels.emplace(name, kernel).first;
   }
   return k->second;
@@ -113,6 +120,7 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
 
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
   cl_int status = clSetKernelArg(kernel, index, size, value);
+  if (status == CL_SUCCESS) launch_log::note_arg(kernel, index, size, value);
   if (status != CL_SUCCESS) {
     size_t n = 0;
     clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &n);

@@ -35,6 +35,7 @@ class Programs {
   struct Program {
     cl_program program = nullptr;
     std::map<std::string, cl_kernel> kernels;
+    std::string source_hash;  // of the text it was built from
   };
   cl_context context_;
   cl_device_id device_;
