@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.testing import (MATMUL_SHAPES, PUBLIC_CONV_SEEDS, assert_matches, base_case, describe_conv, matmul_case,
-                           random_conv_case)
+                           matmul_layouts, random_conv_case)
 
 
 def ident(value) -> str:
@@ -47,34 +47,9 @@ def test_matmul_shapes(ocl, name):
     assert_matches(ocl.ocl_matmul(a, b), a @ b, b.shape[0], f"a {tuple(a.shape)} @ b {tuple(b.shape)}")
 
 
-def layouts():
-    """a (7, 33) and b (33, 9) in various memory layouts, as (name, a, b)."""
-    torch.manual_seed(0)
-    a, b = torch.randn(7, 33), torch.randn(33, 9)
-    big = torch.randn(40, 70)
-    return {
-        "a_transposed": (torch.randn(33, 7).t(), b),
-        "b_transposed": (a, torch.randn(9, 33).t()),
-        "both_transposed": (torch.randn(33, 7).t(), torch.randn(9, 33).t()),
-        "a_sliced_rows": (big[3:10, 5:38], b),
-        "b_sliced_cols": (a, big[2:35, 1:10]),
-        "a_strided_cols": (big[:7, ::2][:, :33], b),
-        "b_transposed_sliced": (a, big.t()[20:53, 4:13]),
-        "b_every_other_row": (a, torch.randn(66, 9)[::2]),
-        "a_one_strided_row": (big[5:6, :66:2], b),
-        "b_one_column_of_many": (a, big[:33, 3:4]),
-        "a_expanded_row": (torch.randn(1, 33).expand(7, 33), b),
-        "b_expanded_col": (a, torch.randn(33, 1).expand(33, 9)),
-        "a_3d_transposed": (torch.randn(2, 33, 7).transpose(1, 2), b),
-        "a_3d_sliced": (torch.randn(2, 7, 40)[:, :, 3:36], b),
-        "a_3d_permuted": (torch.randn(7, 2, 33).permute(1, 0, 2), b),
-        "weight_t_like_linear": (a, torch.randn(9, 33).t()),
-    }
-
-
-@pytest.mark.parametrize("name", layouts().keys())
+@pytest.mark.parametrize("name", matmul_layouts().keys())
 def test_matmul_layouts(ocl, name):
-    a, b = layouts()[name]
+    a, b = matmul_layouts()[name]
     assert not (a.is_contiguous() and b.is_contiguous())
     assert_matches(ocl.ocl_matmul(a, b), a @ b, b.shape[0])
 

@@ -59,6 +59,9 @@ def public_cases() -> List[Case]:
         a, b = T.matmul_case(name)
         cases.append({"op": "matmul", "name": f"test_matmul_shapes[{name}]", "m": a.numel() // a.shape[-1],
                       "n": b.shape[1], "k": a.shape[-1], "a": a, "a_layout": "plain", "b": b, "b_layout": "plain"})
+    for name, (a, b) in T.matmul_layouts().items():  # views, as they are (torch.save keeps strides)
+        cases.append({"op": "matmul", "name": f"test_matmul_layouts[{name}]", "m": a.numel() // a.shape[-1],
+                      "n": b.shape[1], "k": a.shape[-1], "a": a, "a_layout": "view", "b": b, "b_layout": "view"})
     return cases
 
 
@@ -92,8 +95,11 @@ def random_conv2d_cases(seed: int, count: int = 8) -> List[Case]:
 #   plain     stored as the operand itself (row-major)
 #   t         stored transposed: the operand is stored.t() (nn.Linear's weight.t())
 #   strided   stored with 3 extra columns: the operand is stored[:, :cols] (row stride > cols)
+#   t_wide    stored transposed with 3 extra rows: the operand is stored.t()[:rows], rows of a
+#             transposed matrix (one row of it has its elements rows + 3 apart)
 #   batched   (a only) stored (2, rows/2, cols): the operand is a 3-D tensor, rows folded into M
-LAYOUTS = ("plain", "t", "strided", "batched")
+#   view      (tests.py's layouts) the stored tensor is the view itself
+LAYOUTS = ("plain", "t", "strided", "t_wide", "batched")
 
 
 def stored_operand(rows: int, cols: int, layout: str, gen: torch.Generator) -> torch.Tensor:
@@ -102,6 +108,8 @@ def stored_operand(rows: int, cols: int, layout: str, gen: torch.Generator) -> t
         return torch.randn(cols, rows, generator=gen)
     if layout == "strided":
         return torch.randn(rows, cols + 3, generator=gen)
+    if layout == "t_wide":
+        return torch.randn(cols, rows + 3, generator=gen)
     if layout == "batched":
         return torch.randn(2, rows // 2, cols, generator=gen)
     return torch.randn(rows, cols, generator=gen)
@@ -113,23 +121,27 @@ def operand(stored: torch.Tensor, layout: str, cols: int) -> torch.Tensor:
         return stored.t()
     if layout == "strided":
         return stored[:, :cols]
+    if layout == "t_wide":
+        return stored.t()[: stored.shape[1] - 3]
     return stored
 
 
 def random_matmul_cases(seed: int, count: int = 8) -> List[Case]:
     """Sizes 1 to 300 with every layout the interface allows: one-row and one-column
-    products, either operand transposed or strided, a batched 3-D a."""
+    products, either operand transposed or strided, a batched 3-D a. Case 0 is one row of a
+    transposed matrix (its elements lda apart: the GEMV path of a linear layer on one token
+    must pass that stride), case 1 one column of a wider matrix."""
     rng = random.Random(seed + 1)
     gen = torch.Generator().manual_seed(seed + 1)
     cases = []
     for i in range(count):
         m, n, k = (1 if rng.random() < 0.2 else rng.randint(2, 300) for _ in range(3))
+        a_layout = rng.choice(LAYOUTS if m % 2 == 0 else LAYOUTS[:4])
+        b_layout = rng.choice(LAYOUTS[:4])
         if i == 0:
-            m = 1  # one row: the GEMV path of a linear layer on one token
+            m, k, a_layout = 1, max(k, 17), "t_wide"
         elif i == 1:
-            n = 1  # one column
-        a_layout = rng.choice(LAYOUTS if m % 2 == 0 else LAYOUTS[:3])
-        b_layout = rng.choice(LAYOUTS[:3])
+            n, b_layout = 1, "strided"
         cases.append({"op": "matmul", "name": f"matmul_{i}", "m": m, "n": n, "k": k,
                       "a": stored_operand(m, k, a_layout, gen), "a_layout": a_layout,
                       "b": stored_operand(k, n, b_layout, gen), "b_layout": b_layout})

@@ -80,8 +80,8 @@ def run(ws: Workspace, report: Report, program: Program, cache: Path, seed: int)
     hidden = {"conv2d": C.random_conv2d_cases(seed), "matmul": C.random_matmul_cases(seed)}
     models = {"conv2d": C.model_case("resnet", seed + 1), "matmul": C.model_case("gpt2", seed + 2)}
     tests = {
-        ("conv2d", "public"): report.add(f"tests.py: {len(public['conv2d'])} conv2d cases", POINTS["public"] / 2),
-        ("matmul", "public"): report.add(f"tests.py: {len(public['matmul'])} matmul cases", POINTS["public"] / 2),
+        ("conv2d", "public"): report.add(f"tests.py: conv2d cases ({len(public['conv2d'])})", POINTS["public"] / 2),
+        ("matmul", "public"): report.add(f"tests.py: matmul cases ({len(public['matmul'])})", POINTS["public"] / 2),
         ("conv2d", "hidden"): report.add(f"conv2d on {len(hidden['conv2d'])} new random shapes", "hidden_conv2d"),
         ("matmul", "hidden"): report.add(f"matmul on {len(hidden['matmul'])} new random shapes", "hidden_matmul"),
         ("conv2d", "model"): report.add("ResNet (BasicBlock [1,1,1,1]) with OpenCL conv2d and linear", "resnet"),

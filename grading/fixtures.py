@@ -7,6 +7,9 @@ rungs (grading/ladder/*.toml) and the hostile submissions the grader is tested o
                              # (grading.regions): "reference", "solution" (the honest
                              # tiled answer) or "handout" (the untouched starting point)
     share = 0.4              # ladder rungs: the share of the performance points at its speed
+    step = "cases"           # exploit fixtures: the grader step the attack is aimed at
+                             # ("build", "cases", "race" or "perf"); make test runs each
+                             # through that step alone (tests/test_exploits.py)
 
     [expected]               # hostile fixtures: the outcome the grader must give
     ...
@@ -36,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STUDENT_FILES = {"opencl-functions.cpp": "opencl_functions/opencl-functions.cpp",
                  "conv2d.cl": "opencl_functions/conv2d.cl"}
 BASES = ("reference", "solution", "handout")
+STEPS = ("build", "cases", "race", "perf")
 HOSTILE_DIR = ROOT / "grading" / "hostile"
 LADDER_DIR = ROOT / "grading" / "ladder"
 
@@ -59,6 +63,7 @@ class Fixture:
     edits: List[Dict[str, str]]
     expected: Dict[str, object] = field(default_factory=dict)
     share: Optional[float] = None
+    step: Optional[str] = None
 
     def files(self, root: Path = ROOT) -> Dict[str, str]:
         """The submission's two student files, as text."""
@@ -96,11 +101,13 @@ def load(path: Path) -> Fixture:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise FixtureError(f"{path}: {err}") from None
-    unknown = set(data) - {"description", "base", "edit", "expected", "share"}
+    unknown = set(data) - {"description", "base", "edit", "expected", "share", "step"}
     if unknown or "description" not in data or "base" not in data:
         raise FixtureError(f"{path}: needs `description` and `base`; unknown keys {sorted(unknown)}")
+    if data.get("step") not in (None, *STEPS):
+        raise FixtureError(f"{path}: step must be one of {STEPS}, got {data['step']!r}")
     return Fixture(name=path.stem, description=data["description"], base=data["base"], edits=data.get("edit", []),
-                   expected=data.get("expected", {}), share=data.get("share"))
+                   expected=data.get("expected", {}), share=data.get("share"), step=data.get("step"))
 
 
 def load_all(folder: Path) -> Dict[str, Fixture]:

@@ -71,12 +71,12 @@ def main():
             under = folder.rstrip("/") + "/"
             keep = [(p, w) for p, w in spec["keep"] if os.path.exists(p) and (p + "/").startswith(under)]
             hide(folder, keep)
+    os.chdir(spec["cwd"])  # before dropping: the step keeps its folder even where it could not enter it
     os.setgroups([])
     os.setgid(spec["gid"])
     os.setuid(spec["uid"])
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    os.chdir(spec["cwd"])
     os.execve(program, argv, spec["env"])
 
 

@@ -89,7 +89,7 @@ ALLOWED = [
     r"^operator (new|delete)",
     r"^(__cxa_\w+|__gxx_personality_v0|_Unwind_\w+|__dynamic_cast|__stack_chk_fail|_GLOBAL_OFFSET_TABLE_|"
     r"__dso_handle|__tls_get_addr|__assert_fail|__errno_location|__ctype_b_loc|__ctype_toupper_loc|"
-    r"__ctype_tolower_loc)$",
+    r"__ctype_tolower_loc|__libc_single_threaded)$",
     # the C library, also as glibc's checked (_chk) and versioned (__isoc99_, __isoc23_) names
     rf"^(__isoc99_|__isoc23_|__)?({'|'.join(_C_LIBRARY)})(_chk)?$",
 ]

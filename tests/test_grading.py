@@ -218,7 +218,7 @@ def test_untouched_handout_gets_no_correctness_points(tmp_path, ref_cache, ocl):
     tests = by_name(results)
     assert next(t for n, t in tests.items() if n.startswith("Build"))["status"] == "passed"
     assert all(t["status"] == "failed" for name, t in tests.items() if not name.startswith("Build"))
-    assert "never written" in tests["tests.py: 39 conv2d cases"]["output"]
+    assert "never written" in next(t for n, t in tests.items() if n.startswith("tests.py: conv2d"))["output"]
 
 
 def test_missing_file_still_writes_results(tmp_path, ref_cache):

@@ -5,7 +5,8 @@ run (tests.py's random conv2d configurations and matmul shapes).
     mismatch(actual, expected, atol, rtol)    None, or what is wrong in words
     assert_matches(actual, expected, reduction, what="")
     conv_tolerance(reduction)                  (atol, rtol) for a sum of `reduction` products
-    base_case(...), random_conv_config(seed), describe_conv(...), MATMUL_SHAPES, PUBLIC_CONV_SEEDS
+    base_case(...), random_conv_config(seed), describe_conv(...), MATMUL_SHAPES, matmul_layouts(),
+    PUBLIC_CONV_SEEDS
 """
 from __future__ import annotations
 
@@ -129,3 +130,32 @@ def matmul_case(name: str):
     a_shape, b_shape = MATMUL_SHAPES[name]
     torch.manual_seed(0)
     return torch.randn(*a_shape), torch.randn(*b_shape)
+
+
+def matmul_layouts() -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+    """test_matmul_layouts' operands: a (7, 33) and b (33, 9), or one row or one column of
+    them, in memory layouts other than row-major: views the host code gets as leading
+    dimensions and transpose flags (a row of a transposed matrix has its elements lda apart)."""
+    torch.manual_seed(0)
+    a, b = torch.randn(7, 33), torch.randn(33, 9)
+    big = torch.randn(40, 70)
+    return {
+        "a_transposed": (torch.randn(33, 7).t(), b),
+        "b_transposed": (a, torch.randn(9, 33).t()),
+        "both_transposed": (torch.randn(33, 7).t(), torch.randn(9, 33).t()),
+        "a_sliced_rows": (big[3:10, 5:38], b),
+        "b_sliced_cols": (a, big[2:35, 1:10]),
+        "a_strided_cols": (big[:7, ::2][:, :33], b),
+        "b_transposed_sliced": (a, big.t()[20:53, 4:13]),
+        "b_every_other_row": (a, torch.randn(66, 9)[::2]),
+        "a_one_strided_row": (big[5:6, :66:2], b),
+        "a_row_of_transposed": (torch.randn(33, 7).t()[2:3], b),
+        "b_one_column_of_many": (a, big[:33, 3:4]),
+        "row_of_transposed_times_column_of_many": (torch.randn(33, 5).t()[4:5], big[:33, 5:6]),
+        "a_expanded_row": (torch.randn(1, 33).expand(7, 33), b),
+        "b_expanded_col": (a, torch.randn(33, 1).expand(33, 9)),
+        "a_3d_transposed": (torch.randn(2, 33, 7).transpose(1, 2), b),
+        "a_3d_sliced": (torch.randn(2, 7, 40)[:, :, 3:36], b),
+        "a_3d_permuted": (torch.randn(7, 2, 33).permute(1, 0, 2), b),
+        "weight_t_like_linear": (a, torch.randn(9, 33).t()),
+    }
