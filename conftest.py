@@ -1,8 +1,12 @@
 """Shared pytest fixtures: `ocl` is the opencl_functions module, `opencl_device` is
 opencl_functions.device (torch's `opencl` device), each a skip with the reason when its
-extension is not built or no OpenCL device can be opened."""
+extension is not built or no OpenCL device can be opened; `ref_cache` is the grader's
+reference and ladder build, made once per session (staff only)."""
 import functools
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +59,20 @@ def opencl_device():
     import opencl_functions.device
 
     return opencl_functions.device
+
+
+# BEGIN STAFF
+ROOT = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def ref_cache(tmp_path_factory):
+    """One reference and ladder build and warm kernel cache for every grading in the session,
+    made as Gradescope's setup.sh makes it (--prepare-only)."""
+    cache = tmp_path_factory.mktemp("ref-cache")
+    proc = subprocess.run([sys.executable, "-m", "grading.grade", "--prepare-only", "--ref-cache", str(cache)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    assert list(cache.glob("*/ladder/reference/opencl_functions/_core*.so"))
+    return cache
+# END STAFF

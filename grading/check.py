@@ -205,6 +205,9 @@ def replay(start: Starter, launches: Sequence[Tuple[str, Dict]], quick: bool, ti
     if not launches:
         return [], []
     log_r, log_w = os.pipe()
+    # Oclgrind opens its log by name (/proc/self/fd/N) as the step's user: the pipe is the
+    # grader's, so others may write to it (nobody but the grader reads it).
+    os.fchmod(log_w, 0o622)
     drain = _Drain(log_r)
     problems: List[str] = []
     try:

@@ -7,7 +7,7 @@ rungs (grading/ladder/*.toml) and the hostile submissions the grader is tested o
                              # (grading.regions): "reference", "solution" (the honest
                              # tiled answer) or "handout" (the untouched starting point)
     share = 0.4              # ladder rungs: the share of the performance points at its speed
-    step = "cases"           # exploit fixtures: the grader step the attack is aimed at
+    step = "cases"           # the grader step the submission is aimed at
                              # ("build", "cases", "race" or "perf"); make test runs each
                              # through that step alone (tests/test_exploits.py)
 
