@@ -4,7 +4,7 @@ and the same input. Nothing is downloaded.
 
     python -m extras.validate_networks                      # the whole list, 1x3x64x64
     python -m extras.validate_networks --nets resnet18,vgg16 --batch 2 --size 96
-    python -m extras.validate_networks --markdown table.md  # also write the README table
+    python -m extras.validate_networks --markdown docs/VALIDATION.md --section cpu-patched
     python -m extras.validate_networks --device opencl      # the opencl torch device instead
 
 Each network is built with seeded random weights; each BatchNorm's running mean and
@@ -46,6 +46,7 @@ import copy
 import sys
 import time
 import traceback
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional
 
@@ -403,7 +404,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--mode", choices=["eval", "train"], default="eval", help="BatchNorm mode for backward")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=2, help="timed runs per side, best kept (0: no timing)")
-    parser.add_argument("--markdown", help="also write the markdown table to this file")
+    parser.add_argument("--markdown", help="also write the markdown table to this file; with --section, "
+                        "into that section of it (docs/VALIDATION.md)")
+    parser.add_argument("--section", help="the table's name in the --markdown file (cpu-patched, cpu-device, ...)")
     parser.add_argument("--device", choices=["patched", "opencl"], default="patched",
                         help="what is checked: the patched layers (default) or the opencl torch device")
     args = parser.parse_args(argv)
@@ -433,9 +436,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     markdown = markdown_table(results)
     print()
     print(markdown)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(markdown + "\n")
+    if args.markdown and args.section:
+        from opencl_functions import device_info
+        from utils.doc_tables import write_section
+
+        write_section(Path(args.markdown), args.section, markdown, device_info()["device"])
+    elif args.markdown:
+        Path(args.markdown).write_text(markdown + "\n")
     return 0 if all(r.passed or flip_explained(r) for r in results) else 1
 
 

@@ -20,6 +20,9 @@ from typing import List, Optional
 from grading import fixtures
 from grading.workspace import ROOT, Options
 
+# How far an honest rung's share may land from its nominal one (the issue's bound).
+RUNG_SLACK = 0.05
+
 
 def grade(fixture: fixtures.Fixture, ref_cache: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"fixture-{fixture.name}-") as tmp:
@@ -41,8 +44,25 @@ def row(fixture: fixtures.Fixture, results: dict) -> str:
     correctness = results["score"] - perf["score"]
     expected = fixture.expected
     want = f"{expected['score']:g} + perf {expected['perf']}" if expected else f"perf share {fixture.share:.0%}"
+    mark = "✓" if as_expected(fixture, correctness, perf["score"] / perf["max_score"]) else "✗"
     return (f"| {fixture.name} | {correctness:g} | {perf['score']:g} ({perf['score'] / perf['max_score']:.0%}) | "
-            f"{want} | {results['wall_s']:.0f} s |")
+            f"{want} | {mark} | {results['wall_s']:.0f} s |")
+
+
+def as_expected(fixture: fixtures.Fixture, correctness: float, share: float) -> bool:
+    """A rung within RUNG_SLACK of its share; a hostile submission with its correctness
+    score and its performance rule (no more than its base's rung, with the same slack)."""
+    if not fixture.expected:
+        return correctness == 70 and abs(share - fixture.share) <= RUNG_SLACK
+    rule = fixture.expected["perf"]
+    if abs(correctness - fixture.expected["score"]) > 0.01:
+        return False
+    if rule == "none":
+        return share == 0
+    if rule == "some":
+        return share > 0
+    base = {"solution": "tiled", "reference": "reference"}[fixture.base]
+    return share <= next(r.share for r in fixtures.ladder() if r.name == base) + RUNG_SLACK
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -52,7 +72,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     every = {r.name: r for r in fixtures.ladder()} | fixtures.hostile()
     names = args.only or list(every)
-    print("| submission | correctness /70 | performance /30 | expected | grading time |\n|---|---|---|---|---|")
+    print("| submission | correctness /70 | performance /30 | expected | as expected | grading time |\n"
+          "|---|---|---|---|---|---|")
     for name in names:
         print(row(every[name], grade(every[name], args.ref_cache)), flush=True)
     return 0

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Paths (files, or folders ending in /) that stay with the staff.
 STAFF_ONLY = (
     "STAFF.md",
+    "docs/PERFORMANCE.md",
     "grading/",
     "opencl_functions/conv2d_fast.hpp",
     "opencl_functions/conv2d_gpu_fast.hpp",
@@ -44,6 +45,7 @@ STAFF_ONLY = (
     "tests/test_device_nn.py",
     "tests/test_device_ops.py",
     "tests/test_device_registration.py",
+    "tests/test_exploits.py",
     "tests/test_fixtures.py",
     "tests/test_grading.py",
     "tests/test_handout.py",
