@@ -13,7 +13,10 @@ TEST_NEEDS     := device
 # END STAFF
 
 .PHONY: help setup build device run check test test-slow info sanity resnet gpt bird bird-model networks bench \
-        clblast-tune calibrate handout autograder clean
+        clblast-tune clean
+# BEGIN STAFF
+.PHONY: calibrate handout autograder
+# END STAFF
 
 help:
 	@echo "make run         set up, build, run the student checks (tests.py)"
@@ -28,13 +31,13 @@ help:
 	@echo "make bird-model  retrain the shipped bird-song ResNet (extras/train_audio.py)"
 	@echo "make networks    forward+backward check of 20 torchvision networks (extras/validate_networks.py)"
 	@echo "make bench       conv2d and matmul benchmark (grading.bench)"
-	@echo "make clblast-tune  staff: tune CLBlast for the device (needs clblast-utils; ARGS=\"--scale 2\")"
-	@echo "make calibrate   staff: time the grader's ladder of kernels here and print the scale"
+	@echo "make clblast-tune  tune CLBlast's matrix products for this device (needs clblast-utils; ARGS=\"--scale 2\")"
 # BEGIN STAFF
+	@echo "make calibrate   staff: time the grader's ladder of kernels here and print the scale"
 	@echo "make tune        staff: sweep the reference's kernels over ResNet-50, MobileNet and GPT-2 shapes"
 	@echo "                 on this device into the tuning cache (grading.tune; ARGS=\"--models gpt2\")"
-# END STAFF
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
+# END STAFF
 	@echo "make clean       remove build outputs (keeps .venv)"
 	@echo "Pick a device with OCL_DEVICE=P:D or part of its name (see make info)."
 
@@ -79,10 +82,10 @@ bench: build
 clblast-tune: build
 	nice -n 19 $(PY) -m grading.clblast_tune $(ARGS)
 
+# BEGIN STAFF
 calibrate: build
 	$(PY) -m grading.calibrate
 
-# BEGIN STAFF
 # Every candidate of every layer shape measured once (OCLF_TUNE=sweep), the winners cached
 # per device under ~/.cache/opencl_functions; later runs read them.
 .PHONY: tune
@@ -116,11 +119,13 @@ bird: build
 networks: build
 	$(PY) -m extras.validate_networks $(ARGS)
 
+# BEGIN STAFF
 handout: .venv/.requirements
 	$(PY) -m grading.handout --out build/handout
 
 autograder: .venv/.requirements
 	$(PY) -m grading.autograder --out build/autograder.zip
+# END STAFF
 
 clean:
 	rm -rf build opencl_functions/_core*.so opencl_functions/device/_C*.so

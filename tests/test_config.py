@@ -27,6 +27,7 @@ def test_oclf_name_first_then_its_alias(monkeypatch):
     assert config.get("DEVICE") == "old"
 
 
+# BEGIN STAFF
 def test_settings_are_read_when_used(monkeypatch):
     monkeypatch.setenv("OCLF_GRADER_TIMEOUT", "7")
     from grading.workspace import Options
@@ -35,6 +36,7 @@ def test_settings_are_read_when_used(monkeypatch):
     monkeypatch.setenv("GRADER_TIMEOUT", "9")
     monkeypatch.delenv("OCLF_GRADER_TIMEOUT")
     assert Options().timeout_s == 9.0
+# END STAFF
 
 
 def _device_error(env: dict) -> str:

@@ -6,6 +6,7 @@ visibly."""
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +137,44 @@ def test_assignment_comes_first_and_its_commands_exist(handout):
         assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"make {target} is not in the handout's Makefile"
     for module in re.findall(r"python -m ([\w.]+)", assignment):
         assert (handout / (module.replace(".", "/") + ".py")).is_file(), module
+
+
+@pytest.mark.slow
+def test_handout_done_as_asked_passes_its_commands(tmp_path, ocl):
+    """A student tree: the handout with the two student files of the solution view (the
+    tiled kernel, the straightforward host code). `make run`, `make check` and `make test`
+    must pass there, with the set-up step skipped (the tree shares this checkout's .venv;
+    CI's clean clone covers the set-up itself)."""
+    from grading import fixtures
+
+    tree = tmp_path / "student"
+    make_handout(tree)
+    for name, text in fixtures.base_files("solution").items():
+        (tree / fixtures.STUDENT_FILES[name]).write_text(text)
+    (tree / ".venv").symlink_to(ROOT / ".venv")
+    for target in ("run", "check", "test"):
+        proc = subprocess.run(["make", "-o", ".venv/.requirements", target], cwd=tree, capture_output=True, text=True,
+                              timeout=1500)
+        assert proc.returncode == 0, f"make {target}:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+        assert str(ROOT / "opencl_functions") not in proc.stdout  # its own build, not the reference's
+
+
+def test_handout_documents_and_help_speak_to_students(handout):
+    """Its documents and `make help` name no staff file, tool or target, and every module
+    or file they point to is in the handout."""
+    from grading.handout import STAFF_ONLY
+
+    staff_names = {Path(p.rstrip("/")).name for p in STAFF_ONLY} - {"device", "grading"}
+    staff_names |= {"grading.e2e", "grading.grade", "grading.calibrate", "grading.tune", "make calibrate",
+                    "make tune", "make autograder", "make handout", "make device", "OCLF_CONV_KERNEL",
+                    "OCLF_GRADER_", "opencl_functions.device"}
+    help_text = subprocess.run(["make", "-s", "-o", ".venv/.requirements", "help"], cwd=handout,
+                               capture_output=True, text=True, timeout=60).stdout
+    assert "make run" in help_text
+    documents = {p.relative_to(handout).as_posix(): p.read_text() for p in handout.rglob("*.md")}
+    documents["make help"] = help_text
+    for name, text in documents.items():
+        found = sorted(word for word in staff_names if word in text)
+        assert not found, f"{name} names {found}"
+        for module in re.findall(r"python -m ([a-z_]+(?:\.[a-z_]+)+)", text):
+            assert (handout / (module.replace(".", "/") + ".py")).is_file(), f"{name}: {module}"

@@ -70,8 +70,10 @@ def test_pool_reuses_buffers_of_the_same_size(ocl):
 
 
 def test_clear_pool_frees_pooled_buffers(ocl):
-    def use_buffers():  # conv2d needs a device buffer of its own on every device (packed weights on CPUs)
-        ocl.ocl_conv2d(torch.randn(1, 3, 9, 7), torch.randn(5, 3, 3, 3))
+    def use_buffers():  # the library's weight gradient takes a pooled device buffer on every device
+        x, grad_out = torch.randn(1, 3, 9, 7), torch.randn(1, 5, 7, 5)
+        ocl.ocl_conv2d(x, torch.randn(5, 3, 3, 3))  # and the student's conv2d whatever buffers it takes
+        ocl.ocl_conv2d_backward_weight(x, grad_out, (5, 3, 3, 3))
 
     use_buffers()
     ocl._core.clear_pool()

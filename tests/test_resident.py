@@ -6,12 +6,26 @@ import torch
 import torch.nn.functional as F
 
 
+def force_kernel(monkeypatch, path: str) -> None:
+    """Forces one of the host code's conv2d kernels ("" lets it choose)."""
+
+
+KERNELS = ("",)
+# BEGIN STAFF
+KERNELS = ("", "tiled", "cpu", "gpu")  # the reference's kernels
+
+
+def force_kernel(monkeypatch, path: str) -> None:  # noqa: F811
+    monkeypatch.setenv("OCLF_CONV_KERNEL", path)
+# END STAFF
+
+
 def test_resident_weight_reused_and_updated(ocl, monkeypatch):
     torch.manual_seed(0)
     x = torch.randn(2, 7, 9, 8)
     conv = torch.nn.Conv2d(7, 33, 3, bias=True)
-    for path in ("", "tiled", "cpu", "gpu"):
-        monkeypatch.setenv("OCLF_CONV_KERNEL", path)
+    for path in KERNELS:
+        force_kernel(monkeypatch, path)
         before = ocl.resident_bytes()
         out = ocl.ocl_conv2d(x, conv.weight, conv.bias)
         torch.testing.assert_close(out, F.conv2d(x, conv.weight, conv.bias), atol=1e-4, rtol=1e-4)

@@ -37,6 +37,19 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             ("OCL_KERNEL_DIR",)),
     Setting("ZERO_COPY", "1", "0: copy inputs and outputs on CPU devices instead of wrapping host memory",
             "C++ runtime (device)"),
+    Setting("TUNE", "1",
+            "tuning at first use: 1 measures the shapes the cache lacks (within the budget), cache only "
+            "reads the cache, 0 takes the defaults derived from the device, sweep measures every shape "
+            "again with the full candidate lists",
+            "C++ runtime (tuning)"),
+    Setting("TUNE_BUDGET", "5", "seconds that tuning at first use may take per process", "C++ runtime (tuning)"),
+    Setting("TUNE_DIR", "$XDG_CACHE_HOME/opencl_functions, else ~/.cache/opencl_functions",
+            "the folder of the tuning cache (one file per device and driver)", "C++ runtime (tuning)"),
+    Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
+            "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
+    Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
+    # BEGIN STAFF
+    # The reference's host code, the opencl device and the grader.
     Setting("CONV_KERNEL", "by device and shape",
             "force one of the reference solution's conv2d kernels: tiled, cpu, gpu, depthwise or depthwise_cpu",
             "the reference's host code"),
@@ -51,17 +64,6 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "
             "or a whole configuration such as \"rows VW=8 MR=1 RN=4 LX=1 LY=1\"",
             "the reference's host code"),
-    Setting("TUNE", "1",
-            "tuning at first use: 1 measures the shapes the cache lacks (within the budget), cache only "
-            "reads the cache, 0 takes the defaults derived from the device, sweep measures every shape "
-            "again with the full candidate lists (make tune)",
-            "C++ runtime (tuning)"),
-    Setting("TUNE_BUDGET", "5", "seconds that tuning at first use may take per process", "C++ runtime (tuning)"),
-    Setting("TUNE_DIR", "$XDG_CACHE_HOME/opencl_functions, else ~/.cache/opencl_functions",
-            "the folder of the tuning cache (one file per device and driver)", "C++ runtime (tuning)"),
-    Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
-            "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
-    Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
     Setting("FALLBACK", "warn",
             "the opencl device: error turns a CPU fallback into an error, silent drops its warning",
             "opencl_functions.device", ("OCL_FALLBACK",)),
@@ -92,6 +94,7 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "grading"),
     Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
             "grading/autograder", ("GRADER_VENV",)),
+    # END STAFF
 ]}
 
 
