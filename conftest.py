@@ -61,6 +61,45 @@ def opencl_device():
     return opencl_functions.device
 
 
+# A kernel that does not compile fails every test that launches it: each failure keeps its
+# one line, and the build log (with the .cl file's path, line and options) is printed once,
+# at the end of the run.
+_build_errors: dict = {}
+
+
+class _OneLine:
+    """A failure's report as one line, in every --tb style and in the short summary."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.reprcrash = self
+
+    def toterminal(self, tw) -> None:
+        tw.line(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    error = call.excinfo.value if call.excinfo is not None else None
+    if type(error).__name__ == "KernelBuildError":
+        _build_errors.setdefault(str(error), []).append(item.nodeid)
+        report = outcome.get_result()
+        if len(_build_errors[str(error)]) > 1 or len(_build_errors) > 1:
+            report.longrepr = _OneLine(f"{item.nodeid}: the kernel does not compile (build log at the end)")
+            report.sections = []  # the compiler's stderr, the same every time
+
+
+def pytest_terminal_summary(terminalreporter):
+    for message, tests in _build_errors.items():
+        terminalreporter.section("a kernel does not compile", red=True)
+        terminalreporter.write_line(f"{len(tests)} test(s) failed on this build error, first {tests[0]}:\n")
+        terminalreporter.write_line(message)
+
+
 # BEGIN STAFF
 ROOT = Path(__file__).resolve().parent
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <regex>
 
 #include "launch_log.hpp"
 #include "settings.hpp"
@@ -21,6 +22,14 @@ void Programs::set_default_kernel_dir(const std::string& dir) { default_kernel_d
 std::string Programs::kernel_dir() {
   const std::string dir = setting("KERNEL_DIR");
   return dir.empty() ? default_kernel_dir() : dir;
+}
+
+// A build log with the compiler's name for the source (PoCL's temporary file, NVIDIA's
+// "<kernel>", "<source>", "input.cl") replaced by the .cl file's path, so that its
+// "file:line:column" points at the file the user edits.
+static std::string log_naming(const std::string& log, const std::string& path) {
+  static const std::regex temporary(R"((\S*tempfile_\w+\.cl|<kernel>|<source>|\binput\.cl)(?=:\d+:\d+))");
+  return std::regex_replace(log, temporary, path);
 }
 
 static std::string read_file(const std::string& path) {
@@ -97,7 +106,7 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
       while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
       clReleaseProgram(program);
       throw BuildError(std::string(status_name(status)) + " (" + std::to_string(status) + "): building " + path +
-                           " for " + device_name_ + "\noptions: " + all_options + "\nbuild log:\n" + log,
+                           " for " + device_name_ + "\noptions: " + all_options + "\nbuild log:\n" + log_naming(log, path),
                        status);
     }
     it = programs_.emplace(key, Program{program, {}, Tuning::hash(source)}).first;
