@@ -12,7 +12,7 @@ DEVICE_BUILT   := build/.device-built
 TEST_NEEDS     := device
 # END STAFF
 
-.PHONY: help setup build device run check test test-slow info sanity resnet gpt bird bird-model networks bench \
+.PHONY: help setup build device run check grade test test-slow info sanity resnet gpt bird bird-model networks bench \
         clblast-tune clean
 # BEGIN STAFF
 .PHONY: calibrate handout autograder
@@ -21,6 +21,7 @@ TEST_NEEDS     := device
 help:
 	@echo "make run         set up, build, run the student checks (tests.py)"
 	@echo "make check       your kernel under Oclgrind: data races and out-of-bounds accesses"
+	@echo "make grade       estimate your performance points: your conv2d on the graded layers vs naive and torch"
 	@echo "make test        set up, build, run the whole test suite (what CI runs)"
 # BEGIN STAFF
 	@echo "make device      build the opencl torch device (opencl_functions.device)"
@@ -69,6 +70,9 @@ check: build
 	$(PY) -m grading.symbols
 	$(PY) -m grading.check
 
+grade: build
+	$(PY) -m grading.estimate $(ARGS)
+
 test: build $(TEST_NEEDS)
 	$(PY) -m pytest
 
@@ -84,7 +88,7 @@ clblast-tune: build
 
 # BEGIN STAFF
 calibrate: build
-	$(PY) -m grading.calibrate
+	$(PY) -m grading.calibrate --tiers grading/tiers.json $(ARGS)
 
 # Every candidate of every layer shape measured once (OCLF_TUNE=sweep), the winners cached
 # per device under ~/.cache/opencl_functions; later runs read them.

@@ -33,10 +33,12 @@ from grading.workspace import POCL_CACHE, ROOT, Workspace, seal
 # The reference tree: the library, the child harness and what the ladder's rungs read.
 HARNESS = ["grading/__init__.py", "grading/channel.py", "grading/child.py", "grading/cases.py",
            "grading/replay.py", "grading/kernel_rules.py"]
-TREE_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, "grading/kernels"]
+# make grade's measurement (grading.calibrate runs it in each rung's tree for the tiers).
+ESTIMATE = ["grading/estimate.py", "grading/scale.py", "grading/baselines.py", "grading/kernels/conv2d_naive.cl"]
+TREE_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, *ESTIMATE, "grading/kernels"]
 TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".json"}
 # A program tree: the library and the child harness only (no staff kernels).
-PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS]
+PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, *ESTIMATE]
 # The student's kernel cache starts from a copy of this one, warmed by the ladder's lowest
 # rung (public kernels and CLBlast's): the reference's own cache holds the sources of the
 # staff kernels (PoCL keeps each program's source beside its binary).

@@ -3,6 +3,11 @@ implies, as the grader would measure it (each call by the grader's clock, fresh 
 programs side by side one call each in turn, the fastest run per layer):
 
     python -m grading.calibrate [--ref-cache DIR] [--perf-runs N]      (make calibrate)
+    python -m grading.calibrate --tiers grading/tiers.json              also `make grade`'s tiers
+
+With --tiers it then runs `make grade`'s measurement (grading.estimate) in each rung's tree
+and writes each rung's speed-up over the naive kernel there: the numbers `make grade`
+places a student's speed-up on (the handout ships that file, never the rungs).
 
 Read it as: a submission as fast as a rung gets that rung's share of the performance
 points; between two rungs the share grows with log(time). A rung that is not faster than
@@ -12,14 +17,17 @@ step it stands for earns nothing more here, and staff may want to look at it.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
 import secrets
 import shutil
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 from grading import cases as C
-from grading import performance
+from grading import performance, sandbox
 from grading.build import Builder
 from grading.grade import warm_kernel_cache
 from grading.workspace import Options, Workspace
@@ -30,6 +38,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     opt = Options()
     parser.add_argument("--ref-cache", type=type(opt.ref_cache), default=opt.ref_cache)
     parser.add_argument("--perf-runs", type=int, default=opt.perf_runs, help="timed runs per layer")
+    parser.add_argument("--tiers", type=Path, help="write make grade's tiers (speed-ups over naive) to this file")
     args = parser.parse_args(argv)
     ws = Workspace(Options(ref_cache=args.ref_cache, perf_runs=args.perf_runs))
     try:
@@ -37,6 +46,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         reference = builder.reference()
         rungs, timings, _ = performance.time_ladder_and(ws, builder, reference, None, args.perf_runs,
                                                      secrets.randbits(30))
+        if args.tiers:
+            write_tiers(ws, builder, reference, rungs, args.tiers)
     finally:
         shutil.rmtree(ws.work, ignore_errors=True)
     import opencl_functions
@@ -61,6 +72,29 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"  {rung.name:<10} {t / 1e6:9.3f} ms  {naive / t:7.1f}× naive  → {rung.share:.0%}{note}")
     print("\nA submission between two rungs gets a share interpolated on log(time) between theirs.")
     return 0
+
+
+def write_tiers(ws: Workspace, builder: Builder, reference: Path, rungs, path: Path) -> None:
+    """Each rung's speed-up over the naive kernel as `make grade` measures it (grading.estimate
+    run in the rung's tree, as the grader's own user), written to `path`."""
+    import opencl_functions
+
+    found = {}
+    for rung in rungs:
+        tree = builder.ladder_tree(reference, rung.name)
+        env = ws.env(tree, ws.work / "trusted-home", builder.kernel_cache(reference))
+        (ws.work / "trusted-home").mkdir(mode=0o700, exist_ok=True)
+        result = sandbox.run([ws.python, "-m", "grading.estimate", "--json"], tree, env,
+                             ws.limits(ws.opt.build_timeout_s), ws.user, as_sandbox=False)
+        if not result.ok:
+            raise RuntimeError(f"make grade's measurement failed in the {rung.name} rung: {result.output_tail(2000)}")
+        measured = json.loads(next(line for line in reversed(result.output.splitlines()) if line.startswith("{")))
+        found[rung.name] = {"share": rung.share, "speedup": round(measured["speedups"]["yours"], 3)}
+        ws.log(f"tiers: {rung.name} {found[rung.name]['speedup']:.2f}× the naive kernel")
+    info = opencl_functions.device_info()
+    path.write_text(json.dumps({"device": f"{info['device']} ({info['platform']})",
+                                "measured": datetime.date.today().isoformat(), "rungs": found}, indent=2) + "\n")
+    print(f"\nmake grade's tiers written to {path}")
 
 
 if __name__ == "__main__":

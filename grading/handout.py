@@ -61,18 +61,21 @@ PUBLIC_IN_STAFF = (
     "grading/__init__.py",
     "grading/cases.py",
     "grading/channel.py",
+    "grading/estimate.py",
     "grading/check.py",
     "grading/child.py",
     "grading/compare.py",
     "grading/kernel_rules.py",
     "grading/replay.py",
     "grading/sandbox.py",
+    "grading/scale.py",
     "grading/symbols.py",
     "grading/bench.py",
     "grading/clblast_tune.py",
     "grading/baselines.py",
     "grading/shapes.py",
     "grading/kernels/conv2d_naive.cl",
+    "grading/tiers.json",
 )
 
 

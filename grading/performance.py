@@ -44,6 +44,7 @@ from grading import channel, check, correctness, fixtures
 from grading.build import Builder, Program
 from grading.compare import tensor_bytes
 from grading.report import Report
+from grading.scale import ladder_share  # noqa: F401  (performance.ladder_share, as before)
 from grading.workspace import Workspace
 from utils.testing import mismatch
 
@@ -62,24 +63,6 @@ class Timing:
 
     def geomean_ns(self) -> float:
         return math.exp(sum(math.log(v) for v in self.ns.values()) / len(self.ns))
-
-
-def ladder_share(t: float, rungs: Sequence[Tuple[float, float]]) -> float:
-    """The share of the performance points for time t, given the rungs' (time, share),
-    shares ascending from 0 to 1. Rungs not faster than every rung below them are left
-    out; between the others the share is interpolated on log(time)."""
-    points: List[Tuple[float, float]] = []
-    for time_, share in rungs:
-        if not points or time_ < points[-1][0]:
-            points.append((time_, share))
-    if t >= points[0][0]:
-        return 0.0
-    if t <= points[-1][0]:
-        return points[-1][1]
-    for (t_hi, s_lo), (t_lo, s_hi) in zip(points, points[1:]):
-        if t_lo <= t < t_hi:
-            return s_lo + (s_hi - s_lo) * math.log(t_hi / t) / math.log(t_hi / t_lo)
-    return 0.0
 
 
 @dataclass

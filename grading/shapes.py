@@ -120,3 +120,18 @@ GPT2: List[MatmulShape] = [
 QUICK_CONV = [RESNET50[1], RESNET50[22]]
 QUICK_DEPTHWISE = [DEPTHWISE[8]]
 QUICK_GPT2 = [GPT2[1], GPT2[6]]
+
+
+def _graded() -> List[ConvShape]:
+    """The layers the grader times (grading.cases.PERF_LAYERS), as benchmark shapes."""
+    from grading.cases import PERF_LAYERS
+
+    shapes = []
+    for name, _batch, c_in, h, _w, c_out, k, stride in PERF_LAYERS:
+        pad = (k - 1) // 2
+        shapes.append(ConvShape(name, c_in, h - 2 * pad, h - 2 * pad, c_out, k, stride, pad))
+    return shapes
+
+
+# The grader's timed layers (make bench ARGS="--only graded").
+GRADED: List[ConvShape] = _graded()
