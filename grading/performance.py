@@ -92,13 +92,14 @@ class _Program:
     """One program's perf child as the grader drives it: its pipes, its clock, its times,
     and (the submission's) the launches of its runs."""
 
-    def __init__(self, ws: Workspace, name: str, tree: Path, trusted: bool, cache: Path) -> None:
+    def __init__(self, ws: Workspace, name: str, tree: Path, trusted: bool, cache: Path, timeout_s: float) -> None:
         self.timing = Timing(name)
         self.times: Dict[int, List[int]] = {}
         self.kernels: Dict[int, List[int]] = {}
         self.launched: Dict[int, List[Dict]] = {}  # per layer, the launches of its timed runs
         self.captured: Dict[int, List[Dict]] = {}  # per layer, the launches of its captured run
-        self.child = ws.start_child("grading.child", ["perf"], tree, trusted, cache)
+        self.child = ws.start_child("grading.child", ["perf"], tree, trusted, cache, timeout_s=timeout_s)
+        self.call_timeout_s = ws.opt.timeout_s  # one call, its inputs and its output included
 
     @property
     def alive(self) -> bool:
@@ -109,24 +110,25 @@ class _Program:
         checked. A program that fails stops here, its problem noted."""
         name = C.PERF_LAYERS[layer][0]
         child, reader = self.child, self.child.reader
+        deadline = min(child.deadline(), time.monotonic() + self.call_timeout_s)
         child.running.resume()
         try:
             capture = run == plan.captured[layer]
             child.send({"case": plan.layers[layer][run], "capture": capture})
-            if reader.signal(child.deadline()) != b"r":
+            if reader.signal(deadline) != b"r":
                 return self.stop(f"{name}: the child broke the protocol before run {run + 1}")
             start = time.perf_counter_ns()
             child.signal(b"g")
-            answer = reader.signal(child.deadline())
+            answer = reader.signal(deadline)
             if answer == b"d":
-                data = reader.raw(tensor_bytes(ref), child.deadline())
+                data = reader.raw(tensor_bytes(ref), deadline)
                 elapsed = time.perf_counter_ns() - start
             elif answer == b"e":
-                error = reader.message(1 << 16, child.deadline()).get("error", "")
+                error = reader.message(1 << 16, deadline).get("error", "")
                 return self.stop(f"{name}: {str(error)[:2000]}")
             else:
                 return self.stop(f"{name}: the child broke the protocol on run {run + 1}")
-            trailer = reader.message(1 << 28, child.deadline())
+            trailer = reader.message(1 << 28, deadline)
         except channel.ChannelError as err:
             return self.stop(f"{name}, run {run + 1}: {err}")
         finally:
@@ -169,7 +171,10 @@ def time_programs(ws: Workspace, programs: List[Tuple[str, Path, bool, Path]], p
     call in turn: all children start, then for each layer and run each program makes its
     call (the order rotates from run to run), the others stopped meanwhile. Never raises
     for what a program does."""
-    children = [_Program(ws, name, tree, trusted, cache) for name, tree, trusted, cache in programs]
+    # The programs take turns: each child lives through all of them, stopped outside its
+    # own calls, so its time limit is the step's per program (a loaded machine slows all).
+    timeout_s = ws.opt.timeout_s * len(programs)
+    children = [_Program(ws, name, tree, trusted, cache, timeout_s) for name, tree, trusted, cache in programs]
     for layer, runs in enumerate(plan.layers):
         refs = [C.reference(case) for case in runs]
         for r in range(len(runs)):
