@@ -32,6 +32,19 @@ def _mount(source, target, fstype, flags, data=None):
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
+def _make_passable(top, path):
+    """The folders from `top` down to `path`, made in the tmpfs where missing: mode 0711
+    (others may pass through to what is bound below, not list), whatever the umask."""
+    current = top
+    for part in os.path.relpath(path, top).split(os.sep):
+        if part in ("", "."):
+            continue
+        current = os.path.join(current, part)
+        if not os.path.isdir(current):
+            os.mkdir(current)
+            os.chmod(current, 0o711)
+
+
 def hide(folder, keep):
     """An empty tmpfs over `folder`, with the (path, writable) pairs of `keep` (under it)
     bound back."""
@@ -40,10 +53,8 @@ def hide(folder, keep):
         handles.append((path, writable, os.open(path, os.O_PATH | os.O_CLOEXEC), os.path.isdir(path)))
     _mount("oclf-hidden", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
     for path, writable, fd, is_dir in handles:
-        if is_dir:
-            os.makedirs(path, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+        _make_passable(folder, path if is_dir else os.path.dirname(path))
+        if not is_dir:
             open(path, "a").close()
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
         _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (0 if writable else MS_RDONLY))

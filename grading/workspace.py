@@ -93,15 +93,21 @@ class Workspace:
         return path
 
     def view(self, visible: Sequence[Path]) -> sandbox.View:
-        """What a sandboxed step sees: the grader's checkout and reference builds hidden, but
+        """What a sandboxed step sees: the grader's checkout, reference builds and the
+        machine's temporary folders hidden, but
         for the interpreter's environment and the step's own folders (`visible`; the last
         one writable: its scratch)."""
-        hide = [ROOT] + ([self.opt.ref_cache] if self.opt.ref_cache else [])
+        # The machine's temporary folders too: other users' files lie there (the step's own
+        # folders under them are bound back).
+        hide = [ROOT, Path(tempfile.gettempdir()), Path("/var/tmp")] + ([self.opt.ref_cache] if self.opt.ref_cache else [])
         python_dirs = {sys.prefix, os.path.dirname(os.path.realpath(self.python)), *self.extra_path,
                        *site.getsitepackages()}
         keep = [(p, False) for p in sorted(python_dirs)]
         keep += [(str(p), i == len(visible) - 1) for i, p in enumerate(visible)]
-        return sandbox.View(hide=[str(p.resolve()) for p in hide], keep=keep)
+        folders = sorted({str(p.resolve()) for p in hide if p.exists()})
+        # A folder inside another hidden one is hidden with it.
+        folders = [f for f in folders if not any(f.startswith(other + "/") for other in folders)]
+        return sandbox.View(hide=folders, keep=keep)
 
     def env(self, tree: Path, home: Path, kernel_cache: Path) -> Dict[str, str]:
         """The whole environment of a child: nothing of the grader's own leaks in."""
