@@ -62,6 +62,11 @@ class Launcher {
   virtual Tuning& tuning() = 0;
 };
 
+// A convolution's buffers: x, w and y as Conv2dGeometry describes them, bias (c_out) or nullptr.
+struct ConvOperands {
+  cl_mem x, w, bias, y;
+};
+
 // set_args with a convolution's geometry in the middle, as the kernels take it: `head`'s
 // values, then the 14 ints batch, c_in, h, w, c_out, k_h, k_w, stride_h, stride_w,
 // dilation_h, dilation_w, groups, h_out, w_out, then `tail`'s. Flags are ints, not bools.
