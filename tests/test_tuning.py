@@ -1,4 +1,4 @@
-"""Tuning at first use (runtime/tuning.hpp, fast_tuning.hpp): a shape is measured once and its
+"""Tuning at first use (runtime/tuning.hpp, reference/tuning.hpp): a shape is measured once and its
 winner cached per device in OCLF_TUNE_DIR; later processes read it; OCLF_TUNE=0 and cache
 never measure; a sweep marks its entries; an edited kernel is measured again; the
 configuration and its origin reach last_choice(); the opencl device reads the cached conv
@@ -28,6 +28,16 @@ torch.testing.assert_close(ocl.ocl_conv2d(x, k), torch.nn.functional.conv2d(x, k
 print(json.dumps({"matmul": matmul, "conv": ocl.last_choice(), "seconds": ocl._core.tuning_seconds(),
                   "path": ocl._core.tuning_cache_path()}))
 """
+
+
+def copy_kernels(ocl, folder: Path) -> None:
+    """The library's .cl files with their folders (the reference's in reference/), as
+    OCLF_KERNEL_DIR takes them."""
+    root = Path(ocl.KERNEL_DIR)
+    for source in [*root.glob("*.cl"), *root.glob("reference/*.cl")]:
+        target = folder / source.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
 
 
 def run(tmp_path, **env):
@@ -79,11 +89,9 @@ def test_sweep_entries_are_marked(ocl, tmp_path):
 
 def test_an_edited_kernel_is_measured_again(ocl, tmp_path):
     kernels = tmp_path / "kernels"
-    kernels.mkdir()
-    for source in Path(ocl.KERNEL_DIR).glob("*.cl"):
-        shutil.copy(source, kernels / source.name)
+    copy_kernels(ocl, kernels)
     run(tmp_path, OCLF_TUNE="1", OCLF_KERNEL_DIR=str(kernels))
-    with open(kernels / "matmul_fast.cl", "a") as f:
+    with open(kernels / "reference" / "matmul.cl", "a") as f:
         f.write("// edited\n")
     again = run(tmp_path, OCLF_TUNE="1", OCLF_KERNEL_DIR=str(kernels))
     assert again["matmul"]["origin"] == "tuned now" and again["conv"]["origin"] == "cache: first use"
@@ -126,10 +134,8 @@ def test_the_device_reads_the_cached_block_on_cpus(ocl, tmp_path):
     if ocl.device_info()["type"] != "CPU":
         pytest.skip("conv2d_cpu runs on CPU devices")
     kernels = tmp_path / "kernels"
-    kernels.mkdir()
-    for source in Path(ocl.KERNEL_DIR).glob("*.cl"):
-        shutil.copy(source, kernels / source.name)
-    conv = kernels / "conv2d.cl"
+    copy_kernels(ocl, kernels)
+    conv = kernels / "reference" / "conv2d_cpu.cl"
     conv.write_text(conv.read_text() + "\n#if defined(COV) && COV == 4 && PX == 3\n#error cached block read\n#endif\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"),
            "OCLF_KERNEL_DIR": str(kernels)}

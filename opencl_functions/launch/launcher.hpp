@@ -1,12 +1,12 @@
 // Launcher: where one operation's kernels run, as the shared launch functions see it. The
-// kernels that the reference's host code and the opencl device both launch (the
-// reference's conv2d and product kernels in opencl_functions/reference/, the gradients in
-// gradients.hpp) are launched by one set of functions that take a Launcher, cl_mem
-// operands, a Conv2dGeometry and a configuration. Two implementations adapt it:
+// kernels that the library's host code and the opencl device both launch (the gradients in
+// gradients.hpp, and the staff's own) are launched by one set of functions that take a
+// Launcher, cl_mem operands, a Conv2dGeometry and a configuration. Two implementations
+// adapt it:
 //   RuntimeLauncher (runtime_launcher.hpp)  the course runtime: its programs, its profiling
 //                                          queue, its buffer pool, resident parameters;
-//   the opencl device's (device/csrc/aten/launcher.h)  its own queue, caching allocator
-//                                          and tensors derived from weights.
+//   the opencl device's DeviceLauncher      its own queue, caching allocator and tensors
+//                                          derived from weights.
 // Arguments are set with the course runtime's set_args (runtime/programs.hpp), the one way
 // to set them: set_args(launcher.kernel(...), a, b, c); launcher.launch(...).
 #pragma once
@@ -22,7 +22,7 @@
 
 namespace oclf {
 
-// Device memory for one operation's intermediate results (split-K's partial sums, say),
+// Device memory for one operation's intermediate results (partial sums, say),
 // given back when the last copy of the handle goes. Its work is queued before that, on the
 // launcher's in-order queue, so the memory may be reused by later work at once.
 class Scratch {
@@ -43,7 +43,7 @@ class Launcher {
   virtual const DeviceInfo& info() const = 0;
   virtual cl_device_id device() const = 0;
   // The kernel `name` of the .cl file `file`, a path relative to the kernel folder
-  // ("conv2d_backward.cl", "reference/conv2d_gpu.cl"; OCLF_KERNEL_DIR replaces the folder).
+  // ("conv2d_backward.cl"; OCLF_KERNEL_DIR replaces the folder, subfolders included).
   virtual cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options) = 0;
   // The hash of a kernel file's text, which keys the tuning cache's entries.
   virtual std::string source_hash(const std::string& file) = 0;
