@@ -39,6 +39,7 @@ STAFF_ONLY = (
     "tests/test_fixtures.py",
     "tests/test_grading.py",
     "tests/test_handout.py",
+    "tests/test_launch_layer.py",
     "tests/test_matmul_paths.py",
     "tests/test_oclgrind.py",
     "tests/test_sandbox.py",

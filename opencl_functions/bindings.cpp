@@ -343,6 +343,7 @@ PYBIND11_MODULE(_core, m) {
         "Starts the launch log (for the grader and make check); capture keeps buffer contents.");
   m.def("_launch_log_capture", &oclf::launch_log::set_capture, py::arg("capture"),
         "Turns the launch log's buffer capture on or off.");
+  m.def("_launch_log_stop", &oclf::launch_log::stop, "Stops the launch log and forgets what it recorded.");
   m.def("_launch_log_take", &take_launch_log, "What the launch log recorded since it started or was last taken.");
   m.def("memory_stats", &memory_stats, "Device bytes held by live buffers and by the reuse pool.");
   m.def("clblast_clear_cache", [] { CLBLAST_CHECK(clblast::ClearCache()); },

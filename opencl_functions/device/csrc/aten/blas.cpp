@@ -1,8 +1,9 @@
-// Matrix products of the opencl device: mm, addmm, bmm, baddbmm, mv. On CPU devices 2-D
-// products run on the library's own kernels (matmul_fast.cl: gemm_rows for B stored N×K, a
-// linear layer's weight; gemm_cols for B stored K×N), which on PoCL ran several times
-// CLBlast's GEMM and GEMV; elsewhere, and for batches, CLBlast. Transposed operands (a row
-// or column stride of 1) go as strides or transpose flags, not copies; CLBlast runs
+// Matrix products of the opencl device: mm, addmm, bmm, baddbmm, mv. 2-D products run on the
+// reference's own kernels (reference/matmul.cl: gemm_rows for B stored N×K, a linear layer's
+// weight; gemm_cols for B stored K×N) where the library's rules pick them for the device and
+// shape (reference/matmul_plan.hpp; on PoCL they ran several times CLBlast's GEMM and GEMV),
+// launched by the same functions; otherwise, and for batches, CLBlast. Transposed operands
+// (a row or column stride of 1) go as strides or transpose flags, not copies; CLBlast runs
 // products with one row as GEMV, which it does much faster than GEMM.
 #include <clblast.h>
 #include <torch/library.h>
