@@ -26,10 +26,9 @@ at::Tensor padded(const at::Tensor& x, int64_t ph, int64_t pw) {
   if (ph == 0 && pw == 0) return whole(x);
   at::Tensor out = empty_device({x.size(0), x.size(1), x.size(2) + 2 * ph, x.size(3) + 2 * pw}, at::kFloat);
   if (out.numel() == 0) return out;
-  Launch launch(Device::get().kernel("index.cl", "pad2d", "-DT=float"));
-  launch.tensor(x).tensor(out).i32(int(x.size(1))).i32(int(x.size(2))).i32(int(x.size(3))).i32(int(ph)).i32(int(pw));
-  launch.i32(int(x.stride(0))).i32(int(x.stride(1))).i32(int(x.stride(2))).i32(int(x.stride(3)));
-  launch.i32(int(out.numel())).run1(size_t(out.numel()));
+  launch(Device::get().kernel("index.cl", "pad2d", "-DT=float"), NDRange::linear(size_t(out.numel())), arg(x),
+         arg(out), int(x.size(1)), int(x.size(2)), int(x.size(3)), int(ph), int(pw), int(x.stride(0)),
+         int(x.stride(1)), int(x.stride(2)), int(x.stride(3)), int(out.numel()));
   return out;
 }
 

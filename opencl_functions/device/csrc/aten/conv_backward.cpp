@@ -31,9 +31,8 @@ bool grad_input_as_forward(const Conv2dGeometry& s) {
 at::Tensor flipped_weights(const Conv2dGeometry& s, const at::Tensor& w) {
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
   at::Tensor flipped = empty_device({s.c_in, cout_g, s.k_h, s.k_w}, at::kFloat);
-  Launch launch(Device::get().kernel("index.cl", "flip_swap_weights", "-DT=float"));
-  launch.mem(span(w).mem).mem(span(flipped).mem).i32(s.groups).i32(cin_g).i32(cout_g).i32(s.k_h).i32(s.k_w);
-  launch.i32(int(flipped.numel())).run1(size_t(flipped.numel()));
+  launch(Device::get().kernel("index.cl", "flip_swap_weights", "-DT=float"), NDRange::linear(size_t(flipped.numel())),
+         span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, int(flipped.numel()));
   return flipped;
 }
 
@@ -70,10 +69,9 @@ at::Tensor grad_input_forward(const Conv2dGeometry& s, int64_t height, int64_t w
   at::Tensor spread = dy;
   if (!as_is) {
     spread = empty_device({s.batch, s.c_out, lh, lw}, at::kFloat);
-    Launch launch(dev.kernel("index.cl", "spread2d", "-DT=float"));
-    launch.mem(span(dy).mem).mem(span(spread).mem).i32(s.h_out).i32(s.w_out).i32(lh).i32(lw);
-    launch.i32(ext_h - int(pad_h)).i32(ext_w - int(pad_w)).i32(s.stride_h).i32(s.stride_w);
-    launch.i32(int(spread.numel())).run1(size_t(spread.numel()));
+    launch(dev.kernel("index.cl", "spread2d", "-DT=float"), NDRange::linear(size_t(spread.numel())), span(dy).mem,
+           span(spread).mem, s.h_out, s.w_out, lh, lw, ext_h - int(pad_h), ext_w - int(pad_w), s.stride_h,
+           s.stride_w, int(spread.numel()));
   }
   const at::Tensor flipped = flipped_weights(s, w);
   Conv2dGeometry t = s;
