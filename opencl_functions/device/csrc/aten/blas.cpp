@@ -41,8 +41,8 @@ Matrix as_matrix(const at::Tensor& t) {
 
 Transpose flag(bool trans) { return trans ? Transpose::kYes : Transpose::kNo; }
 
-// OCLF_DEVICE_MATMUL: "gpu" runs gpu_product's kernels on any device (so CPU machines test
-// them), "clblast" leaves every product to CLBlast; else by device.
+// OCLF_DEVICE_MATMUL: "gpu" plans products as on a GPU on any device (so CPU machines run the
+// GPUs' configurations), "clblast" leaves every product to CLBlast; else by device.
 std::string product_mode() {
   const std::string mode = setting("DEVICE_MATMUL");
   TORCH_CHECK(mode.empty() || mode == "auto" || mode == "gpu" || mode == "clblast", "opencl: ",
@@ -50,9 +50,8 @@ std::string product_mode() {
   return mode.empty() ? "auto" : mode;
 }
 
-// Whether t is a parameter (a leaf that requires grad): buffers derived from it (a K×N
-// weight transposed for gemm_rows) are kept with it, as the library keeps them with a
-// resident weight.
+// Whether t is (a view of) a parameter, a leaf that requires grad: the tuning key names it
+// as the library names a resident weight.
 bool is_parameter(const at::Tensor& t) {
   if (t.is_view()) return t._base().is_leaf() && t._base().requires_grad();
   return t.is_leaf() && t.requires_grad();
