@@ -1,12 +1,16 @@
 # opencl_functions: OpenCL layers under PyTorch. `make` lists the targets.
 # Every target sets up what it needs first (system packages, .venv, the build).
 PY      := .venv/bin/python
-SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp opencl_functions/runtime/*)
+SOURCES := setup.py $(wildcard opencl_functions/*.cpp opencl_functions/*.hpp opencl_functions/runtime/* \
+             opencl_functions/launch/*)
 BUILT   := build/.core-built
 # BEGIN STAFF
+# The reference's host code (opencl_functions/reference/, staff-only) compiles into the module too.
+SOURCES += $(wildcard opencl_functions/reference/*.hpp)
 # The opencl torch device (opencl_functions/device), built against torch's C++ headers:
 # `make run` does not need it; `make test` builds it (ninja from .venv rebuilds only what changed).
-DEVICE_SOURCES := setup_device.py $(wildcard opencl_functions/runtime/* opencl_functions/device/csrc/*.cpp \
+DEVICE_SOURCES := setup_device.py $(wildcard opencl_functions/runtime/* opencl_functions/launch/* \
+                  opencl_functions/reference/*.hpp opencl_functions/device/csrc/*.cpp \
                   opencl_functions/device/csrc/*/*.cpp opencl_functions/device/csrc/*/*.h)
 DEVICE_BUILT   := build/.device-built
 TEST_NEEDS     := device

@@ -30,14 +30,18 @@ import torch
 from grading import fixtures, handout, sandbox, symbols
 from grading.workspace import POCL_CACHE, ROOT, Workspace, seal
 
-# The reference tree: the library, the child harness and what the ladder's rungs read.
+# The reference tree: the library (with its staff folder opencl_functions/reference/: the
+# reference's kernels and host code, read and compiled where they lie), the child harness and
+# what the ladder's rungs read.
 HARNESS = ["grading/__init__.py", "grading/channel.py", "grading/child.py", "grading/cases.py",
            "grading/replay.py", "grading/kernel_rules.py"]
 # make grade's measurement (grading.calibrate runs it in each rung's tree for the tiers).
 ESTIMATE = ["grading/estimate.py", "grading/scale.py", "grading/baselines.py", "grading/kernels/conv2d_naive.cl"]
 TREE_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, *ESTIMATE, "grading/kernels"]
 TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".json"}
-# A program tree: the library and the child harness only (no staff kernels).
+# A program tree: the library and the child harness only; without --staff-files, _copy
+# leaves out the staff-only folders (handout.STAFF_ONLY: opencl_functions/reference/ and
+# opencl_functions/device/), so a student's program has no staff kernel to read or include.
 PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, *ESTIMATE]
 # The student's kernel cache starts from a copy of this one, warmed by the ladder's lowest
 # rung (public kernels and CLBlast's): the reference's own cache holds the sources of the

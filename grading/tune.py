@@ -11,7 +11,7 @@ measures every candidate configuration of each shape (the longer lists, no time 
 and writes the winners to the tuning cache (runtime/tuning.hpp) as a sweep. Later runs
 read them (OCLF_TUNE=1 or cache) and the benchmark reports them as "cache: sweep".
 The two manual forms print a table of GFLOP/s (kernel time, resident weights) per shape
-and setting over ResNet-50's convs; the defaults in conv2d_fast.hpp come from such sweeps.
+and setting over ResNet-50's convs; the defaults in opencl_functions/reference/ come from such sweeps.
 """
 from __future__ import annotations
 

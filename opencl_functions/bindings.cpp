@@ -183,7 +183,7 @@ py::dict memory_stats() {
 
 // The shapes of a convolution with padded input x (B, C_in, H, W), weight
 // (C_out, C_in/groups, K_h, K_w) and output (B, C_out, H_out, W_out), checked against each other.
-oclf::Conv2dShape conv2d_shape(const std::vector<py::ssize_t>& x, const std::vector<py::ssize_t>& w,
+oclf::Conv2dGeometry conv2d_shape(const std::vector<py::ssize_t>& x, const std::vector<py::ssize_t>& w,
                                const std::vector<py::ssize_t>& y, int stride_h, int stride_w, int dilation_h,
                                int dilation_w, int groups) {
   require(groups >= 1 && stride_h >= 1 && stride_w >= 1 && dilation_h >= 1 && dilation_w >= 1,
@@ -191,7 +191,7 @@ oclf::Conv2dShape conv2d_shape(const std::vector<py::ssize_t>& x, const std::vec
   for (const auto* shape : {&x, &w, &y})
     for (auto d : *shape)
       require(d >= 1, "conv2d backward sizes must be positive");
-  oclf::Conv2dShape s{};
+  oclf::Conv2dGeometry s{};
   s.batch = int(x[0]);
   s.c_in = int(x[1]);
   s.h = int(x[2]);
@@ -228,7 +228,7 @@ void conv2d_backward_input(const py::buffer& dy_buf, const py::buffer& w_buf, co
   FloatView w = float_view(w_buf, "weight", 4, false);
   FloatView dx = float_view(dx_buf, "grad_input", 4, true);
   const oclf::BackwardVariant v = variant_of(variant);
-  oclf::Conv2dShape s = conv2d_shape(dx.shape, w.shape, dy.shape, stride_h, stride_w, dilation_h, dilation_w, groups);
+  oclf::Conv2dGeometry s = conv2d_shape(dx.shape, w.shape, dy.shape, stride_h, stride_w, dilation_h, dilation_w, groups);
   run_op([&] { oclf::conv2d_backward_input(s, dy.data, w.data, dx.data, v); });
 }
 
@@ -239,7 +239,7 @@ void conv2d_backward_weight(const py::buffer& x_buf, const py::buffer& dy_buf, c
   FloatView dy = float_view(dy_buf, "grad_out", 4, false);
   FloatView dw = float_view(dw_buf, "grad_weight", 4, true);
   const oclf::BackwardVariant v = variant_of(variant);
-  oclf::Conv2dShape s = conv2d_shape(x.shape, dw.shape, dy.shape, stride_h, stride_w, dilation_h, dilation_w, groups);
+  oclf::Conv2dGeometry s = conv2d_shape(x.shape, dw.shape, dy.shape, stride_h, stride_w, dilation_h, dilation_w, groups);
   run_op([&] { oclf::conv2d_backward_weight(s, x.data, dy.data, dw.data, v); });
 }
 
@@ -343,6 +343,7 @@ PYBIND11_MODULE(_core, m) {
         "Starts the launch log (for the grader and make check); capture keeps buffer contents.");
   m.def("_launch_log_capture", &oclf::launch_log::set_capture, py::arg("capture"),
         "Turns the launch log's buffer capture on or off.");
+  m.def("_launch_log_stop", &oclf::launch_log::stop, "Stops the launch log and forgets what it recorded.");
   m.def("_launch_log_take", &take_launch_log, "What the launch log recorded since it started or was last taken.");
   m.def("memory_stats", &memory_stats, "Device bytes held by live buffers and by the reuse pool.");
   m.def("clblast_clear_cache", [] { CLBLAST_CHECK(clblast::ClearCache()); },

@@ -15,21 +15,21 @@
 #include "runtime/runtime.hpp"
 // BEGIN STAFF
 // The reference's fast paths, in staff-only headers compiled into this object: conv2d's
-// kernels per device and shape, and matrix products of our own where CLBlast is slow.
-#include "conv2d_fast.hpp"
-#include "matmul_fast.hpp"
+// kernels per device and shape, and matrix products of our own where CLBlast is slow
+// (opencl_functions/reference/, launched as the opencl device launches them).
+#include "reference/library.hpp"
 // END STAFF
 
 namespace oclf {
 
-static size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+using ndrange::round_up;  // n rounded up to a multiple (launch/geometry.hpp)
 
 void matmul(const MatmulArgs& p) {
   Runtime& rt = Runtime::get();
   // BEGIN SOLUTION
   // BEGIN STAFF
-  // Our own kernels where they beat CLBlast (matmul_fast.hpp); false leaves it to CLBlast.
-  if (fast::matmul_fast(rt, p)) return;
+  // Our own kernels where they beat CLBlast (reference/library.hpp); false leaves it to CLBlast.
+  if (reference::matmul_fast(rt, p)) return;
   // END STAFF
   // A and C in place on CPU devices, copied elsewhere; B from its resident copy if any.
   // CLBlast may read C (its GEMV does, even with beta = 0), so C is read-write.
@@ -99,7 +99,7 @@ void conv2d(const Conv2dArgs& p) {
   }
 
   // BEGIN STAFF
-  if (fast::conv2d_fast(rt, p, x.get(), w, bias, y.get())) {
+  if (reference::conv2d_fast(rt, p, x.get(), w, bias, y.get())) {
     y.read_async(p.y, y_len * sizeof(float));
     return;
   }

@@ -20,6 +20,8 @@
 #endif
 #include <CL/cl.h>
 
+#include "launch/geometry.hpp"
+
 namespace oclf {
 
 // C = op(A) · op(B), where op(A) is M×K, op(B) is K×N and C is M×N (row-major, ld N).
@@ -41,7 +43,7 @@ struct MatmulArgs {
 };
 
 // y = conv2d(x, weight) + bias, cross-correlation as in torch.nn.functional.conv2d with
-// padding already applied to x.
+// padding already applied to x. The sizes are Conv2dGeometry's (launch/geometry.hpp):
 //   x      is (batch, c_in, h, w)
 //   weight is (c_out, c_in / groups, k_h, k_w)
 //   bias   is (c_out), or nullptr for none
@@ -49,15 +51,11 @@ struct MatmulArgs {
 //          h_out = (h - dilation_h * (k_h - 1) - 1) / stride_h + 1, and w_out likewise.
 // Output channel co reads input channels [g * c_in/groups, (g+1) * c_in/groups) where
 // g = co / (c_out / groups). Every size here is at least 1.
-struct Conv2dArgs {
+struct Conv2dArgs : Conv2dGeometry {
   const float* x;
   const float* weight;
   const float* bias;
   float* y;
-  int batch, c_in, h, w;
-  int c_out, k_h, k_w;
-  int stride_h, stride_w, dilation_h, dilation_w, groups;
-  int h_out, w_out;
   // Device copies of weight and bias that stay between calls (resident parameters), or
   // nullptr: then only the host pointers above are given. Host pointers are always valid.
   // Buffers derived from weight_dev (a packed layout) may be kept with

@@ -68,7 +68,7 @@ DEPTHWISE_CONFIGS = ["dw_rows VW=16 RY=4", "dw_rows VW=8 RY=7", "dw_rows VW=4 RY
 
 @pytest.mark.parametrize("config", DEPTHWISE_CONFIGS)
 def test_depthwise_configurations(ocl, monkeypatch, config):
-    """Every depthwise kernel and block (depthwise.cl's compiled-in taps, strides and
+    """Every depthwise kernel and block (reference/depthwise.cl's compiled-in taps, strides and
     dilations; partial vectors and tiles; the end of the input) against torch."""
     monkeypatch.setenv("OCLF_CONV_KERNEL", config)
     rng = random.Random(7)

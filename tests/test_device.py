@@ -133,11 +133,14 @@ BROKEN_LINE = "__kernel void broken_on_purpose(__global float* y) { y[0] = undec
 
 @pytest.fixture
 def kernel_dir(ocl, tmp_path, monkeypatch):
-    """A copy of the .cl files in a temporary folder that OCL_KERNEL_DIR points to."""
+    """A copy of the .cl files in a temporary folder that OCL_KERNEL_DIR points to; conv2d
+    runs the student's kernel of conv2d.cl (OCLF_CONV_KERNEL=tiled), whose edits these
+    tests make."""
     for source in pathlib.Path(ocl.KERNEL_DIR).glob("*.cl"):
         shutil.copy(source, tmp_path / source.name)
     monkeypatch.delenv("OCLF_KERNEL_DIR", raising=False)  # it would win over its alias
     monkeypatch.setenv("OCL_KERNEL_DIR", str(tmp_path))
+    monkeypatch.setenv("OCLF_CONV_KERNEL", "tiled")
     return tmp_path
 
 

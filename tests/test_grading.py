@@ -37,7 +37,10 @@ SHARE_SLACK = 0.1
 def staff_kernel_names() -> set:
     """Kernels a student must not find anywhere in their sandbox: those of the reference's
     staff-only files and staff regions, and the ladder's (but its public naive baseline)."""
-    files = [p for p in (ROOT / "opencl_functions").glob("*.cl") if is_staff_only(p.relative_to(ROOT).as_posix())]
+    # The staff-only kernel files of the library (opencl_functions/reference/; the opencl
+    # device's own kernels never run in a grading).
+    files = [p for p in sorted((ROOT / "opencl_functions").rglob("*.cl"))
+             if is_staff_only(p.relative_to(ROOT).as_posix()) and "device" not in p.relative_to(ROOT).parts]
     files += [p for p in (ROOT / "grading" / "kernels").glob("*.cl") if p.name != "conv2d_naive.cl"]
     names = set()
     for p in files:

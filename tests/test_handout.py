@@ -71,8 +71,9 @@ def test_handout_has_no_markers_and_no_staff_files(handout):
     for path in files:
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             assert not MARKER.match(line), f"{path}:{n}"
-    for staff in ("STAFF.md", "grading/hostile", "grading/ladder", "grading/grade.py",
-                  "grading/kernels/conv2d_blocked.cl", "tests/test_grading.py", "tests/test_fixtures.py"):
+    for staff in ("STAFF.md", "opencl_functions/reference", "opencl_functions/device", "grading/hostile",
+                  "grading/ladder", "grading/grade.py", "grading/kernels/conv2d_blocked.cl", "tests/test_grading.py",
+                  "tests/test_fixtures.py"):
         assert not (handout / staff).exists(), staff
     host = (handout / "opencl_functions" / "opencl-functions.cpp").read_text()
     assert "clblast::Gemm(" not in host and "TODO" in host

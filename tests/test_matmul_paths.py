@@ -1,4 +1,4 @@
-"""The reference's own matrix products (matmul_fast.cl: gemm_rows, gemm_cols, conv2d_gpu as
+"""The reference's own matrix products (reference/matmul.cl: gemm_rows, gemm_cols, conv2d_gpu as
 a GEMM) against torch, each forced through OCLF_MATMUL: one-row and one-column products,
 sizes that are not multiples of any vector or block (1, 7, 33, 65), B stored K×N or N×K
 (a weight's transpose), resident or not, A transposed or strided, and the GPU

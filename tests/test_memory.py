@@ -87,6 +87,7 @@ def test_failed_calls_release_their_buffers(ocl, tmp_path, monkeypatch):
     must still go back to the pool, call after call."""
     (tmp_path / "conv2d.cl").write_text("__kernel void something_else(__global float* y) { y[0] = 1.0f; }\n")
     monkeypatch.setenv("OCL_KERNEL_DIR", str(tmp_path))
+    monkeypatch.setenv("OCLF_CONV_KERNEL", "tiled")  # the student's kernel, of that conv2d.cl
     x, w, b = torch.randn(1, 3, 9, 7), torch.randn(5, 3, 3, 3), torch.randn(5)
     with pytest.raises(ocl.OpenCLError):
         ocl.ocl_conv2d(x, w, b)

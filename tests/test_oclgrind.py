@@ -1,7 +1,7 @@
 """Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
 CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
 the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
-(matmul_fast.cl), and the opencl device's GPU paths. No data race, no out-of-bounds access, no read of a write-only buffer,
+(reference/matmul.cl), and the opencl device's GPU paths. No data race, no out-of-bounds access, no read of a write-only buffer,
 and the results still match torch."""
 import os
 import shutil

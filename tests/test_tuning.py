@@ -1,4 +1,4 @@
-"""Tuning at first use (runtime/tuning.hpp, fast_tuning.hpp): a shape is measured once and its
+"""Tuning at first use (runtime/tuning.hpp, reference/tuning.hpp): a shape is measured once and its
 winner cached per device in OCLF_TUNE_DIR; later processes read it; OCLF_TUNE=0 and cache
 never measure; a sweep marks its entries; an edited kernel is measured again; the
 configuration and its origin reach last_choice(); the opencl device reads the cached conv
@@ -28,6 +28,16 @@ torch.testing.assert_close(ocl.ocl_conv2d(x, k), torch.nn.functional.conv2d(x, k
 print(json.dumps({"matmul": matmul, "conv": ocl.last_choice(), "seconds": ocl._core.tuning_seconds(),
                   "path": ocl._core.tuning_cache_path()}))
 """
+
+
+def copy_kernels(ocl, folder: Path) -> None:
+    """The library's .cl files with their folders (the reference's in reference/), as
+    OCLF_KERNEL_DIR takes them."""
+    root = Path(ocl.KERNEL_DIR)
+    for source in [*root.glob("*.cl"), *root.glob("reference/*.cl")]:
+        target = folder / source.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
 
 
 def run(tmp_path, **env):
@@ -79,11 +89,9 @@ def test_sweep_entries_are_marked(ocl, tmp_path):
 
 def test_an_edited_kernel_is_measured_again(ocl, tmp_path):
     kernels = tmp_path / "kernels"
-    kernels.mkdir()
-    for source in Path(ocl.KERNEL_DIR).glob("*.cl"):
-        shutil.copy(source, kernels / source.name)
+    copy_kernels(ocl, kernels)
     run(tmp_path, OCLF_TUNE="1", OCLF_KERNEL_DIR=str(kernels))
-    with open(kernels / "matmul_fast.cl", "a") as f:
+    with open(kernels / "reference" / "matmul.cl", "a") as f:
         f.write("// edited\n")
     again = run(tmp_path, OCLF_TUNE="1", OCLF_KERNEL_DIR=str(kernels))
     assert again["matmul"]["origin"] == "tuned now" and again["conv"]["origin"] == "cache: first use"
@@ -121,16 +129,19 @@ def fnv1a64(text: bytes) -> str:
 
 def test_the_device_reads_the_cached_block_on_cpus(ocl, tmp_path):
     """The opencl device's conv2d_cpu takes the block the reference cached for the layer
-    shape: a cached block that a kernel file rejects at build time fails the device's conv
-    with that file's message, and OCLF_TUNE=0 ignores the cache."""
-    if ocl.device_info()["type"] != "CPU":
+    shape (one of its candidates: COV the device's vector width, PX = 4, not the default 8):
+    a cached block that a kernel file rejects at build time fails the device's conv with that
+    file's message, and OCLF_TUNE=0 ignores the cache."""
+    info = ocl.device_info()
+    if info["type"] != "CPU":
         pytest.skip("conv2d_cpu runs on CPU devices")
+    width = max(info["preferred_vector_width_float"], info["native_vector_width_float"])
+    cov = 16 if width >= 16 else 8 if width >= 8 else 4
     kernels = tmp_path / "kernels"
-    kernels.mkdir()
-    for source in Path(ocl.KERNEL_DIR).glob("*.cl"):
-        shutil.copy(source, kernels / source.name)
-    conv = kernels / "conv2d.cl"
-    conv.write_text(conv.read_text() + "\n#if defined(COV) && COV == 4 && PX == 3\n#error cached block read\n#endif\n")
+    copy_kernels(ocl, kernels)
+    conv = kernels / "reference" / "conv2d_cpu.cl"
+    guard = f"\n#if defined(COV) && COV == {cov} && PX == 4\n#error cached block read\n#endif\n"
+    conv.write_text(conv.read_text() + guard)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"),
            "OCLF_KERNEL_DIR": str(kernels)}
     for name in ("OCL_KERNEL_DIR", "OCLF_CONV_KERNEL", "OCLF_CPU_BLOCK"):
@@ -140,7 +151,7 @@ def test_the_device_reads_the_cached_block_on_cpus(ocl, tmp_path):
     assert path.startswith(str(tmp_path / "cache"))
     key = "conv.v1 cpu B=1 Cin=32 H=30 W=30 Cout=32 K=3x3 S=1x1 D=1x1 G=1"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(f"# test\n{key}\t{fnv1a64(conv.read_bytes())}\tcpu COV=4 PX=3\tsweep\n")
+    Path(path).write_text(f"# test\n{key}\t{fnv1a64(conv.read_bytes())}\tcpu COV={cov} PX=4\tsweep\n")
 
     def device_conv(tune: str) -> str:
         proc = subprocess.run([sys.executable, "-c", DEVICE_CONV], cwd=ROOT, env={**env, "OCLF_TUNE": tune},
@@ -149,7 +160,7 @@ def test_the_device_reads_the_cached_block_on_cpus(ocl, tmp_path):
         return proc.stdout.strip().splitlines()[-1]
 
     read = device_conv("cache")
-    assert read.startswith("error:") and "cached block read" in read and "-DCOV=4 -DPX=3" in read, read
+    assert read.startswith("error:") and "cached block read" in read and f"-DCOV={cov} -DPX=4" in read, read
     assert device_conv("0") == "ok"
 
 

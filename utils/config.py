@@ -51,19 +51,20 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     # BEGIN STAFF
     # The reference's host code, the opencl device and the grader.
     Setting("CONV_KERNEL", "by device and shape",
-            "force one of the reference solution's conv2d kernels: tiled, cpu, gpu, depthwise or depthwise_cpu",
-            "the reference's host code"),
+            "force one of the reference solution's conv2d kernels: tiled (not on the opencl device), cpu, gpu, "
+            "depthwise or depthwise_cpu",
+            "the reference's host code, the opencl device"),
     Setting("CPU_BLOCK", "16,8", "the reference's CPU kernel block: output channels (4, 8 or 16), pixels",
-            "the reference's host code"),
-    Setting("GPU_TILE", "by layer shape", "the reference's GPU kernel tile (and the opencl device's): TM,TN,WM,WN,TK",
-            "the reference's host code"),
+            "the reference's host code, the opencl device"),
+    Setting("GPU_TILE", "by layer shape", "the reference's GPU kernel tile: TM,TN,WM,WN,TK",
+            "the reference's host code, the opencl device"),
     Setting("GPU_SPLIT_TARGET", "2",
             "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
-            "the reference's host code"),
+            "the reference's host code, the opencl device"),
     Setting("MATMUL", "by shape and device",
             "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "
             "or a whole configuration such as \"rows VW=8 MR=1 RN=4 LX=1 LY=1\"",
-            "the reference's host code"),
+            "the reference's host code, the opencl device"),
     Setting("FALLBACK", "warn",
             "the opencl device: error turns a CPU fallback into an error, silent drops its warning",
             "opencl_functions.device", ("OCL_FALLBACK",)),

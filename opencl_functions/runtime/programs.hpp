@@ -52,10 +52,16 @@ const void* arg_pointer(const T& value) {
   return &value;
 }
 inline const void* arg_pointer(const cl_mem& value) { return value ? &value : nullptr; }
+// One value of set_args at *index, which it advances. A type that stands for several kernel
+// arguments (the opencl device's tensors: a buffer, then an offset) has an overload of its own.
+template <typename T>
+void set_arg_at(cl_kernel kernel, cl_uint* index, const T& value) {
+  set_arg(kernel, (*index)++, sizeof(T), arg_pointer(value));
+}
 template <typename... Args>
 void set_args(cl_kernel kernel, const Args&... args) {
   cl_uint index = 0;
-  (set_arg(kernel, index++, sizeof(Args), arg_pointer(args)), ...);
+  (set_arg_at(kernel, &index, args), ...);
 }
 
 }  // namespace oclf

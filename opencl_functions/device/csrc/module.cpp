@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../../runtime/launch_log.hpp"
 #include "aten/fallback.h"
 #include "runtime/allocator.h"
 #include "runtime/autograd_threads.h"
@@ -42,6 +43,27 @@ void empty_cache() { Allocator::get().empty_cache(); }
 
 int64_t bucket_bytes(int64_t bytes) { return int64_t(Allocator::bucket(size_t(bytes))); }
 
+// The launch log of the device's queue (runtime/launch_log.hpp), without buffer contents:
+// which kernels ran with which NDRange, for tests that compare the device's choices with
+// the library's (whose own log is _core._launch_log_start/_take).
+void launch_log_start() { launch_log::start(false); }
+void launch_log_stop() { launch_log::stop(); }
+
+std::string sizes_text(const std::vector<size_t>& sizes) {
+  std::string out;
+  for (size_t s : sizes) out += (out.empty() ? "" : ",") + std::to_string(s);
+  return out;
+}
+
+// One line per launch since the start or the last take: "path|kernel|options|global|local"
+// (local empty when the driver chose it).
+std::vector<std::string> launch_log_take() {
+  std::vector<std::string> out;
+  for (const LoggedLaunch& l : launch_log::take())
+    out.push_back(l.path + "|" + l.kernel + "|" + l.options + "|" + sizes_text(l.global) + "|" + sizes_text(l.local));
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(oclf, m) {
@@ -54,6 +76,9 @@ TORCH_LIBRARY(oclf, m) {
   m.def("fallback_ops() -> str[]", &fallback_names);
   m.def("reset_fallback_ops() -> ()", &reset_fallback_counts);
   m.def("ensure_autograd_threads() -> ()", &ensure_autograd_threads);
+  m.def("launch_log_start() -> ()", &launch_log_start);
+  m.def("launch_log_stop() -> ()", &launch_log_stop);
+  m.def("launch_log_take() -> str[]", &launch_log_take);
 }
 
 }  // namespace oclf::device

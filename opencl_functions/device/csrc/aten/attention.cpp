@@ -123,13 +123,11 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 " -DMAX_S=" + std::to_string(sdpa_max_keys()) +
                                 " -DMAX_D=" + std::to_string(kSdpaMaxD) + (is_causal ? " -DCAUSAL" : "");
     const cl_int4 qs = strides4(q), ks = strides4(k), vs = strides4(v), ms = strides4(mask);
-    Launch launch(Device::get().kernel("attention.cl", "sdpa_forward", options));
-    launch.tensor(q).raw(&qs, sizeof qs).tensor(k).raw(&ks, sizeof ks).tensor(v).raw(&vs, sizeof vs);
-    launch.tensor(mask).raw(&ms, sizeof ms).tensor(out).tensor(lse);
-    launch.i32(int(H)).i32(int(L)).i32(int(S)).i32(int(D)).i32(int(E)).f32(float(s));
     const size_t global[1] = {size_t(B * H * L) * kSdpaGroup};
     const size_t local[1] = {size_t(kSdpaGroup)};
-    launch.run(1, global, local);
+    launch(Device::get().kernel("attention.cl", "sdpa_forward", options), NDRange(1, global, local), arg(q), qs,
+           arg(k), ks, arg(v), vs, arg(mask), ms, arg(out), arg(lse), int(H), int(L), int(S), int(D), int(E),
+           float(s));
   }
   const at::Tensor none;
   return {out, lse, none, none, c10::SymInt(L), c10::SymInt(S), empty_device({0}, at::kLong),

@@ -105,51 +105,24 @@ at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
 // ---------------------------------------------------------------------------------
 // Launches
 
-Launch::Launch(cl_kernel kernel) : lock_(Device::get().mutex()), kernel_(kernel) {}
-
-Launch& Launch::raw(const void* value, size_t size) {
-  CL_CHECK(clSetKernelArg(kernel_, index_, size, value));
-  ++index_;
-  return *this;
-}
-
-Launch& Launch::mem(cl_mem m) { return raw(&m, sizeof(m)); }
-
-Launch& Launch::tensor(const at::Tensor& t) {
-  if (t.numel() == 0 || t.storage().data() == nullptr) {
-    // Nothing is read or written; any valid buffer stands in.
-    cl_mem none = nullptr;
-    raw(&none, sizeof(none));
-    return i32(0);
-  }
+TensorArg arg(const at::Tensor& t) {
+  if (t.numel() == 0 || t.storage().data() == nullptr) return {};  // nothing is read or written
   const DeviceSpan s = span(t);
-  mem(s.mem);
-  return i32(s.offset);
+  return {s.mem, s.offset};
 }
 
-Launch& Launch::i32(int v) { return raw(&v, sizeof(v)); }
-Launch& Launch::i64(int64_t v) {
-  const cl_long value = v;
-  return raw(&value, sizeof(value));
-}
-Launch& Launch::f32(float v) { return raw(&v, sizeof(v)); }
-
-void Launch::run(cl_uint dims, const size_t* global, const size_t* local) {
-  Device::get().launch(kernel_, dims, global, local);
-}
-
-void Launch::run1(size_t n, size_t group) {
-  // On CPUs (PoCL) a fixed work-group of 64: PoCL compiles a kernel anew for each
-  // work-group size, and one it picks itself changes with the global size.
-  if (Device::get().is_cpu()) group = 64;
-  if (group == 0) {
-    const size_t global[1] = {n};
-    run(1, global, nullptr);
-    return;
+NDRange::NDRange(cl_uint dims_, const size_t* global_, const size_t* local_) : dims(dims_), driver_local(!local_) {
+  for (cl_uint i = 0; i < dims; ++i) {
+    global[i] = global_[i];
+    if (local_) local[i] = local_[i];
   }
-  const size_t global[1] = {round_up(n, group)};
-  const size_t local[1] = {group};
-  run(1, global, local);
+}
+
+NDRange NDRange::linear(size_t n, size_t group) {
+  if (Device::get().is_cpu()) group = 64;
+  if (group == 0) return NDRange(1, &n, nullptr);
+  const size_t global_size = round_up(n, group);
+  return NDRange(1, &global_size, &group);
 }
 
 ScalarArg::ScalarArg(double value, at::ScalarType type) {
@@ -297,36 +270,19 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   // Rows of at least 16 elements run 2-D (row offsets once per row), shorter ones 1-D.
   const int64_t inner = csize.empty() ? 1 : csize.back();
   const bool rows = !contig && inner >= 16;
-  Device& dev = Device::get();
-  Launch launch(dev.kernel("elementwise.cl", contig ? "ew_contig" : rows ? "ew_strided2" : "ew_strided", options));
-  launch.tensor(out);
+  const cl_kernel kernel =
+      Device::get().kernel("elementwise.cl", contig ? "ew_contig" : rows ? "ew_strided2" : "ew_strided", options);
+  // Inputs that are numbers pass the output as their (unread) buffer, tensors 0 as their value.
+  TensorArg in[3];
+  std::vector<ScalarArg> values;
   for (size_t k = 0; k < 3; ++k) {
-    if (k < ins.size() && !ins[k].number) {
-      launch.tensor(ins[k].tensor);
-    } else {
-      launch.tensor(out);  // unused: any buffer of the right kind
-    }
+    const bool tensor = k < ins.size() && !ins[k].number;
+    in[k] = arg(tensor ? ins[k].tensor : out);
+    values.emplace_back(k < ins.size() && ins[k].number ? *ins[k].number : 0.0, compute);
   }
   const ScalarArg p0(s0, compute), p1(s1, compute);
-  launch.raw(p0.bytes, p0.size).raw(p1.bytes, p1.size);
-  for (size_t k = 0; k < 3; ++k) {
-    const ScalarArg v(k < ins.size() && ins[k].number ? *ins[k].number : 0.0, compute);
-    launch.raw(v.bytes, v.size);
-  }
   const int n = static_cast<int>(out.numel());
-  launch.i32(n);
-  if (!contig) {
-    Layout layout{};
-    layout.ndim = static_cast<cl_int>(csize.size());
-    for (size_t d = 0; d < csize.size(); ++d) {
-      layout.size[d] = static_cast<cl_int>(csize[d]);
-      for (int k = 0; k < kOperands; ++k) {
-        TORCH_CHECK(std::abs(cstride[k][d]) <= INT_MAX, "opencl: stride past 2^31 elements");
-        layout.stride[k][d] = static_cast<cl_int>(cstride[k][d]);
-      }
-    }
-    launch.raw(&layout, sizeof(layout));
-  }
+  NDRange range = NDRange::linear(contig ? (size_t(n) + unroll - 1) / unroll : size_t(n));
   if (rows) {
     // Work-groups of up to 64 along a row (a power of two, so few sizes get compiled).
     const size_t items = (size_t(inner) + chunk - 1) / chunk;
@@ -334,10 +290,22 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
     while (group < items && group < 64) group *= 2;
     const size_t global[2] = {round_up(items, group), size_t(n / inner)};
     const size_t local[2] = {group, 1};
-    launch.run(2, global, local);
+    range = NDRange(2, global, local);
+  }
+  if (contig) {
+    launch(kernel, range, arg(out), in[0], in[1], in[2], p0, p1, values[0], values[1], values[2], n);
     return;
   }
-  launch.run1(contig ? (size_t(n) + unroll - 1) / unroll : size_t(n));
+  Layout layout{};
+  layout.ndim = static_cast<cl_int>(csize.size());
+  for (size_t d = 0; d < csize.size(); ++d) {
+    layout.size[d] = static_cast<cl_int>(csize[d]);
+    for (int k = 0; k < kOperands; ++k) {
+      TORCH_CHECK(std::abs(cstride[k][d]) <= INT_MAX, "opencl: stride past 2^31 elements");
+      layout.stride[k][d] = static_cast<cl_int>(cstride[k][d]);
+    }
+  }
+  launch(kernel, range, arg(out), in[0], in[1], in[2], p0, p1, values[0], values[1], values[2], n, layout);
 }
 
 }  // namespace oclf::device

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../runtime/allocator.h"
@@ -47,26 +48,17 @@ at::Tensor contiguous(const at::Tensor& t);
 at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
                         const std::function<at::Tensor()>& make);
 
-// Sets a kernel's arguments in order under the device lock, then launches it.
-class Launch {
- public:
-  explicit Launch(cl_kernel kernel);
-  Launch& mem(cl_mem m);
-  Launch& tensor(const at::Tensor& t);  // its buffer, then its offset (int, in elements)
-  Launch& i32(int v);
-  Launch& i64(int64_t v);
-  Launch& f32(float v);
-  Launch& raw(const void* value, size_t size);
-  void run(cl_uint dims, const size_t* global, const size_t* local);
-  // One dimension of round_up(n, group) work-items in groups of `group` (64 on CPU
-  // devices; the driver picks when group is 0).
-  void run1(size_t n, size_t group = 256);
+// ---- launches: the course runtime's set_args, on the device's queue ---------------------
+//   launch(kernel, NDRange::linear(n), arg(x), arg(y), int(n));
+// A device tensor is two kernel arguments (arg(): its buffer, then its offset in elements);
+// scalars go as the kernel declares them: int, cl_long, float (a bool is refused).
 
- private:
-  std::unique_lock<std::recursive_mutex> lock_;
-  cl_kernel kernel_;
-  cl_uint index_ = 0;
+// A device tensor as kernel arguments; an empty one passes a null buffer and offset 0.
+struct TensorArg {
+  cl_mem mem = nullptr;
+  int offset = 0;
 };
+TensorArg arg(const at::Tensor& t);
 
 // A number the size of the compute type it is passed as (float, long, int or uchar).
 struct ScalarArg {
@@ -74,6 +66,38 @@ struct ScalarArg {
   size_t size = 4;
   ScalarArg(double value, at::ScalarType type);
 };
+
+// set_args (runtime/programs.hpp) takes a TensorArg as its two arguments, a ScalarArg as its bytes.
+inline void set_arg_at(cl_kernel kernel, cl_uint* index, const TensorArg& t) {
+  oclf::set_arg_at(kernel, index, t.mem);
+  oclf::set_arg_at(kernel, index, t.offset);
+}
+inline void set_arg_at(cl_kernel kernel, cl_uint* index, const ScalarArg& v) {
+  set_arg(kernel, (*index)++, v.size, v.bytes);
+}
+
+// An NDRange: `dims` global sizes, and local sizes or none (the driver picks).
+struct NDRange {
+  cl_uint dims = 1;
+  size_t global[3] = {1, 1, 1};
+  size_t local[3] = {1, 1, 1};
+  bool driver_local = true;
+  NDRange(cl_uint dims, const size_t* global, const size_t* local);
+  // One dimension of round_up(n, group) work-items in groups of `group` (64 on CPU devices:
+  // PoCL compiles a kernel anew per work-group size; the driver picks when group is 0).
+  static NDRange linear(size_t n, size_t group = 256);
+};
+
+// Sets a kernel's arguments in order (set_args) and enqueues it over `range` on the device's
+// queue, both under the device lock (cached kernels are shared between threads).
+template <typename... Args>
+void launch(cl_kernel kernel, const NDRange& range, const Args&... args) {
+  static_assert(!(std::is_same_v<Args, bool> || ...), "pass flags as int, as the kernels declare them");
+  Device& dev = Device::get();
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  set_args(kernel, args...);
+  dev.launch(kernel, range.dims, range.global, range.driver_local ? nullptr : range.local);
+}
 
 // One input of an elementwise operation: a tensor (broadcast to the output's shape), or
 // a number (a Python scalar, or a 0-dim CPU tensor, which torch allows beside device ones).

@@ -1,28 +1,18 @@
 // Convolution on the opencl device: what the forward (conv.cpp) and the backward
-// (conv_backward.cpp) share: shapes as the kernels take them, padding, the path settings
-// and the forward launches, on which the backward runs its gradients too.
+// (conv_backward.cpp) share: padding, the path settings and the forward convolutions, on
+// which the backward runs its gradients too. The kernels and their choice are the
+// reference's (opencl_functions/reference/conv2d.hpp), launched through DeviceLauncher.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "../../../launch/geometry.hpp"
 #include "common.h"
 
 namespace oclf::device::conv {
 
-// One convolution's shapes, in the order the kernels take them.
-struct Shape {
-  int batch, c_in, h, w;  // the padded input
-  int c_out, k_h, k_w;
-  int stride_h, stride_w, dilation_h, dilation_w, groups;
-  int h_out, w_out;
-};
-
-inline const char* kForward = "conv2d.cl";
-inline const char* kBackward = "conv2d_backward.cl";
-
-Launch& shape_args(Launch& launch, const Shape& s);
 // The library's kernels take whole buffers: a tensor with an offset is copied first.
 at::Tensor whole(const at::Tensor& t);
 // x (B, C, H, W), any strides, zero-padded by (ph, pw) on each side: contiguous, at offset 0.
@@ -32,21 +22,22 @@ at::Tensor padded(const at::Tensor& x, int64_t ph, int64_t pw);
 // "direct" computes gradients with the direct and tiled backward kernels; else by device.
 enum class ConvMode { kAuto, kGpu, kDirect };
 ConvMode conv_mode();
-// Whether the CPU kernels (conv2d_cpu, conv2d_depthwise_cpu) run.
+// Whether the backward pass takes the CPU kernels' formulations (plain layouts).
 bool cpu_kernels();
-size_t tile_size();
 
-// conv2d_gpu (split K when its tiles fill the device less than once, into at most
-// max_splits slices); swapped: x, w and y with their first two dimensions swapped.
-void forward_gpu(const Shape& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                 const at::Tensor& y, int max_splits = 16, bool swapped = false);
-// A forward convolution without bias on the device's kernel for its shape.
-void forward_any(const Shape& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y,
-                 int max_splits = 16);
+// y = conv2d(x, w) + bias on the reference's kernel for the layer (bias may be undefined);
+// `keep`: w is a weight whose packed or transformed copies are kept with it.
+void forward(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+             const at::Tensor& y, bool keep);
+// A forward convolution without bias (the backward pass's: temporary weights, not kept).
+void forward_any(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y);
+// conv2d_gpu with x, w and y with their first two dimensions swapped (NC_SWAPPED), K split
+// up to 128 ways: the weight gradient as a forward convolution.
+void forward_gpu_swapped(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y);
 
-// The shapes of a 2-D convolution of x (unpadded) with weight; the padded size in s.h, s.w.
-Shape conv_shape(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
-                 at::IntArrayRef dilation, int64_t groups);
+// The geometry of a 2-D convolution of x (unpadded) with weight; the padded size in h, w.
+Conv2dGeometry conv_shape(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
+                          at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
 
 // Arguments as 2-D: conv1d's (B, C, L) become (B, C, 1, L) and its lists get a leading 1/0.
 struct Args2d {

@@ -9,45 +9,41 @@
 // opencl_functions/device/README.md explains the two formulations.
 #include <torch/library.h>
 
+#include "../../../launch/gradients.hpp"
 #include "conv.h"
+#include "launcher.h"
 
 namespace oclf::device::conv {
 
 namespace {
-
-// A tile is worth it when the GEMM's rows (channels per group) fill at least half of it.
-bool use_tiled(size_t rows, size_t cols) { return rows >= tile_size() / 2 && cols >= tile_size() / 2; }
-
-std::string backward_options() { return "-DTILE=" + std::to_string(tile_size()); }
 
 // The input gradient as a forward convolution, on the device's fastest kernel: dy spread
 // out by the stride (zeros between its rows and columns) with d·(K-1) - p around it,
 // convolved at stride 1 with the weights flipped and each group's input and output
 // channels swapped. It multiplies stride² - 1 zeros for each value, so larger strides
 // (patch embeddings) keep the direct kernel.
-bool grad_input_as_forward(const Shape& s) {
+bool grad_input_as_forward(const Conv2dGeometry& s) {
   return conv_mode() != ConvMode::kDirect && s.stride_h * s.stride_w <= 4;
 }
 
 // The weights flipped and each group's input and output channels swapped: (C_in, C_out/groups,
 // K_h, K_w), the input gradient's forward weights.
-at::Tensor flipped_weights(const Shape& s, const at::Tensor& w) {
+at::Tensor flipped_weights(const Conv2dGeometry& s, const at::Tensor& w) {
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
   at::Tensor flipped = empty_device({s.c_in, cout_g, s.k_h, s.k_w}, at::kFloat);
-  Launch launch(Device::get().kernel("index.cl", "flip_swap_weights", "-DT=float"));
-  launch.mem(span(w).mem).mem(span(flipped).mem).i32(s.groups).i32(cin_g).i32(cout_g).i32(s.k_h).i32(s.k_w);
-  launch.i32(int(flipped.numel())).run1(size_t(flipped.numel()));
+  launch(Device::get().kernel("index.cl", "flip_swap_weights", "-DT=float"), NDRange::linear(size_t(flipped.numel())),
+         span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, int(flipped.numel()));
   return flipped;
 }
 
 // The elements of t (B, C, H, W) that a 1×1 convolution of shape s reads: rows and columns
 // 0, stride, 2·stride, ... (H_out and W_out of them), as a view.
-at::Tensor at_strides(const at::Tensor& t, const Shape& s) {
+at::Tensor at_strides(const at::Tensor& t, const Conv2dGeometry& s) {
   return t.slice(2, 0, int64_t(s.h_out - 1) * s.stride_h + 1, s.stride_h)
       .slice(3, 0, int64_t(s.w_out - 1) * s.stride_w + 1, s.stride_w);
 }
 
-at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
+at::Tensor grad_input_forward(const Conv2dGeometry& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
                               const at::Tensor& dy, const at::Tensor& w) {
   Device& dev = Device::get();
   const int ext_h = s.dilation_h * (s.k_h - 1), ext_w = s.dilation_w * (s.k_w - 1);
@@ -57,7 +53,7 @@ at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int
     // 1×1 with a stride (downsampling): the products at the strided positions only, then
     // put in place among zeros, rather than a convolution of the spread dy (stride² times
     // the work).
-    Shape t = s;
+    Conv2dGeometry t = s;
     t.c_in = s.c_out;
     t.c_out = s.c_in;
     t.h = t.h_out = s.h_out;
@@ -73,13 +69,12 @@ at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int
   at::Tensor spread = dy;
   if (!as_is) {
     spread = empty_device({s.batch, s.c_out, lh, lw}, at::kFloat);
-    Launch launch(dev.kernel("index.cl", "spread2d", "-DT=float"));
-    launch.mem(span(dy).mem).mem(span(spread).mem).i32(s.h_out).i32(s.w_out).i32(lh).i32(lw);
-    launch.i32(ext_h - int(pad_h)).i32(ext_w - int(pad_w)).i32(s.stride_h).i32(s.stride_w);
-    launch.i32(int(spread.numel())).run1(size_t(spread.numel()));
+    launch(dev.kernel("index.cl", "spread2d", "-DT=float"), NDRange::linear(size_t(spread.numel())), span(dy).mem,
+           span(spread).mem, s.h_out, s.w_out, lh, lw, ext_h - int(pad_h), ext_w - int(pad_w), s.stride_h,
+           s.stride_w, int(spread.numel()));
   }
   const at::Tensor flipped = flipped_weights(s, w);
-  Shape t = s;
+  Conv2dGeometry t = s;
   t.c_in = s.c_out;
   t.c_out = s.c_in;
   t.h = lh;
@@ -98,13 +93,13 @@ at::Tensor grad_input_forward(const Shape& s, int64_t height, int64_t width, int
 // K_w): a small output over a long K (B·H_out·W_out), split many ways. conv2d_gpu reads and
 // writes the swapped layouts in place (NC_SWAPPED); conv2d_cpu takes copies, and a 1×1
 // layer's dW there as a product (below).
-at::Tensor grad_weight_forward(const Shape& s, const at::Tensor& x_padded, const at::Tensor& dy) {
+at::Tensor grad_weight_forward(const Conv2dGeometry& s, const at::Tensor& x_padded, const at::Tensor& dy) {
   if (cpu_kernels() && s.k_h == 1 && s.k_w == 1) {
     // CPUs, 1×1: dW (C_out × C_in) = dy (C_out × B·HW) · x (B·HW × C_in) as a 1×1
     // conv2d_cpu over C_in "pixels" (the form below would have one pixel per output).
     const at::Tensor x_rows = at_strides(x_padded, s).permute({0, 2, 3, 1}).contiguous();  // B·H_out·W_out × C_in
     const at::Tensor dy_rows = dy.transpose(0, 1).contiguous();                             // C_out × B·H_out·W_out
-    Shape g{};
+    Conv2dGeometry g{};
     g.batch = 1;
     g.c_in = s.batch * s.h_out * s.w_out;
     g.h = g.h_out = 1;
@@ -115,7 +110,7 @@ at::Tensor grad_weight_forward(const Shape& s, const at::Tensor& x_padded, const
     forward_any(g, x_rows, dy_rows, dw);
     return dw;
   }
-  Shape t{};
+  Conv2dGeometry t{};
   t.batch = s.c_in;
   t.c_in = s.batch;
   t.h = s.h;
@@ -140,77 +135,33 @@ at::Tensor grad_weight_forward(const Shape& s, const at::Tensor& x_padded, const
     return dw_swapped.transpose(0, 1).contiguous();
   }
   at::Tensor dw = empty_device({s.c_out, s.c_in, s.k_h, s.k_w}, at::kFloat);
-  forward_gpu(t, x_padded, dy, at::Tensor(), dw, 128, true);
+  forward_gpu_swapped(t, x_padded, dy, dw);
   return dw;
 }
 
-// Gradient with respect to the padded input (the direct and tiled kernels).
-at::Tensor grad_input_padded(const Shape& s, const at::Tensor& dy, const at::Tensor& w) {
-  Device& dev = Device::get();
-  const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
+// The gradients on conv2d_backward.cl's kernels (launch/gradients.hpp), as the library's
+// backward pass runs them: with respect to the padded input, the weights and the bias.
+at::Tensor grad_input_padded(const Conv2dGeometry& s, const at::Tensor& dy, const at::Tensor& w) {
   at::Tensor dx = empty_device({s.batch, s.c_in, s.h, s.w}, at::kFloat);
-  const bool gaps = s.stride_h > 1 || s.stride_w > 1;
-  const bool tiled = !gaps && !dev.is_cpu() && use_tiled(cin_g, size_t(cout_g) * s.k_h * s.k_w);
-  const size_t tile = tile_size();
-  Launch launch(dev.library_kernel(kBackward, tiled ? "conv2d_grad_input_tiled" : "conv2d_grad_input_direct",
-                                   backward_options()));
-  shape_args(launch.mem(span(dy).mem).mem(span(w).mem).mem(span(dx).mem), s);
-  if (tiled) {
-    const size_t global[3] = {round_up(size_t(s.batch) * s.h * s.w, tile), round_up(cin_g, tile), size_t(s.groups)};
-    const size_t local[3] = {tile, tile, 1};
-    launch.run(3, global, local);
-  } else {
-    const size_t global[1] = {round_up(dx.numel(), 64)};
-    launch.run(1, global, nullptr);
-  }
+  DeviceLauncher launcher;
+  gradients::input(launcher, s, whole_buffer(dy, "grad_output"), whole_buffer(w, "weight"),
+                   whole_buffer(dx, "grad_input"), gradients::Variant::kAuto);
   return dx;
 }
 
-at::Tensor grad_weight(const Shape& s, const at::Tensor& x, const at::Tensor& dy) {
-  Device& dev = Device::get();
-  const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
-  const size_t k_dim = size_t(cin_g) * s.k_h * s.k_w, w_len = size_t(s.c_out) * k_dim;
-  const size_t pixels = size_t(s.batch) * s.h_out * s.w_out;
-  const size_t target = size_t(dev.info().compute_units) * 4096, tile = tile_size();
-  const bool tiled = use_tiled(cout_g, k_dim);
-  // Split the sum over output pixels into slices so that enough work-items run.
-  const size_t base = tiled ? round_up(k_dim, tile) * round_up(cout_g, tile) * s.groups : w_len;
-  const size_t min_chunk = tiled ? 4 * tile : 64, align = tiled ? tile : 1;
-  size_t want = std::max<size_t>(1, (target + base - 1) / base);
-  want = std::min<size_t>({want, std::max<size_t>(1, pixels / min_chunk), 256});
-  const int chunk = int(round_up((pixels + want - 1) / want, align));
-  const int splits = int((pixels + chunk - 1) / chunk);
-  at::Tensor partial = empty_device({int64_t(splits) * int64_t(w_len)}, at::kFloat);
-  {
-    Launch launch(dev.library_kernel(kBackward, tiled ? "conv2d_grad_weight_tiled" : "conv2d_grad_weight_direct",
-                                     backward_options()));
-    shape_args(launch.mem(span(x).mem).mem(span(dy).mem).mem(span(partial).mem), s).i32(chunk);
-    if (tiled) {
-      const size_t global[3] = {round_up(k_dim, tile), round_up(cout_g, tile), size_t(s.groups) * splits};
-      const size_t local[3] = {tile, tile, 1};
-      launch.run(3, global, local);
-    } else {
-      const size_t global[2] = {round_up(w_len, 64), size_t(splits)};
-      launch.run(2, global, nullptr);
-    }
-  }
-  if (splits == 1) return partial;
-  at::Tensor dw = empty_device({int64_t(w_len)}, at::kFloat);
-  Launch sum(dev.library_kernel(kBackward, "conv2d_sum_splits", backward_options()));
-  sum.mem(span(partial).mem).mem(span(dw).mem).i32(int(w_len)).i32(splits);
-  const size_t global[1] = {round_up(w_len, 64)};
-  sum.run(1, global, nullptr);
+at::Tensor grad_weight(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& dy) {
+  at::Tensor dw = empty_device({s.c_out, s.cin_g(), s.k_h, s.k_w}, at::kFloat);
+  DeviceLauncher launcher;
+  gradients::weight(launcher, s, whole_buffer(x, "input"), whole_buffer(dy, "grad_output"),
+                    whole_buffer(dw, "grad_weight"), gradients::Variant::kAuto);
   return dw;
 }
 
-at::Tensor grad_bias(const Shape& s, const at::Tensor& dy) {
+at::Tensor grad_bias(const Conv2dGeometry& s, const at::Tensor& dy) {
   at::Tensor db = empty_device({s.c_out}, at::kFloat);
-  const size_t group = 64;  // BIAS_GROUP in conv2d_backward.cl
-  Launch launch(Device::get().library_kernel(kBackward, "conv2d_grad_bias", backward_options()));
-  launch.mem(span(dy).mem).mem(span(db).mem).i32(s.batch).i32(s.c_out).i32(s.h_out * s.w_out);
-  const size_t global[1] = {size_t(s.c_out) * group};
-  const size_t local[1] = {group};
-  launch.run(1, global, local);
+  DeviceLauncher launcher;
+  gradients::bias(launcher, s.batch, s.c_out, s.h_out * s.w_out, whole_buffer(dy, "grad_output"),
+                  whole_buffer(db, "grad_bias"));
   return db;
 }
 
@@ -222,7 +173,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   const Args2d a = as_2d(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
                          C10_AS_INTARRAYREF_SLOW(dilation), transposed, g);
   check_float(grad_output, "grad_output");
-  const Shape s = conv_shape(a.x, a.weight, a.stride, a.padding, a.dilation, g);
+  const Conv2dGeometry s = conv_shape(a.x, a.weight, a.stride, a.padding, a.dilation, g);
   const at::Tensor dy = whole(a.one_d ? grad_output.unsqueeze(2) : grad_output);
   at::Tensor dx, dw, db;
   if (output_mask[0]) {

@@ -118,8 +118,8 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::Sc
     int64_t inner = 1;
     for (int64_t k = d + 1; k < x.dim(); ++k) inner *= x.size(k);
     const int64_t D = x.dim() == 0 ? 1 : x.size(d), lines = x.numel() / D;
-    Launch launch(Device::get().kernel("gather.cl", "cumsum", typed(y)));
-    launch.tensor(x).tensor(y).i32(int(D)).i32(int(inner)).i32(int(lines)).run1(size_t(lines));
+    launch(Device::get().kernel("gather.cl", "cumsum", typed(y)), NDRange::linear(size_t(lines)), arg(x), arg(y),
+           int(D), int(inner), int(lines));
   }
   if (!y.is_same(out)) out.copy_(y);
   return out;
@@ -172,9 +172,8 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   at::Tensor y = out.is_contiguous() ? out : empty_device(idx.sizes(), self.scalar_type());
   if (y.numel() > 0) {
     const Coords c = coords(idx, self, at::Tensor(), "gather");
-    Launch launch(Device::get().kernel("gather.cl", "gather", typed(self)));
-    launch.tensor(self).tensor(idx).tensor(y).raw(&c, sizeof(c)).i32(int(d)).i32(int(y.numel()));
-    launch.run1(size_t(y.numel()));
+    launch(Device::get().kernel("gather.cl", "gather", typed(self)), NDRange::linear(size_t(y.numel())), arg(self),
+           arg(idx), arg(y), c, int(d), int(y.numel()));
   }
   if (!y.is_same(out)) out.copy_(y);
   return out;
@@ -198,9 +197,8 @@ at::Tensor& scatter_into(at::Tensor& self, int64_t dim, const at::Tensor& index,
   std::string options = typed(x) + (add ? " -DADD" : "") + (src.defined() ? "" : " -DVALUE");
   const ScalarArg v(value.toDouble(), x.scalar_type());
   const int64_t lines = idx.numel() / idx.size(d);
-  Launch launch(Device::get().kernel("gather.cl", "scatter", options));
-  launch.tensor(x).tensor(idx).tensor(s.defined() ? s : x).raw(v.bytes, v.size).raw(&c, sizeof(c)).i32(int(d));
-  launch.i32(int(lines)).run1(size_t(lines));
+  launch(Device::get().kernel("gather.cl", "scatter", options), NDRange::linear(size_t(lines)), arg(x), arg(idx),
+         arg(s.defined() ? s : x), v, c, int(d), int(lines));
   if (!x.is_same(self)) self.copy_(x);
   return self;
 }
@@ -321,9 +319,8 @@ at::Tensor& random_fill(at::Tensor& self, int mode, double a, double b, const st
   }
   at::Tensor y = self.is_contiguous() ? self : empty_device(self.sizes(), at::kFloat);
   const cl_uint lo = cl_uint(seed), hi = cl_uint(seed >> 32);
-  Launch launch(Device::get().kernel("gather.cl", "random_fill", ""));
-  launch.tensor(y).raw(&lo, sizeof(lo)).raw(&hi, sizeof(hi)).i32(mode).f32(float(a)).f32(float(b));
-  launch.i32(int(y.numel())).run1(size_t(y.numel()));
+  launch(Device::get().kernel("gather.cl", "random_fill", ""), NDRange::linear(size_t(y.numel())), arg(y), lo, hi,
+         int(mode), float(a), float(b), int(y.numel()));
   if (!y.is_same(self)) self.copy_(y);
   return self;
 }
@@ -348,8 +345,8 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   at::Tensor y = out.is_contiguous() ? out : empty_device({steps}, out.scalar_type());
   const double a = start.toDouble(), b = end.toDouble();
   const double step = steps > 1 ? (b - a) / double(steps - 1) : 0.0;
-  Launch launch(Device::get().kernel("gather.cl", "linspace", typed(y)));
-  launch.tensor(y).f32(float(a)).f32(float(b)).f32(float(step)).i32(int(steps)).run1(size_t(steps));
+  launch(Device::get().kernel("gather.cl", "linspace", typed(y)), NDRange::linear(size_t(steps)), arg(y), float(a),
+         float(b), float(step), int(steps));
   if (!y.is_same(out)) out.copy_(y);
   return out;
 }

@@ -23,11 +23,12 @@ std::tuple<int64_t, int64_t, int64_t> around(const at::Tensor& x, int64_t dim) {
   return {outer, x.dim() == 0 ? 1 : x.size(dim), inner};
 }
 
-void run_rows(Launch& launch, int64_t rows) {
+// One work-group per row.
+NDRange rows_range(int64_t rows) {
   const size_t g = group_size();
   const size_t global[1] = {size_t(rows) * g};
   const size_t local[1] = {g};
-  launch.run(1, global, local);
+  return NDRange(1, global, local);
 }
 
 std::string softmax_options(bool log) {
@@ -43,9 +44,8 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   const at::Tensor x = contiguous(self);
   at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), at::kFloat);
   const auto [outer, D, inner] = around(x, d);
-  Launch launch(Device::get().kernel("softmax.cl", "softmax_forward", softmax_options(Log)));
-  launch.tensor(x).tensor(y).i32(int(D)).i32(int(inner));
-  run_rows(launch, outer * inner);
+  launch(Device::get().kernel("softmax.cl", "softmax_forward", softmax_options(Log)), rows_range(outer * inner), arg(x),
+         arg(y), int(D), int(inner));
   if (!y.is_same(out)) out.copy_(y);
   return out;
 }
@@ -65,9 +65,8 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
   if (output.numel() == 0) return grad_input;
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(output.sizes(), at::kFloat);
   const auto [outer, D, inner] = around(output, d);
-  Launch launch(Device::get().kernel("softmax.cl", "softmax_backward", softmax_options(Log)));
-  launch.tensor(contiguous(grad_output)).tensor(contiguous(output)).tensor(dx).i32(int(D)).i32(int(inner));
-  run_rows(launch, outer * inner);
+  launch(Device::get().kernel("softmax.cl", "softmax_backward", softmax_options(Log)), rows_range(outer * inner),
+         arg(contiguous(grad_output)), arg(contiguous(output)), arg(dx), int(D), int(inner));
   if (!dx.is_same(grad_input)) grad_input.copy_(dx);
   return grad_input;
 }
@@ -98,14 +97,9 @@ std::tuple<at::Tensor&, at::Tensor&> nll_out(const at::Tensor& self, const at::T
   at::native::resize_output(total_weight, {});
   const bool has_w = weight && weight->defined();
   const at::Tensor x = contiguous(self);
-  const size_t g = group_size();
-  Launch launch(Device::get().kernel("softmax.cl", "nll_forward", softmax_options(false)));
-  launch.tensor(x).tensor(contiguous(target)).tensor(has_w ? contiguous(*weight) : x).tensor(output);
-  launch.tensor(total_weight).i32(has_w).i32(int(reduction)).i32(int(ignore_index.expect_int()));
-  launch.i32(int(N)).i32(int(C));
-  const size_t global[1] = {g};
-  const size_t local[1] = {g};
-  launch.run(1, global, local);
+  launch(Device::get().kernel("softmax.cl", "nll_forward", softmax_options(false)), rows_range(1), arg(x),
+         arg(contiguous(target)), arg(has_w ? contiguous(*weight) : x), arg(output), arg(total_weight), int(has_w),
+         int(reduction), int(ignore_index.expect_int()), int(N), int(C));
   return {output, total_weight};
 }
 
@@ -126,10 +120,9 @@ at::Tensor& nll_backward_out(const at::Tensor& grad_output, const at::Tensor& se
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), at::kFloat);
   dx.zero_();
   const bool has_w = weight && weight->defined();
-  Launch launch(Device::get().kernel("softmax.cl", "nll_backward", softmax_options(false)));
-  launch.tensor(contiguous(grad_output)).tensor(contiguous(target)).tensor(has_w ? contiguous(*weight) : dx);
-  launch.tensor(total_weight).tensor(dx).i32(has_w).i32(int(reduction)).i32(int(ignore_index.expect_int()));
-  launch.i32(int(N)).i32(int(C)).run1(size_t(N));
+  launch(Device::get().kernel("softmax.cl", "nll_backward", softmax_options(false)), NDRange::linear(size_t(N)),
+         arg(contiguous(grad_output)), arg(contiguous(target)), arg(has_w ? contiguous(*weight) : dx),
+         arg(total_weight), arg(dx), int(has_w), int(reduction), int(ignore_index.expect_int()), int(N), int(C));
   if (!dx.is_same(grad_input)) grad_input.copy_(dx);
   return grad_input;
 }
@@ -157,9 +150,8 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   if (y.numel() == 0) return y;
   const at::Tensor x = contiguous(self);
   const auto [outer, D, inner] = around(x, d);
-  Launch launch(Device::get().kernel("index.cl", "index_select", typed(x)));
-  launch.tensor(x).tensor(idx).tensor(y).i32(int(D)).i32(int(idx.numel())).i32(int(inner)).i32(int(y.numel()));
-  launch.run1(size_t(y.numel()));
+  launch(Device::get().kernel("index.cl", "index_select", typed(x)), NDRange::linear(size_t(y.numel())), arg(x),
+         arg(idx), arg(y), int(D), int(idx.numel()), int(inner), int(y.numel()));
   return y;
 }
 
@@ -177,9 +169,8 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   const at::Tensor src = contiguous(source.to(y.scalar_type()));
   const auto [outer, D, inner] = around(y, d);
   const ScalarArg a(alpha.toDouble(), y.scalar_type());
-  Launch launch(Device::get().kernel("index.cl", "index_add", typed(y)));
-  launch.tensor(y).tensor(idx).tensor(src).raw(a.bytes, a.size).i32(int(D)).i32(int(idx.numel())).i32(int(inner));
-  launch.i32(int(outer * inner)).run1(size_t(outer * inner));
+  launch(Device::get().kernel("index.cl", "index_add", typed(y)), NDRange::linear(size_t(outer * inner)), arg(y),
+         arg(idx), arg(src), a, int(D), int(idx.numel()), int(inner), int(outer * inner));
   if (!y.is_same(out)) out.copy_(y);
   return out;
 }
@@ -203,9 +194,8 @@ at::Tensor embedding_backward(const at::Tensor& grad_output, const at::Tensor& i
   const at::Tensor idx = contiguous(indices.scalar_type() == at::kLong ? indices : indices.to(at::kLong));
   at::Tensor dw = empty_device({V, E}, at::kFloat);
   dw.zero_();
-  Launch launch(Device::get().kernel("index.cl", "embedding_backward", ""));
-  launch.tensor(contiguous(grad_output)).tensor(idx).tensor(dw).i32(int(idx.numel())).i32(int(E));
-  launch.i32(int(padding_idx.expect_int())).run1(size_t(E));
+  launch(Device::get().kernel("index.cl", "embedding_backward", ""), NDRange::linear(size_t(E)),
+         arg(contiguous(grad_output)), arg(idx), arg(dw), int(idx.numel()), int(E), int(padding_idx.expect_int()));
   return dw;
 }
 
@@ -230,9 +220,8 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
         b.dim() == out.dim() && !out.is_alias_of(a) && !out.is_alias_of(b)) {
       int64_t inner = 1;
       for (size_t i = size_t(d) + 1; i < shape.size(); ++i) inner *= shape[i];
-      Launch launch(Device::get().kernel("index.cl", "cat2", typed(out)));
-      launch.tensor(a).tensor(b).tensor(out).i32(int(a.size(d))).i32(int(b.size(d))).i32(int(inner));
-      launch.i32(int(out.numel())).run1(size_t(out.numel()));
+      launch(Device::get().kernel("index.cl", "cat2", typed(out)), NDRange::linear(size_t(out.numel())), arg(a),
+             arg(b), arg(out), int(a.size(d)), int(b.size(d)), int(inner), int(out.numel()));
       return out;
     }
   }
@@ -265,8 +254,7 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   if (n == 0) return out;
   at::Tensor y = out.is_contiguous() ? out : empty_device({n}, out.scalar_type());
   const ScalarArg a(first, y.scalar_type()), b(by, y.scalar_type());
-  Launch launch(Device::get().kernel("index.cl", "arange", typed(y)));
-  launch.tensor(y).raw(a.bytes, a.size).raw(b.bytes, b.size).i32(int(n)).run1(size_t(n));
+  launch(Device::get().kernel("index.cl", "arange", typed(y)), NDRange::linear(size_t(n)), arg(y), a, b, int(n));
   if (!y.is_same(out)) out.copy_(y);
   return out;
 }
@@ -289,9 +277,8 @@ std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, st
   }
   const cl_uint lo = cl_uint(seed), hi = cl_uint(seed >> 32);
   const float scale = p >= 1 ? 0.0f : float(1.0 / (1.0 - p));
-  Launch launch(Device::get().kernel("index.cl", "dropout", ""));
-  launch.tensor(x).tensor(y).tensor(mask).raw(&lo, sizeof(lo)).raw(&hi, sizeof(hi)).f32(float(p)).f32(scale);
-  launch.i32(int(x.numel())).run1(size_t(x.numel()));
+  launch(Device::get().kernel("index.cl", "dropout", ""), NDRange::linear(size_t(x.numel())), arg(x), arg(y),
+         arg(mask), lo, hi, float(p), scale, int(x.numel()));
   return {y, mask};
 }
 
@@ -307,9 +294,9 @@ at::Tensor& triangle_out(const at::Tensor& self, c10::SymInt diagonal, at::Tenso
   at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), self.scalar_type());
   if (y.numel() == 0) return out;
   const at::Tensor x = contiguous(self);
-  Launch launch(Device::get().kernel("index.cl", "triangle", typed(x) + (Lower ? " -DLOWER" : "")));
-  launch.tensor(x).tensor(y).i32(int(x.size(-2))).i32(int(x.size(-1))).i32(int(diagonal.expect_int()));
-  launch.i32(int(y.numel())).run1(size_t(y.numel()));
+  launch(Device::get().kernel("index.cl", "triangle", typed(x) + (Lower ? " -DLOWER" : "")),
+         NDRange::linear(size_t(y.numel())), arg(x), arg(y), int(x.size(-2)), int(x.size(-1)),
+         int(diagonal.expect_int()), int(y.numel()));
   if (!y.is_same(out)) out.copy_(y);
   return out;
 }

@@ -25,20 +25,21 @@ bool given(const std::optional<at::Tensor>& t) { return t && t->defined(); }
 
 // NDRange (ceil(HW / chunk), planes) for the per-pixel batch norm kernels: work-groups of
 // up to 64 along a plane, a power of two (few sizes to compile).
-void run_planes(Launch& launch, int HW, int64_t planes) {
+NDRange planes_range(int HW, int64_t planes) {
   const size_t items = (size_t(HW) + chunk() - 1) / chunk();
   size_t group = 1;
   while (group < items && group < 64) group *= 2;
   const size_t global[2] = {round_up(items, group), size_t(planes)};
   const size_t local[2] = {group, 1};
-  launch.run(2, global, local);
+  return NDRange(2, global, local);
 }
 
-void run_groups(Launch& launch, size_t groups) {
+// One work-group per channel or row.
+NDRange groups_range(size_t groups) {
   const size_t g = group_size();
   const size_t global[1] = {groups * g};
   const size_t local[1] = {g};
-  launch.run(1, global, local);
+  return NDRange(1, global, local);
 }
 
 // ---- batch norm ---------------------------------------------------------------------------
@@ -61,25 +62,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   const bool running = given(running_mean) && given(running_var);
   TORCH_CHECK(training || running, "opencl: batch_norm in eval mode needs running_mean and running_var");
   if (training) {
-    Launch stats(norm_kernel("bn_stats"));
-    stats.tensor(x).tensor(mean).tensor(invstd);
-    stats.tensor(or_else(running_mean, mean)).tensor(or_else(running_var, invstd));
-    stats.i32(running).i32(N).i32(C).i32(HW).f32(float(eps)).f32(float(momentum));
-    run_groups(stats, size_t(C));
+    launch(norm_kernel("bn_stats"), groups_range(size_t(C)), arg(x), arg(mean), arg(invstd),
+           arg(or_else(running_mean, mean)), arg(or_else(running_var, invstd)), int(running), N, C, HW, float(eps),
+           float(momentum));
   }
   const at::Tensor& m = training ? mean : *running_mean;
   const at::Tensor& s = training ? invstd : *running_var;
   // GPUs read and write whole float4s where the planes allow it: one flat range of
   // float4s (as many bytes in flight with a quarter of the work-items).
   const bool by4 = !Device::get().is_cpu() && x.numel() <= INT_MAX && HW % 4 == 0 && span(x).offset % 4 == 0 && span(y).offset % 4 == 0;
-  Launch apply(Device::get().kernel("norm.cl", by4 ? "bn_apply4" : "bn_apply", options()));
-  apply.tensor(x).tensor(y).tensor(m).tensor(s).tensor(or_else(weight, x)).tensor(or_else(bias, x));
-  apply.i32(given(weight)).i32(given(bias)).i32(!training).i32(C).i32(HW).f32(float(eps));
+  const cl_kernel apply = Device::get().kernel("norm.cl", by4 ? "bn_apply4" : "bn_apply", options());
+  const TensorArg w = arg(or_else(weight, x)), b = arg(or_else(bias, x));
   if (by4) {
-    apply.i32(int(x.numel() / 4));
-    apply.run1(size_t(x.numel() / 4));
+    launch(apply, NDRange::linear(size_t(x.numel() / 4)), arg(x), arg(y), arg(m), arg(s), w, b,
+           int(given(weight)), int(given(bias)), int(!training), C, HW, float(eps), int(x.numel() / 4));
   } else {
-    run_planes(apply, HW, int64_t(N) * C);
+    launch(apply, planes_range(HW, int64_t(N) * C), arg(x), arg(y), arg(m), arg(s), w, b, int(given(weight)),
+           int(given(bias)), int(!training), C, HW, float(eps));
   }
   return {y, mean, invstd};
 }
@@ -103,18 +102,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     sum_dy.zero_();
     sum_dy_xhat.zero_();
   } else if (train || output_mask[1] || output_mask[2]) {
-    Launch reduce(norm_kernel("bn_backward_reduce"));
-    reduce.tensor(dy).tensor(x).tensor(m).tensor(s).tensor(sum_dy).tensor(sum_dy_xhat);
-    reduce.i32(use_var).i32(N).i32(C).i32(HW).f32(float(eps));
-    run_groups(reduce, size_t(C));
+    launch(norm_kernel("bn_backward_reduce"), groups_range(size_t(C)), arg(dy), arg(x), arg(m), arg(s), arg(sum_dy),
+           arg(sum_dy_xhat), int(use_var), N, C, HW, float(eps));
   }
   at::Tensor dx;
   if (output_mask[0]) {
     dx = empty_device(x.sizes(), at::kFloat);
-    Launch back(Device::get().kernel("norm.cl", "bn_backward_input", options()));
-    back.tensor(dy).tensor(x).tensor(m).tensor(s).tensor(or_else(weight, x)).tensor(sum_dy).tensor(sum_dy_xhat);
-    back.tensor(dx).i32(given(weight)).i32(train).i32(use_var).i32(N).i32(C).i32(HW).f32(float(eps));
-    run_planes(back, HW, int64_t(N) * C);
+    launch(Device::get().kernel("norm.cl", "bn_backward_input", options()), planes_range(HW, int64_t(N) * C), arg(dy),
+           arg(x), arg(m), arg(s), arg(or_else(weight, x)), arg(sum_dy), arg(sum_dy_xhat), arg(dx),
+           int(given(weight)), int(train), int(use_var), N, C, HW, float(eps));
   }
   return {dx, output_mask[1] ? sum_dy_xhat : at::Tensor(), output_mask[2] ? sum_dy : at::Tensor()};
 }
@@ -150,10 +146,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   at::Tensor rstd = empty_device(stat_shape(x, normalized.size()), at::kFloat);
   if (M == 0 || D == 0) return {y, mean, rstd};
   const at::Tensor w = given(weight) ? contiguous(*weight) : x, b = given(bias) ? contiguous(*bias) : x;
-  Launch launch(norm_kernel("ln_forward"));
-  launch.tensor(x).tensor(y).tensor(w).tensor(b).tensor(mean).tensor(rstd);
-  launch.i32(given(weight)).i32(given(bias)).i32(int(D)).f32(float(eps));
-  run_groups(launch, size_t(M));
+  launch(norm_kernel("ln_forward"), groups_range(size_t(M)), arg(x), arg(y), arg(w), arg(b), arg(mean), arg(rstd),
+         int(given(weight)), int(given(bias)), int(D), float(eps));
   return {y, mean, rstd};
 }
 
@@ -172,18 +166,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     dx = empty_device(x.sizes(), at::kFloat);
     if (M > 0 && D > 0) {
       const at::Tensor w = given(weight) ? contiguous(*weight) : x;
-      Launch launch(norm_kernel("ln_backward_input"));
-      launch.tensor(dy).tensor(x).tensor(m).tensor(r).tensor(w).tensor(dx).i32(given(weight)).i32(int(D));
-      run_groups(launch, size_t(M));
+      launch(norm_kernel("ln_backward_input"), groups_range(size_t(M)), arg(dy), arg(x), arg(m), arg(r), arg(w),
+             arg(dx), int(given(weight)), int(D));
     }
   }
   if (output_mask[1]) dw = empty_device(normalized, at::kFloat);
   if (output_mask[2]) db = empty_device(normalized, at::kFloat);
   if ((output_mask[1] || output_mask[2]) && D > 0) {
-    Launch launch(Device::get().kernel("norm.cl", "ln_backward_params", options()));
-    launch.tensor(dy).tensor(x).tensor(m).tensor(r).tensor(dw.defined() ? dw : x).tensor(db.defined() ? db : x);
-    launch.i32(dw.defined()).i32(db.defined()).i32(int(M)).i32(int(D));
-    launch.run1(size_t(D));
+    launch(Device::get().kernel("norm.cl", "ln_backward_params", options()), NDRange::linear(size_t(D)), arg(dy),
+           arg(x), arg(m), arg(r), arg(dw.defined() ? dw : x), arg(db.defined() ? db : x), int(dw.defined()),
+           int(db.defined()), int(M), int(D));
   }
   return {dx, dw, db};
 }

@@ -47,9 +47,20 @@ std::vector<int64_t> out_shape(const at::Tensor& x, int64_t oh, int64_t ow) {
   return shape;
 }
 
-Launch& geometry(Launch& launch, const at::Tensor& x, const Window& w, int64_t total) {
-  return launch.i32(int(x.size(-2))).i32(int(x.size(-1))).i32(int(w.oh)).i32(int(w.ow)).i32(w.kh).i32(w.kw)
-      .i32(w.sh).i32(w.sw).i32(w.ph).i32(w.pw).i32(w.dh).i32(w.dw).i32(int(total));
+// The window over x as the kernels take it after their tensors: H, W, OH, OW, KH, KW, SH, SW,
+// PH, PW, DH, DW and the number of work-items (`total`), ints.
+struct Geometry {
+  int values[13];
+};
+
+Geometry geometry(const at::Tensor& x, const Window& w, int64_t total) {
+  return {{int(x.size(-2)), int(x.size(-1)), int(w.oh), int(w.ow), w.kh, w.kw, w.sh, w.sw, w.ph, w.pw, w.dh, w.dw,
+           int(total)}};
+}
+
+// set_args takes a Geometry as its 13 ints.
+void set_arg_at(cl_kernel kernel, cl_uint* index, const Geometry& g) {
+  for (const int v : g.values) oclf::set_arg_at(kernel, index, v);
 }
 
 cl_kernel pool_kernel(const char* name) { return Device::get().kernel("pool.cl", name, ""); }
@@ -75,9 +86,8 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool_out(const at::Tensor& self, at::In
   const at::Tensor x = contiguous(self);
   at::Tensor y = out.is_contiguous() ? out : empty_device(shape, at::kFloat);
   at::Tensor i = indices.is_contiguous() ? indices : empty_device(shape, at::kLong);
-  Launch launch(pool_kernel("max_pool_forward", w));
-  geometry(launch.tensor(x).tensor(y).tensor(i), x, w, y.numel());
-  launch.run1(size_t(y.numel()));
+  launch(pool_kernel("max_pool_forward", w), NDRange::linear(size_t(y.numel())), arg(x), arg(y), arg(i),
+         geometry(x, w, y.numel()));
   if (!y.is_same(out)) out.copy_(y);
   if (!i.is_same(indices)) indices.copy_(i);
   return {out, indices};
@@ -96,10 +106,8 @@ at::Tensor& max_pool_backward_out(const at::Tensor& grad_output, const at::Tenso
   const Window w = window(self, kernel, stride, padding, dilation, ceil_mode, "max_pool2d_backward");
   at::native::resize_output(grad_input, self.sizes());
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), at::kFloat);
-  Launch launch(pool_kernel("max_pool_backward", w));
-  launch.tensor(contiguous(grad_output)).tensor(contiguous(indices)).tensor(dx);
-  geometry(launch, self, w, dx.numel());
-  launch.run1(size_t(dx.numel()));
+  launch(pool_kernel("max_pool_backward", w), NDRange::linear(size_t(dx.numel())), arg(contiguous(grad_output)),
+         arg(contiguous(indices)), arg(dx), geometry(self, w, dx.numel()));
   if (!dx.is_same(grad_input)) grad_input.copy_(dx);
   return grad_input;
 }
@@ -119,10 +127,8 @@ at::Tensor& avg_pool_out(const at::Tensor& self, at::IntArrayRef kernel, at::Int
   at::native::resize_output(out, shape);
   at::Tensor y = out.is_contiguous() ? out : empty_device(shape, at::kFloat);
   const at::Tensor x = contiguous(self);
-  Launch launch(pool_kernel("avg_pool_forward", w));
-  launch.tensor(x).tensor(y).i32(include_pad).i32(int(divisor.value_or(0)));
-  geometry(launch, x, w, y.numel());
-  launch.run1(size_t(y.numel()));
+  launch(pool_kernel("avg_pool_forward", w), NDRange::linear(size_t(y.numel())), arg(x), arg(y), int(include_pad),
+         int(divisor.value_or(0)), geometry(x, w, y.numel()));
   if (!y.is_same(out)) out.copy_(y);
   return out;
 }
@@ -139,10 +145,8 @@ at::Tensor& avg_pool_backward_out(const at::Tensor& grad_output, const at::Tenso
   const Window w = window(self, kernel, stride, padding, {}, ceil_mode, "avg_pool2d_backward");
   at::native::resize_output(grad_input, self.sizes());
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), at::kFloat);
-  Launch launch(pool_kernel("avg_pool_backward", w));
-  launch.tensor(contiguous(grad_output)).tensor(dx).i32(include_pad).i32(int(divisor.value_or(0)));
-  geometry(launch, self, w, dx.numel());
-  launch.run1(size_t(dx.numel()));
+  launch(pool_kernel("avg_pool_backward", w), NDRange::linear(size_t(dx.numel())), arg(contiguous(grad_output)),
+         arg(dx), int(include_pad), int(divisor.value_or(0)), geometry(self, w, dx.numel()));
   if (!dx.is_same(grad_input)) grad_input.copy_(dx);
   return grad_input;
 }
@@ -163,18 +167,16 @@ at::Tensor adaptive_avg(const at::Tensor& self, c10::SymIntArrayRef output_size)
   const int64_t oh = size[0], ow = size.size() > 1 ? size[1] : size[0];
   at::Tensor y = empty_device(out_shape(self, oh, ow), at::kFloat);
   const at::Tensor x = contiguous(self);
-  Launch launch(pool_kernel("adaptive_avg_forward"));
-  launch.tensor(x).tensor(y).i32(int(x.size(-2))).i32(int(x.size(-1))).i32(int(oh)).i32(int(ow));
-  launch.i32(int(y.numel())).run1(size_t(y.numel()));
+  launch(pool_kernel("adaptive_avg_forward"), NDRange::linear(size_t(y.numel())), arg(x), arg(y), int(x.size(-2)),
+         int(x.size(-1)), int(oh), int(ow), int(y.numel()));
   return y;
 }
 
 at::Tensor adaptive_avg_backward(const at::Tensor& grad_output, const at::Tensor& self) {
   at::Tensor dx = empty_device(self.sizes(), at::kFloat);
-  Launch launch(pool_kernel("adaptive_avg_backward"));
-  launch.tensor(contiguous(grad_output)).tensor(dx).i32(int(self.size(-2))).i32(int(self.size(-1)));
-  launch.i32(int(grad_output.size(-2))).i32(int(grad_output.size(-1))).i32(int(dx.numel()));
-  launch.run1(size_t(dx.numel()));
+  launch(pool_kernel("adaptive_avg_backward"), NDRange::linear(size_t(dx.numel())), arg(contiguous(grad_output)),
+         arg(dx), int(self.size(-2)), int(self.size(-1)), int(grad_output.size(-2)), int(grad_output.size(-1)),
+         int(dx.numel()));
   return dx;
 }
 

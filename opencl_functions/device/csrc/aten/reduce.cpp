@@ -85,8 +85,8 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
   for (int64_t s : kept_size) outputs *= s;
   if (outputs == 0) return;
   TORCH_CHECK(self.numel() <= INT_MAX, "opencl: reductions over more than 2^31 elements are not supported");
-  const bool arg = op == "argmax" || op == "argmin";
-  TORCH_CHECK(count > 0 || (op != "max" && op != "min" && !arg), "opencl: ", op,
+  const bool arg_op = op == "argmax" || op == "argmin";
+  TORCH_CHECK(count > 0 || (op != "max" && op != "min" && !arg_op), "opencl: ", op,
               "(): cannot reduce over a zero-size dimension");
 
   const at::ScalarType in_type = self.scalar_type();
@@ -98,20 +98,12 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
   const Dims kept = merged(kept_size, kept_stride), red = merged(red_size, red_stride);
   const float scale = scale_by_count ? 1.0f / static_cast<float>(std::max<int64_t>(count, 1)) : 1.0f;
 
-  Launch launch(Device::get().kernel("reduce.cl", group ? "reduce_group" : "reduce_item", options));
-  launch.tensor(self);
-  launch.tensor(values.defined() ? values : indices);
-  launch.tensor(indices.defined() ? indices : values);
-  launch.i32(indices.defined() ? 1 : 0);
-  launch.raw(&kept, sizeof(kept)).raw(&red, sizeof(red));
-  launch.i32(static_cast<int>(count)).i32(static_cast<int>(outputs)).f32(scale);
-  if (group) {
-    const size_t global[1] = {size_t(outputs) * kGroup};
-    const size_t local[1] = {kGroup};
-    launch.run(1, global, local);
-  } else {
-    launch.run1(size_t(outputs));
-  }
+  const size_t global[1] = {size_t(outputs) * kGroup};
+  const size_t local[1] = {kGroup};
+  launch(Device::get().kernel("reduce.cl", group ? "reduce_group" : "reduce_item", options),
+         group ? NDRange(1, global, local) : NDRange::linear(size_t(outputs)), arg(self),
+         arg(values.defined() ? values : indices), arg(indices.defined() ? indices : values),
+         indices.defined() ? 1 : 0, kept, red, static_cast<int>(count), static_cast<int>(outputs), scale);
 }
 
 // The result's shape: reduced dimensions dropped, or kept as size 1.

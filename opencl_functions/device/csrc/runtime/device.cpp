@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../../../runtime/launch_log.hpp"
+
 namespace oclf::device {
 
 namespace {
@@ -100,7 +102,9 @@ cl_kernel Device::cached(const std::string& path, const std::string& name, const
 void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
   for (cl_uint i = 0; i < dims; ++i)
     if (global[i] == 0) return;  // OpenCL 1.2 rejects empty ranges
+  launch_log::before_launch(queue_, kernel, dims, global, local);
   CL_CHECK(clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, 0, nullptr, nullptr));
+  launch_log::after_launch(queue_);
   ++launches_;
   if (sync_each_) CL_CHECK(clFinish(queue_));
 }

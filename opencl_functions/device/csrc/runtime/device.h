@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../launch/geometry.hpp"
 #include "../../../runtime/runtime.hpp"
 
 namespace oclf::device {
@@ -78,7 +79,7 @@ class Device {
   uint64_t launches_ = 0, programs_built_ = 0;
 };
 
-// Rounds n up to a multiple of `multiple`.
-inline size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+// Rounds n up to a multiple of `multiple` (launch/geometry.hpp).
+using ndrange::round_up;
 
 }  // namespace oclf::device

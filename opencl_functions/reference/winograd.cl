@@ -1,5 +1,5 @@
-// winograd.cl: Winograd F(2×2, 3×3) for stride-1, undilated 3×3 convolutions with one group
-// (staff-only; a GPU candidate of conv2d_fast.hpp). Each 2×2 block of outputs comes from a
+// reference/winograd.cl: Winograd F(2×2, 3×3) for stride-1, undilated 3×3 convolutions with one group
+// (staff-only; a GPU candidate of conv2d.hpp, launched by winograd.hpp). Each 2×2 block of outputs comes from a
 // 4×4 tile of the input, with 16 multiplications per input channel instead of 36:
 //
 //   U = G g Gᵀ    the weights of one (output, input) channel pair, 3×3 → 4×4 (once per weight)

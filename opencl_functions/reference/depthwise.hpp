@@ -1,6 +1,6 @@
-// depthwise_fast.hpp: the reference's depthwise convolutions (C_in = C_out = groups), their
-// configurations and launches (staff-only; included by conv2d_fast.hpp, compiled into the
-// host code's object). Kernels: depthwise.cl (v3) and conv2d.cl (v2).
+// reference/depthwise.hpp: the reference's depthwise convolutions (C_in = C_out = groups),
+// their configurations and launches (staff-only; conv2d.hpp picks them for the library and
+// the opencl device). Kernels: depthwise.cl (v3) and conv2d_cpu.cl (v2).
 //
 // Configurations ("dw_rows VW=16 RY=4" and so on) and their defaults:
 //   dw_rows   CPUs, kernels up to 7×7: RY output rows × VW columns per work-item. VW: the
@@ -19,72 +19,72 @@
 #include <string>
 #include <vector>
 
-#include "fast_tuning.hpp"
-#include "opencl-functions.hpp"
-#include "runtime/runtime.hpp"
+#include "../launch/launcher.hpp"
+#include "conv2d_cpu.hpp"
+#include "tuning.hpp"
 
-namespace oclf {
-namespace fast {
+namespace oclf::reference {
+
+inline const char* kDepthwiseFile = "reference/depthwise.cl";
 
 // Whether depthwise.cl's kernels take this layer (the taps are compiled in, up to 7×7).
-inline bool depthwise_v3_fits(const Conv2dArgs& p) { return p.k_h <= 7 && p.k_w <= 7; }
+inline bool depthwise_v3_fits(const Conv2dGeometry& p) { return p.k_h <= 7 && p.k_w <= 7; }
 
-inline std::string depthwise_shape_options(const Conv2dArgs& p) {
+inline std::string depthwise_shape_options(const Conv2dGeometry& p) {
   return "-cl-mad-enable -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w) +
          " -DSH=" + std::to_string(p.stride_h) + " -DSW=" + std::to_string(p.stride_w) +
          " -DDH=" + std::to_string(p.dilation_h) + " -DDW=" + std::to_string(p.dilation_w);
 }
 
 // v2 (conv2d.cl): on CPUs a vector of 16 outputs along a row per work-item, else one output.
-inline void depthwise_v2(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y, bool cpu) {
+inline void depthwise_v2(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, bool cpu) {
   const int cov = cpu ? 16 : 1;
-  cl_kernel kernel = rt.kernel("conv2d.cl", cpu ? "conv2d_depthwise_cpu" : "conv2d_depthwise",
+  cl_kernel kernel = l.kernel(kCpuFile, cpu ? "conv2d_depthwise_cpu" : "conv2d_depthwise",
                                "-cl-mad-enable -DCOV=16 -DPX=8");
-  const int has_bias = bias != nullptr;
-  set_args(kernel, x, w, bias, y, has_bias, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h,
-           p.stride_w, p.dilation_h, p.dilation_w, p.groups, p.h_out, p.w_out);
+  const int has_bias = o.bias != nullptr;
+  set_conv_args(kernel, std::make_tuple(o.x, o.w, o.bias, o.y, has_bias), p);
   const size_t global[3] = {size_t(p.w_out + cov - 1) / cov, size_t(p.h_out), size_t(p.batch) * p.c_out};
-  rt.launch(kernel, 3, global, nullptr);
+  l.launch(kernel, 3, global, nullptr);
 }
 
-inline void depthwise_rows(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
+inline void depthwise_rows(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o,
                            const std::string& config) {
   const int vw = config_value(config, "VW", 16), ry = config_value(config, "RY", 4);
   const std::string options =
       depthwise_shape_options(p) + " -DVW=" + std::to_string(vw) + " -DRY=" + std::to_string(ry);
-  cl_kernel kernel = rt.kernel("depthwise.cl", "conv2d_depthwise_rows", options);
-  const int has_bias = bias != nullptr;
-  set_args(kernel, x, w, bias, y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out);
+  cl_kernel kernel = l.kernel(kDepthwiseFile, "conv2d_depthwise_rows", options);
+  const int has_bias = o.bias != nullptr;
+  set_args(kernel, o.x, o.w, o.bias, o.y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out);
   const size_t global[3] = {size_t(p.w_out + vw - 1) / vw, size_t(p.h_out + ry - 1) / ry,
                             size_t(p.batch) * p.c_out};
-  rt.launch(kernel, 3, global, nullptr);
+  l.launch(kernel, 3, global, nullptr);
 }
 
-inline void depthwise_tiled(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
+inline void depthwise_tiled(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o,
                             const std::string& config) {
   const int tx = config_value(config, "TX", 16), ty = config_value(config, "TY", 8);
   const int tz = config_value(config, "TZ", 1), ry = config_value(config, "RY", 2);
   const std::string options = depthwise_shape_options(p) + " -DTX=" + std::to_string(tx) + " -DTY=" +
                               std::to_string(ty) + " -DTZ=" + std::to_string(tz) + " -DRY=" + std::to_string(ry);
-  cl_kernel kernel = rt.kernel("depthwise.cl", "conv2d_depthwise_tiled", options);
-  const int has_bias = bias != nullptr;
-  set_args(kernel, x, w, bias, y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out);
+  cl_kernel kernel = l.kernel(kDepthwiseFile, "conv2d_depthwise_tiled", options);
+  const int has_bias = o.bias != nullptr;
+  set_args(kernel, o.x, o.w, o.bias, o.y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out);
   const size_t planes = size_t(p.batch) * p.c_out;
   const size_t global[3] = {size_t(p.w_out + tx - 1) / tx * tx, size_t(p.h_out + ty * ry - 1) / (ty * ry) * ty,
                             (planes + tz - 1) / tz * tz};
   const size_t local[3] = {size_t(tx), size_t(ty), size_t(tz)};
-  rt.launch(kernel, 3, global, local);
+  l.launch(kernel, 3, global, local);
 }
 
-inline void depthwise_run(Runtime& rt, const Conv2dArgs& p, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
+inline void depthwise_run(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o,
                           const std::string& config) {
   const std::string kind = config_kind(config);
   if (kind == "dw_rows") {
-    depthwise_rows(rt, p, x, w, bias, y, config);
+    depthwise_rows(l, p, o, config);
   } else if (kind == "dw_tiled") {
-    depthwise_tiled(rt, p, x, w, bias, y, config);
+    depthwise_tiled(l, p, o, config);
   } else {
-    depthwise_v2(rt, p, x, w, bias, y, kind == "depthwise_cpu");
+    depthwise_v2(l, p, o, kind == "depthwise_cpu");
   }
 }
 
@@ -98,7 +98,7 @@ inline std::string dw_tiled_config(int tx, int ty, int tz, int ry) {
 }
 
 // Candidates for one depthwise layer on this device (the default first); `full`: a sweep's.
-inline std::vector<std::string> depthwise_candidates(const DeviceInfo& info, const Conv2dArgs& p, bool full) {
+inline std::vector<std::string> depthwise_candidates(const DeviceInfo& info, const Conv2dGeometry& p, bool full) {
   std::vector<std::string> out;
   const bool cpu = info.type == "CPU";
   if (!depthwise_v3_fits(p)) return {cpu ? "depthwise_cpu" : "depthwise"};
@@ -144,5 +144,4 @@ inline std::vector<std::string> depthwise_candidates(const DeviceInfo& info, con
   return unique;
 }
 
-}  // namespace fast
-}  // namespace oclf
+}  // namespace oclf::reference

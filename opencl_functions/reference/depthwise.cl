@@ -1,5 +1,5 @@
-// depthwise.cl: the reference's depthwise convolutions (staff-only; conv2d_fast.hpp picks
-// one per device and shape). Same layouts as conv2d.cl, with C_in = C_out = groups:
+// reference/depthwise.cl: the reference's depthwise convolutions (staff-only; depthwise.hpp
+// launches them, conv2d.hpp picks one per device and shape). Same layouts as conv2d.cl, with C_in = C_out = groups:
 //
 //   x      is (B, C, H, W)          input, padded by the caller
 //   w      is (C, 1, KH, KW)        one filter per channel

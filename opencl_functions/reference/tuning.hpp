@@ -1,5 +1,7 @@
-// fast_tuning.hpp: how the reference's fast paths pick a configuration per shape (staff-only,
-// compiled into the host code's object through opencl-functions.cpp's staff region).
+// reference/tuning.hpp: how the reference's kernels pick a configuration per shape (staff-only),
+// for the library (compiled into the host code's object through opencl-functions.cpp's staff
+// region) and the opencl device alike: configuration texts, choose(), and the blocks and
+// tiles that the CPU and GPU kernels share.
 //
 // A configuration is a short text ("rows VW=16 MR=1 RN=4", "cpu COV=16 PX=8"). choose()
 // takes the candidates for one shape, the device-derived default first, and returns, in
@@ -21,10 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/runtime.hpp"
+#include "../launch/launcher.hpp"
 
-namespace oclf {
-namespace fast {
+namespace oclf::reference {
 
 struct Choice {
   std::string config, origin;
@@ -32,11 +33,11 @@ struct Choice {
 
 // One shape's decision. `quick` are the candidates of first-use tuning (default first),
 // `sweep` those of a sweep (make tune); run(config) enqueues the operation with that
-// configuration. `worth_measuring`: false for shapes too small to repay a measurement.
-inline Choice choose(Runtime& rt, const std::string& key, const std::string& source_hash,
+// configuration on `l`. `worth_measuring`: false for shapes too small to repay a measurement.
+inline Choice choose(Launcher& l, const std::string& key, const std::string& source_hash,
                      const std::vector<std::string>& quick, const std::vector<std::string>& sweep,
                      const std::function<void(const std::string&)>& run, bool worth_measuring, int reps = 3) {
-  Tuning& tuning = rt.tuning();
+  Tuning& tuning = l.tuning();
   const bool sweeping = Tuning::mode() == Tuning::Mode::sweep;
   const std::vector<std::string>& candidates = sweeping ? sweep : quick;
   if (const Tuning::Entry* cached = tuning.find(key, source_hash)) {
@@ -52,7 +53,10 @@ inline Choice choose(Runtime& rt, const std::string& key, const std::string& sou
   std::string best = quick[0];
   for (const std::string& c : candidates) {
     try {
-      const double ns = tuning.measure([&] { run(c); }, runs);
+      const double ns = tuning.measure([&] {
+        run(c);
+        l.trial_done();
+      }, runs);
       if (ns < best_ns) best_ns = ns, best = c;
     } catch (const Error&) {
       continue;  // this candidate does not build or launch on this device
@@ -70,8 +74,7 @@ inline int cpu_vector_width(const DeviceInfo& info) {
 }
 
 // The tuning key of a convolution: the kernel family and every size that changes the best
-// configuration (h and w of the padded input). The opencl device reads the choices cached
-// under it (cached_choice) for the same kernels.
+// configuration (h and w of the padded input); the library and the opencl device share it.
 inline std::string conv_key(const std::string& family, int batch, int c_in, int h, int w, int c_out, int k_h,
                             int k_w, int stride_h, int stride_w, int dilation_h, int dilation_w, int groups) {
   char key[256];
@@ -81,20 +84,11 @@ inline std::string conv_key(const std::string& family, int batch, int c_in, int 
   return key;
 }
 
-// The configuration cached for `key` with kernels of `source_hash` (a first-use measurement
-// or a sweep), or "" when there is none or OCLF_TUNE=0; nothing is measured.
-inline std::string cached_choice(Runtime& rt, const std::string& key, const std::string& source_hash) {
-  if (Tuning::mode() == Tuning::Mode::off) return "";
-  const Tuning::Entry* cached = rt.tuning().find(key, source_hash);
-  return cached ? cached->choice : "";
-}
-
 inline std::string cpu_config(int cov, int px) {
   return "cpu COV=" + std::to_string(cov) + " PX=" + std::to_string(px);
 }
 
-// Block candidates of conv2d_cpu (the default first): COV = the device's vector width. The
-// reference's CPU convolutions and the opencl device's choose among them.
+// Block candidates of conv2d_cpu (the default first): COV = the device's vector width.
 inline std::vector<std::string> cpu_candidates(const DeviceInfo& info, bool full) {
   const int vw = cpu_vector_width(info);
   std::vector<std::string> out = {cpu_config(vw, 8), cpu_config(vw, 4), cpu_config(vw, 12)};
@@ -135,7 +129,7 @@ inline size_t cpu_work_group(const DeviceInfo& info, size_t units, size_t others
   return best;
 }
 
-// gemm_rows on GPUs (matmul_fast.cl): LX work-items share a row of B, about 6–12 float4s each
+// gemm_rows on GPUs (matmul.cl): LX work-items share a row of B, about 6–12 float4s each
 // (the H100 probe over GPT-2's products: LX = 32 for K = 768, and 128 for one row of A or 64
 // for several with K = 3072).
 inline int gpu_rows_lx(int m, int k) {
@@ -150,8 +144,7 @@ inline int gpu_rows_lx(int m, int k) {
 // timed by kernel events (GPT-2, K = 768) preferred for a short K twice the work-items per
 // row for few rows of B (N ≤ 1024: 11.7 → 9.1 µs for 8 tokens), 16 work-items per row in
 // groups of 4 rows for many rows and several of A (15.8 → 12.0), two rows of B per
-// work-item for one row of A (9.2 → 8.1–8.6). The reference's first candidate
-// (matmul_fast.hpp) and the opencl device's few-row products.
+// work-item for one row of A (9.2 → 8.1–8.6): the first GPU candidate of matmul_plan.hpp.
 struct RowsBlock {
   int rn, lx, ly;
   bool fixed_k;
@@ -180,9 +173,8 @@ inline int config_value(const std::string& config, const std::string& name, int 
 // The first word of a configuration text: which kernel ("rows", "cols", "clblast", ...).
 inline std::string config_kind(const std::string& config) { return config.substr(0, config.find(' ')); }
 
-// conv2d_gpu's tile (conv2d.cl): TM×TN outputs per work-group, WM×WN per work-item, K in
-// steps of TK. The reference (conv2d_gpu_fast.hpp, the GEMMs of matmul_fast.hpp) and the
-// opencl device's convolutions take the same tiles.
+// conv2d_gpu's tile (conv2d_gpu.cl): TM×TN outputs per work-group, WM×WN per work-item, K in
+// steps of TK (conv2d_gpu.hpp; the GEMMs of matmul.hpp and winograd.hpp).
 struct GpuTile {
   int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
   std::string text() const {
@@ -213,8 +205,7 @@ inline bool fits_device(const GpuTile& t, const DeviceInfo& info) {
   return threads <= info.max_work_group_size && local_bytes <= info.local_mem_size;
 }
 
-// OCLF_GPU_TILE="TM,TN,WM,WN,TK" into *t; false when it is unset (the reference's conv2d_gpu
-// and the opencl device's convolutions read it, for measurements).
+// OCLF_GPU_TILE="TM,TN,WM,WN,TK" into *t; false when it is unset (for measurements).
 inline bool tile_setting(GpuTile* t) {
   const std::string env = setting("GPU_TILE");
   if (env.empty()) return false;
@@ -245,5 +236,4 @@ inline GpuTile default_tile(const DeviceInfo& info, int cout_g, int k_dim, size_
   return fits_device(t, info) ? t : GpuTile{32, 32, 4, 4, 16};
 }
 
-}  // namespace fast
-}  // namespace oclf
+}  // namespace oclf::reference

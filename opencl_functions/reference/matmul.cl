@@ -1,6 +1,7 @@
-// matmul_fast.cl: the reference's own matrix products for the shapes where CLBlast is slow
-// (one-row products of a linear layer on one token, skinny products of a few tokens).
-// Staff-only; opencl-functions.cpp picks these or CLBlast per shape (matmul_fast.hpp).
+// reference/matmul.cl: the reference's own matrix products for the shapes where CLBlast is
+// slow (one-row products of a linear layer on one token, skinny products of a few tokens).
+// Staff-only; matmul.hpp launches them, matmul_plan.hpp picks these or CLBlast per shape for
+// the library and the opencl device alike.
 //
 //   C (M×N, row-major, leading dimension N) = A (M×K) · B (K×N)
 //   A: element (m, k) at a[m·sam + k·sak] (row-major: sam = lda, sak = 1;

@@ -1,0 +1,145 @@
+// reference/conv2d.hpp: which of the reference's conv2d kernels runs for a layer, on which
+// configuration, for the library (library.hpp) and the opencl device (device/csrc/aten/conv.cpp)
+// alike (staff-only). The kernels' launches: conv2d_cpu.hpp, conv2d_gpu.hpp, depthwise.hpp,
+// winograd.hpp.
+//
+// Kernel choice (OCLF_CONV_KERNEL forces one where it applies: tiled, cpu, gpu, the depthwise
+// kinds of depthwise.hpp, or a whole configuration such as "cpu COV=8 PX=12"):
+//   depthwise convs (one input and one output channel per group): depthwise.hpp;
+//   CPU devices: conv2d_cpu (v2) on weights packed by conv2d_pack_weights, COV output
+//     channels (the device's float vector width: 16 with AVX-512, 8 with AVX2) × PX = 8
+//     pixels per work-item; OCLF_CPU_BLOCK="COV,PX" overrides;
+//   other devices: conv2d_gpu (v4), with split-K when the output alone gives too few
+//     work-groups; tiles by layer shape (default_gpu_tile), OCLF_GPU_TILE="TM,TN,WM,WN,TK"
+//     overrides; OCLF_GPU_SPLIT_TARGET sets split-K's aim. Stride-1 3×3 convs also try
+//     Winograd F(2×2, 3×3) (winograd.cl; "wino", its products through conv2d_gpu) when tuned.
+// Each layer shape may be tuned at first use among a few candidates (tuning.hpp).
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../launch/launcher.hpp"
+#include "conv2d_cpu.hpp"
+#include "conv2d_gpu.hpp"
+#include "depthwise.hpp"
+#include "tuning.hpp"
+#include "winograd.hpp"
+
+namespace oclf::reference {
+
+// What a caller asks of one convolution beyond its shape and buffers.
+struct ConvRequest {
+  // A kernel kind or a whole configuration to force (OCLF_CONV_KERNEL); "" for the rules.
+  std::string forced = setting("CONV_KERNEL");
+  // Plan as on a GPU whatever the device (the opencl device's OCLF_DEVICE_CONV=gpu), so CPU
+  // machines run the GPU paths.
+  bool gpu_paths = false;
+};
+
+// The tuning key of a layer (tuning.hpp).
+inline std::string conv_key(const std::string& family, const Conv2dGeometry& p) {
+  return conv_key(family, p.batch, p.c_in, p.h, p.w, p.c_out, p.k_h, p.k_w, p.stride_h, p.stride_w, p.dilation_h,
+                  p.dilation_w, p.groups);
+}
+
+// Layers smaller than this many multiply-adds are not worth a measurement.
+inline bool conv_worth_tuning(const Conv2dGeometry& p) { return p.macs() >= double(1 << 20); }
+
+// The configuration for a layer: a forced one (OCLF_CONV_KERNEL with a space), a block
+// setting (OCLF_CPU_BLOCK, OCLF_GPU_TILE), else choose() among the candidates (a forced kind
+// without sizes only picks the family). Notes it for the benchmark.
+inline std::string conv_config(Launcher& l, const Conv2dGeometry& p, const std::string& family,
+                               const std::string& forced, const std::string& block_setting,
+                               const std::vector<std::string>& quick, const std::vector<std::string>& full,
+                               const std::string& source_hash, const std::function<void(const std::string&)>& run) {
+  Choice choice;
+  if (forced.find(' ') != std::string::npos) {
+    choice = {forced, "setting"};
+  } else if (!block_setting.empty()) {
+    choice = {block_setting, "setting"};
+  } else {
+    choice = choose(l, conv_key(family, p), source_hash, quick, full, run, conv_worth_tuning(p));
+    if (!forced.empty() && choice.origin == "defaults") choice.origin = "setting";
+  }
+  l.tuning().note(choice.config, choice.origin);
+  return choice.config;
+}
+
+// The depthwise kernels: a forced kind keeps that kind's candidates (the v2 kinds have no others).
+inline void conv2d_depthwise(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
+                             const std::string& forced) {
+  std::vector<std::string> quick = depthwise_candidates(info, p, false);
+  std::vector<std::string> full = depthwise_candidates(info, p, true);
+  if (!forced.empty() && forced.find(' ') == std::string::npos) {
+    auto other = [&](const std::string& c) { return config_kind(c) != forced; };
+    quick.erase(std::remove_if(quick.begin(), quick.end(), other), quick.end());
+    full.erase(std::remove_if(full.begin(), full.end(), other), full.end());
+    if (quick.empty()) quick = full = {forced};
+  }
+  auto run = [&](const std::string& c) { depthwise_run(l, p, o, c); };
+  const std::string hash = l.source_hash(kDepthwiseFile) + l.source_hash(kCpuFile);
+  depthwise_run(l, p, o, conv_config(l, p, "depthwise", forced, "", quick, full, hash, run));
+}
+
+// conv2d_cpu with the block OCLF_CPU_BLOCK sets, the cache holds or a measurement picks.
+inline void conv2d_cpu_path(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
+                            const std::string& forced) {
+  auto run = [&](const std::string& c) {
+    conv2d_cpu(l, p, o, config_value(c, "COV", 16), config_value(c, "PX", 8));
+  };
+  const std::string config = conv_config(l, p, "cpu", forced, cpu_block_setting(), cpu_candidates(info, false),
+                                         cpu_candidates(info, true), l.source_hash(kCpuFile), run);
+  run(config);
+}
+
+// conv2d_gpu with the tile OCLF_GPU_TILE sets, the cache holds or a measurement picks; stride-1
+// 3×3 layers measure Winograd against it.
+inline void conv2d_gpu_path(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
+                            const std::string& forced) {
+  GpuTile set;
+  const std::string block = tile_setting(&set) ? set.text() : "";
+  auto run = [&](const std::string& c) {
+    if (config_kind(c) == "wino")
+      conv2d_winograd(l, p, o, GpuTile::of(c));
+    else
+      conv2d_gpu(l, p, o, GpuTile::of(c));
+  };
+  std::vector<std::string> quick = gpu_candidates(info, p, false), full = gpu_candidates(info, p, true);
+  std::string hash = l.source_hash(kGpuFile);
+  if (winograd_fits(p)) {
+    // Winograd with its products' default tile, measured against the direct kernel.
+    const std::string wino = "wino" + default_gpu_tile(info, winograd_gemm(p)).text().substr(3);
+    quick.push_back(wino);
+    full.push_back(wino);
+    hash += l.source_hash(kWinogradFile);
+  }
+  if (forced == "wino" && winograd_fits(p)) quick = full = {quick.back()};
+  run(conv_config(l, p, "gpu", forced, block, quick, full, hash, run));
+}
+
+// The reference's own kernels for the layer's shape and device: depthwise.hpp for depthwise
+// convs, conv2d_cpu on CPU devices, conv2d_gpu elsewhere. Returns false when
+// OCLF_CONV_KERNEL=tiled asks for the students' kernel instead.
+inline bool conv2d(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const ConvRequest& r = {}) {
+  const std::string& forced = r.forced;
+  if (forced == "tiled") return false;
+  DeviceInfo info = l.info();
+  if (r.gpu_paths) info.type = "GPU";
+  const std::string kind = config_kind(forced);
+  const bool cpu = info.type == "CPU";
+  const bool dw_forced = kind.rfind("depthwise", 0) == 0 || kind.rfind("dw_", 0) == 0;
+  if (p.depthwise() && (forced.empty() || dw_forced)) {
+    conv2d_depthwise(l, info, p, o, forced);
+  } else if (kind == "cpu" || (kind != "gpu" && kind != "wino" && cpu)) {
+    conv2d_cpu_path(l, info, p, o, kind == "cpu" ? forced : "");
+  } else {
+    const bool gpu_forced = kind == "gpu" || (kind == "wino" && winograd_fits(p));
+    conv2d_gpu_path(l, info, p, o, gpu_forced ? forced : "");
+  }
+  return true;
+}
+
+}  // namespace oclf::reference

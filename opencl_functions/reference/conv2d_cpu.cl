@@ -1,0 +1,205 @@
+// reference/conv2d_cpu.cl: the reference's convolutions for CPUs (staff-only), picked per
+// device and shape by reference/conv2d.hpp for the library and the opencl device alike.
+// OpenCL C 1.2. Same arguments as conv2d_tiled (conv2d.cl) unless noted:
+//
+//   x      is (B, C_in, H, W)                    input, padded by the caller
+//   w      is (C_out, C_in/groups, K_h, K_w)     weights
+//   bias   is (C_out), read only when has_bias
+//   y      is (B, C_out, H_out, W_out)           output
+//
+// v2 conv2d_cpu: barrier-free direct convolution for CPUs (PoCL). Weights are first
+// packed by conv2d_pack_weights into blocks of COV output channels,
+//   wp is (groups, co_blocks, C_in/groups, K_h, K_w, COV), zero past C_out/groups,
+// so one vector load gives one tap (ci, kh, kw) of COV output channels. Work-item
+// (cb, pb, b·groups+g) computes COV output channels × PX consecutive output pixels
+// (flattened oh·W_out+ow of image b), accumulating PX vectors in registers: each tap
+// is one vector load and PX broadcast multiply-adds. NDRange: (co_blocks,
+// ceil(H_out·W_out/PX), B·groups): channel blocks first, so the work-items that read the
+// same input pixels run together. Built with -DKH=.. -DKW=.. (the kernel size) so the tap
+// loops unroll.
+
+#ifndef COV
+#define COV 16
+#endif
+#ifndef PX
+#define PX 8
+#endif
+#define VEC_(n) float##n
+#define VEC(n) VEC_(n)
+#define VLOAD_(n) vload##n
+#define VLOAD(n) VLOAD_(n)
+#define VSTORE_(n) vstore##n
+#define VSTORE(n) VSTORE_(n)
+typedef VEC(COV) floatv;
+// The kernel size of conv2d_cpu, fixed at build time when KH and KW are defined.
+#ifdef KH
+#define KH_ KH
+#define KW_ KW
+#define TAP_UNROLL _Pragma("unroll")
+#else
+#define KH_ K_h
+#define KW_ K_w
+#define TAP_UNROLL
+#endif
+
+// wp (groups, co_blocks, C_in/groups·K_h·K_w, COV) from w (C_out, C_in/groups, K_h, K_w).
+// NDRange: (k_dim, co_blocks·COV, groups).
+__kernel void conv2d_pack_weights(__global const float* restrict w, __global float* restrict wp,
+                                  const int k_dim, const int cout_g, const int co_blocks) {
+  const int r = get_global_id(0);
+  const int c = get_global_id(1);
+  const int g = get_global_id(2);
+  const int cb = c / COV, lane = c - cb * COV;
+  const float v = c < cout_g ? w[(size_t)(g * cout_g + c) * k_dim + r] : 0.0f;
+  wp[((size_t)(g * co_blocks + cb) * k_dim + r) * COV + lane] = v;
+}
+
+__kernel void conv2d_cpu(__global const float* restrict x, __global const float* restrict wp,
+                         __global const float* restrict bias, __global float* restrict y,
+                         const int has_bias, const int B, const int C_in, const int H, const int W,
+                         const int C_out, const int K_h, const int K_w, const int stride_h,
+                         const int stride_w, const int dilation_h, const int dilation_w,
+                         const int groups, const int H_out, const int W_out) {
+  const int pb = get_global_id(1);
+  const int cb = get_global_id(0);
+  const int b = get_global_id(2) / groups;
+  const int g = get_global_id(2) - b * groups;
+  const int cin_g = C_in / groups;
+  const int cout_g = C_out / groups;
+  const int co_blocks = (cout_g + COV - 1) / COV;
+  const int hw_out = H_out * W_out;
+  const int p0 = pb * PX;
+
+  // Offsets of this work-item's PX output pixels in an input channel (the last pixel
+  // repeats past the end of the image).
+  int xoff[PX];
+#pragma unroll
+  for (int j = 0; j < PX; ++j) {
+    const int p = min(p0 + j, hw_out - 1);
+    const int oh = p / W_out;
+    xoff[j] = oh * stride_h * W + (p - oh * W_out) * stride_w;
+  }
+  floatv acc[PX];
+#pragma unroll
+  for (int j = 0; j < PX; ++j) acc[j] = (floatv)(0.0f);
+
+  __global const float* xc = x + (size_t)(b * C_in + g * cin_g) * H * W;
+  __global const float* wc = wp + (size_t)(g * co_blocks + cb) * cin_g * K_h * K_w * COV;
+  for (int ci = 0; ci < cin_g; ++ci, xc += H * W) {
+    TAP_UNROLL
+    for (int kh = 0; kh < KH_; ++kh) {
+      __global const float* xr = xc + kh * dilation_h * W;
+      TAP_UNROLL
+      for (int kw = 0; kw < KW_; ++kw, wc += COV) {
+        const floatv wv = VLOAD(COV)(0, wc);
+        __global const float* xs = xr + kw * dilation_w;
+#pragma unroll
+        for (int j = 0; j < PX; ++j) acc[j] = fma(wv, (floatv)(xs[xoff[j]]), acc[j]);
+      }
+    }
+  }
+
+  // Bias, then the PX×COV block transposed through private memory so each output
+  // channel's PX pixels are stored together (a vector store when the block is whole).
+  const int co0 = cb * COV;
+  const bool full_co = co0 + COV <= cout_g;
+  if (has_bias) {
+    floatv bv;
+    if (full_co) {
+      bv = VLOAD(COV)(0, bias + g * cout_g + co0);
+    } else {
+      float tmp[COV];
+      for (int i = 0; i < COV; ++i) tmp[i] = co0 + i < cout_g ? bias[g * cout_g + co0 + i] : 0.0f;
+      bv = VLOAD(COV)(0, tmp);
+    }
+#pragma unroll
+    for (int j = 0; j < PX; ++j) acc[j] += bv;
+  }
+  float out[PX][COV];
+#pragma unroll
+  for (int j = 0; j < PX; ++j) VSTORE(COV)(acc[j], 0, out[j]);
+  __global float* yb = y + (size_t)(b * C_out + g * cout_g + co0) * hw_out + p0;
+  const bool full_px = p0 + PX <= hw_out;
+#pragma unroll
+  for (int i = 0; i < COV; ++i) {
+    if (full_co || co0 + i < cout_g) {
+      __global float* yr = yb + (size_t)i * hw_out;
+      if (full_px) {
+#pragma unroll
+        for (int j = 0; j < PX; ++j) yr[j] = out[j][i];
+      } else {
+        for (int j = 0; p0 + j < hw_out; ++j) yr[j] = out[j][i];
+      }
+    }
+  }
+}
+
+// v2 conv2d_depthwise: C_in/groups = C_out/groups = 1. One output per work-item,
+// NDRange (W_out, H_out, B·C_out), so consecutive work-items read consecutive inputs.
+__kernel void conv2d_depthwise(__global const float* restrict x, __global const float* restrict w,
+                               __global const float* restrict bias, __global float* restrict y,
+                               const int has_bias, const int B, const int C_in, const int H, const int W,
+                               const int C_out, const int K_h, const int K_w, const int stride_h,
+                               const int stride_w, const int dilation_h, const int dilation_w,
+                               const int groups, const int H_out, const int W_out) {
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int bc = get_global_id(2);  // b·C_out + c, and the input channel is the same
+  if (ow >= W_out || oh >= H_out) return;
+  const int c = bc % C_out;
+  __global const float* xs = x + ((size_t)bc * H + oh * stride_h) * W + ow * stride_w;
+  __global const float* ws = w + (size_t)c * K_h * K_w;
+  float acc = has_bias ? bias[c] : 0.0f;
+  for (int kh = 0; kh < K_h; ++kh)
+    for (int kw = 0; kw < K_w; ++kw) acc = fma(ws[kh * K_w + kw], xs[kh * dilation_h * W + kw * dilation_w], acc);
+  y[((size_t)bc * H_out + oh) * W_out + ow] = acc;
+}
+
+// v2 conv2d_depthwise_cpu: depthwise for CPUs. Work-item (ob, oh, b·C_out+c) computes
+// the COV outputs ow = ob·COV .. ob·COV+COV-1 of row oh as one vector: per tap, one
+// or two vector loads of the input row (stride 1 or 2; a gather otherwise), one multiply-add.
+// NDRange: (ceil(W_out/COV), H_out, B·C_out).
+__kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global const float* restrict w,
+                                   __global const float* restrict bias, __global float* restrict y,
+                                   const int has_bias, const int B, const int C_in, const int H, const int W,
+                                   const int C_out, const int K_h, const int K_w, const int stride_h,
+                                   const int stride_w, const int dilation_h, const int dilation_w,
+                                   const int groups, const int H_out, const int W_out) {
+  const int ow0 = get_global_id(0) * COV;
+  const int oh = get_global_id(1);
+  const int bc = get_global_id(2);
+  const int c = bc % C_out;
+  __global const float* xs = x + ((size_t)bc * H + oh * stride_h) * W + ow0 * stride_w;
+  __global const float* ws = w + (size_t)c * K_h * K_w;
+  __global float* ys = y + ((size_t)bc * H_out + oh) * W_out + ow0;
+  const float b0 = has_bias ? bias[c] : 0.0f;
+  if (ow0 + COV <= W_out) {
+    floatv acc = (floatv)(b0);
+    for (int kh = 0; kh < K_h; ++kh) {
+      for (int kw = 0; kw < K_w; ++kw) {
+        __global const float* xp = xs + kh * dilation_h * W + kw * dilation_w;
+        floatv v;
+        if (stride_w == 1) {
+          v = VLOAD(COV)(0, xp);
+        } else if (stride_w == 2) {  // xp[0, 2, ..]: even lanes of [0, COV) and odd lanes of [COV-1, 2·COV-1)
+          const floatv lo = VLOAD(COV)(0, xp), hi = VLOAD(COV)(0, xp + COV - 1);
+          v = (floatv)(lo.even, hi.odd);
+        } else {
+          float tmp[COV];
+          for (int j = 0; j < COV; ++j) tmp[j] = xp[j * stride_w];
+          v = VLOAD(COV)(0, tmp);
+        }
+        acc = fma((floatv)(ws[kh * K_w + kw]), v, acc);
+      }
+    }
+    VSTORE(COV)(acc, 0, ys);
+  } else {
+    for (int j = 0; ow0 + j < W_out; ++j) {
+      float acc = b0;
+      for (int kh = 0; kh < K_h; ++kh)
+        for (int kw = 0; kw < K_w; ++kw)
+          acc = fma(ws[kh * K_w + kw], xs[kh * dilation_h * W + j * stride_w + kw * dilation_w], acc);
+      ys[j] = acc;
+    }
+  }
+}

@@ -1,0 +1,125 @@
+// reference/conv2d_gpu.hpp: conv2d_gpu (v4, conv2d_gpu.cl), the reference's implicit GEMM for
+// GPUs (staff-only): its tiles, the default tile of a layer shape, the tuning candidates and
+// the launch with split-K. conv2d.hpp runs it for the library's and the opencl device's
+// convolutions, matmul.hpp and winograd.hpp for their GEMMs, the device's backward pass for
+// its weight gradients (swapped layouts).
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../launch/launcher.hpp"
+#include "tuning.hpp"
+
+namespace oclf::reference {
+
+using ndrange::round_up;
+
+inline const char* kGpuFile = "reference/conv2d_gpu.cl";
+
+// How conv2d_gpu runs beyond its tile.
+struct GpuLaunch {
+  int split_target = 0;  // split-K's work-groups per compute unit; 0: split_target()
+  int max_splits = 16;   // the most slices K is split into
+  bool swapped = false;  // x, w and y with their first two dimensions swapped (NC_SWAPPED)
+};
+
+// 1×1, stride 1, whole float4s of pixels, plain layouts: conv2d_gpu's POINTWISE build.
+inline bool is_pointwise(const Conv2dGeometry& p, bool swapped = false) {
+  return !swapped && (p.h_out * p.w_out) % 4 == 0 && p.k_h == 1 && p.k_w == 1 && p.stride_h == 1 &&
+         p.stride_w == 1 && p.h == p.h_out && p.w == p.w_out;
+}
+
+// The default tile of a layer shape (tuning.hpp default_tile); the swapped layouts (the
+// device's weight gradients) keep K steps of 16.
+inline GpuTile default_gpu_tile(const DeviceInfo& info, const Conv2dGeometry& p, bool swapped = false) {
+  return default_tile(info, p.cout_g(), p.k_dim(), p.pixels(), p.groups, is_pointwise(p, swapped), !swapped);
+}
+
+// OCLF_GPU_TILE's tile, else the layer's default.
+inline GpuTile gpu_tile(const DeviceInfo& info, const Conv2dGeometry& p, bool swapped = false) {
+  GpuTile t;
+  return tile_setting(&t) ? t : default_gpu_tile(info, p, swapped);
+}
+
+// Tile candidates of a layer (the default first); `full`: a sweep's.
+inline std::vector<std::string> gpu_candidates(const DeviceInfo& info, const Conv2dGeometry& p, bool full) {
+  std::vector<GpuTile> tiles = {default_gpu_tile(info, p), {64, 64, 4, 4, 32}, {32, 32, 4, 4, 16}, {64, 32, 4, 4, 16}};
+  if (full) {
+    for (GpuTile t : {GpuTile{128, 64, 8, 4, 16}, GpuTile{64, 128, 4, 8, 16}, GpuTile{128, 128, 8, 8, 16},
+                      GpuTile{64, 64, 4, 4, 16}, GpuTile{32, 64, 4, 4, 16}})
+      tiles.push_back(t);
+  }
+  std::vector<std::string> out;
+  for (const GpuTile& t : tiles)
+    if (valid_tile(t) && fits_device(t, info) && std::find(out.begin(), out.end(), t.text()) == out.end())
+      out.push_back(t.text());
+  return out;
+}
+
+// Split-K aims at this many work-groups per compute unit; OCLF_GPU_SPLIT_TARGET overrides it.
+inline int split_target() {
+  const std::string env = setting("GPU_SPLIT_TARGET");
+  if (env.empty()) return 2;
+  const int target = std::atoi(env.c_str());
+  if (target < 1 || target > 64) throw Error("OCLF_GPU_SPLIT_TARGET must be 1..64, got " + env, CL_INVALID_VALUE);
+  return target;
+}
+
+// How many slices K is split into: when the output tiles would not fill the device once,
+// enough to fill it `target` times over (splitting 1–2 waves of tiles measured slower), at
+// least 4·TK values of K each, at most max_splits.
+inline int gpu_splits(const DeviceInfo& info, const Conv2dGeometry& p, const GpuTile& t, const GpuLaunch& how,
+                      int* k_chunk) {
+  const size_t tiles = round_up(p.cout_g(), t.tm) / t.tm * (round_up(p.pixels(), t.tn) / t.tn) * p.groups;
+  const size_t wanted = size_t(how.split_target > 0 ? how.split_target : split_target()) * info.compute_units;
+  int splits = 1;
+  if (tiles < info.compute_units)
+    splits = int(std::min<size_t>({(wanted + tiles - 1) / tiles, size_t(p.k_dim() / (4 * t.tk)),
+                                   size_t(how.max_splits)}));
+  splits = std::max(splits, 1);
+  *k_chunk = int(round_up((p.k_dim() + splits - 1) / splits, t.tk));
+  return (p.k_dim() + *k_chunk - 1) / *k_chunk;
+}
+
+// conv2d_gpu with tile t; split K writes partial sums into scratch memory that
+// conv2d_sum_splits adds up with the bias.
+inline void conv2d_gpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const GpuTile& t,
+                       const GpuLaunch& how = {}) {
+  const int hw_out = p.h_out * p.w_out;
+  const std::string options = "-cl-mad-enable -DGTM=" + std::to_string(t.tm) + " -DGTN=" + std::to_string(t.tn) +
+                              " -DGWM=" + std::to_string(t.wm) + " -DGWN=" + std::to_string(t.wn) +
+                              " -DGTK=" + std::to_string(t.tk);
+  std::string conv_options = options;
+  if (p.k_h <= 7 && p.k_w <= 7) conv_options += " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w);
+  if (p.k_dim() % 4 == 0 && (!how.swapped || (p.k_h * p.k_w) % 4 == 0)) conv_options += " -DVEC_W";
+  if (how.swapped) conv_options += " -DNC_SWAPPED";
+  if (hw_out % 4 == 0) conv_options += " -DVEC_OUT";
+  if (is_pointwise(p, how.swapped)) conv_options += " -DPOINTWISE";
+  int k_chunk = 0;
+  const int splits = gpu_splits(l.info(), p, t, how, &k_chunk);
+
+  const size_t y_len = p.pixels() * p.c_out;
+  Scratch parts;
+  if (splits > 1) parts = l.scratch(splits * y_len * sizeof(float));
+  const int has_bias = o.bias != nullptr && splits == 1;
+  cl_kernel kernel = l.kernel(kGpuFile, "conv2d_gpu", conv_options);
+  set_conv_args(kernel, std::make_tuple(o.x, o.w, o.bias, splits > 1 ? parts.get() : o.y, has_bias), p, splits,
+                k_chunk);
+  const size_t global[3] = {round_up(p.pixels(), t.tn) / t.wn, round_up(p.cout_g(), t.tm) / t.wm,
+                            size_t(p.groups) * splits};
+  const size_t local[3] = {size_t(t.tn / t.wn), size_t(t.tm / t.wm), 1};
+  l.launch(kernel, 3, global, local);
+  if (splits > 1) {
+    cl_kernel sum = l.kernel(kGpuFile, "conv2d_sum_splits", options);
+    const int with_bias = o.bias != nullptr, total = int(y_len);
+    set_args(sum, parts.get(), o.bias, o.y, with_bias, splits, p.c_out, hw_out, total);
+    const size_t sum_global[1] = {round_up(y_len, 256)};
+    const size_t sum_local[1] = {256};
+    l.launch(sum, 1, sum_global, sum_local);
+  }
+}
+
+}  // namespace oclf::reference
