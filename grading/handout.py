@@ -30,6 +30,7 @@ STAFF_ONLY = (
     "opencl_functions/device/",
     "opencl_functions/reference/",
     "setup_device.py",
+    "tests/test_architecture.py",
     "tests/test_conv_paths.py",
     "tests/test_device_autograd.py",
     "tests/test_device_memory.py",

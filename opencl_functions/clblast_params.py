@@ -9,7 +9,7 @@ import os
 import re
 from typing import Dict, Iterable, Mapping, Optional
 
-from utils import config
+from . import settings
 
 from . import _core
 
@@ -28,7 +28,7 @@ def device_slug(name: str) -> str:
 def clblast_params_file() -> Optional[str]:
     """The CLBlast parameter file for the selected device: OCLF_CLBLAST_PARAMS if set
     (None when it is "0"), else clblast_params/<device slug>.json where it exists."""
-    env = config.get("CLBLAST_PARAMS")
+    env = settings.get("CLBLAST_PARAMS")
     if env:
         return None if env == "0" else env
     path = os.path.join(CLBLAST_PARAMS_DIR, device_slug(_core.device_info()["device"]) + ".json")

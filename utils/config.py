@@ -1,114 +1,64 @@
-"""Every setting of the project, in one table: environment variables under one prefix,
-OCLF_, read when used (never cached at import), with the older names still working as
-aliases. The C++ side reads its settings through runtime/settings.hpp, the same way.
+"""Every setting of the project, in one table: the library's (opencl_functions/settings.py,
+which the library reads) and the course tools' (below: setup.py's and the grader's).
+Environment variables under one prefix, OCLF_, read when used, the older names still
+working as aliases; the C++ side reads its settings through runtime/settings.hpp.
 
     config.get("DEVICE")        the value, "" when unset (OCLF_DEVICE, else OCL_DEVICE)
     config.variable("DEVICE")   the variable that gave it ("OCL_DEVICE" when the alias did)
-    config.SETTINGS             the table (README's "Settings" section lists the same; a test
-                                checks that every OCLF_ name in the sources is in it)
+    config.SETTINGS             the table, settings for everyone first (README's "Settings"
+                                section lists the same; a test checks that every OCLF_ name in
+                                the sources is in it)
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from typing import Dict, Tuple
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Dict
 
-PREFIX = "OCLF_"
+# By path, not `import opencl_functions.settings`: the package needs its built extension,
+# and the grader and setup read settings before any build.
+_spec = importlib.util.spec_from_file_location(
+    "opencl_functions_settings", Path(__file__).resolve().parent.parent / "opencl_functions" / "settings.py")
+_library = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
+if not hasattr(_library, "SETTINGS"):
+    _spec.loader.exec_module(_library)
 
+PREFIX = _library.PREFIX
+Setting = _library.Setting
 
-@dataclass(frozen=True)
-class Setting:
-    name: str  # without the prefix
-    default: str  # in words, as the README shows it
-    meaning: str
-    reader: str  # who reads it
-    aliases: Tuple[str, ...] = ()  # older variable names that still work
-
-    @property
-    def variable(self) -> str:
-        return PREFIX + self.name
-
-
-SETTINGS: Dict[str, Setting] = {s.name: s for s in [
-    Setting("DEVICE", "the first GPU, else the first device",
-            'the OpenCL device: "P:D" (platform and device index) or part of a device, platform or vendor name',
-            "C++ runtime (device)", ("OCL_DEVICE",)),
-    Setting("KERNEL_DIR", "opencl_functions/", "the folder .cl files are read from", "C++ runtime (programs)",
-            ("OCL_KERNEL_DIR",)),
-    Setting("ZERO_COPY", "1", "0: copy inputs and outputs on CPU devices instead of wrapping host memory",
-            "C++ runtime (device)"),
-    Setting("TUNE", "1",
-            "tuning at first use: 1 measures the shapes the cache lacks (within the budget), cache only "
-            "reads the cache, 0 takes the defaults derived from the device, sweep measures every shape "
-            "again with the full candidate lists",
-            "C++ runtime (tuning)"),
-    Setting("TUNE_BUDGET", "5", "seconds that tuning at first use may take per process", "C++ runtime (tuning)"),
-    Setting("TUNE_DIR", "$XDG_CACHE_HOME/opencl_functions, else ~/.cache/opencl_functions",
-            "the folder of the tuning cache (one file per device and driver)", "C++ runtime (tuning)"),
-    Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
-            "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
+_COURSE = [
     Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
     # BEGIN STAFF
-    # The reference's host code, the opencl device and the grader.
-    Setting("CONV_KERNEL", "by device and shape",
-            "force one of the reference solution's conv2d kernels: tiled (not on the opencl device), cpu, gpu, "
-            "depthwise or depthwise_cpu",
-            "the reference's host code, the opencl device"),
-    Setting("CPU_BLOCK", "16,8", "the reference's CPU kernel block: output channels (4, 8 or 16), pixels",
-            "the reference's host code, the opencl device"),
-    Setting("GPU_TILE", "by layer shape", "the reference's GPU kernel tile: TM,TN,WM,WN,TK",
-            "the reference's host code, the opencl device"),
-    Setting("GPU_SPLIT_TARGET", "2",
-            "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
-            "the reference's host code, the opencl device"),
-    Setting("MATMUL", "by shape and device",
-            "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "
-            "or a whole configuration such as \"rows VW=8 MR=1 RN=4 LX=1 LY=1\"",
-            "the reference's host code, the opencl device"),
-    Setting("FALLBACK", "warn",
-            "the opencl device: error turns a CPU fallback into an error, silent drops its warning",
-            "opencl_functions.device", ("OCL_FALLBACK",)),
-    Setting("DEVICE_SYNC", "0", "the opencl device: 1 waits for every kernel (to profile operators one by one)",
-            "opencl_functions.device"),
-    Setting("DEVICE_CONV", "auto",
-            "the opencl device's convolutions: gpu runs the GPU kernels on any device and computes "
-            "gradients as forward convolutions, direct computes gradients with the direct backward kernels",
-            "opencl_functions.device"),
-    Setting("DEVICE_MATMUL", "auto",
-            "the opencl device's matrix products: gpu runs the few-row kernels of GPUs on any device, "
-            "clblast leaves every product to CLBlast",
-            "opencl_functions.device"),
-    Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",)),
+    # The grader.
+    Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",), staff=True),
     Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",
-            ("GRADER_BUILD_TIMEOUT",)),
-    Setting("GRADER_PERF_RUNS", "10", "timed runs per layer", "grading", ("GRADER_PERF_RUNS",)),
+            ("GRADER_BUILD_TIMEOUT",), staff=True),
+    Setting("GRADER_PERF_RUNS", "10", "timed runs per layer", "grading", ("GRADER_PERF_RUNS",), staff=True),
     Setting("GRADER_REF_CACHE", "build/grader-cache", "where the reference and ladder builds are kept", "grading",
-            ("GRADER_REF_CACHE",)),
-    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",)),
+            ("GRADER_REF_CACHE",), staff=True),
+    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",), staff=True),
     Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
-            "grading", ("GRADER_PYTHON",)),
+            "grading", ("GRADER_PYTHON",), staff=True),
     Setting("GRADER_WORKDIR", "the system's temporary folder", "where gradings make their temporary folders",
-            "grading", ("GRADER_WORKDIR",)),
-    Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",)),
+            "grading", ("GRADER_WORKDIR",), staff=True),
+    Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",), staff=True),
     Setting("GRADER_NAMESPACES", "1 where the machine allows them",
             "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
-            "grading"),
+            "grading", staff=True),
     Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
-            "grading/autograder", ("GRADER_VENV",)),
+            "grading/autograder", ("GRADER_VENV",), staff=True),
     # END STAFF
-]}
+]
+_ALL = [*_library.SETTINGS.values(), *_COURSE]
+SETTINGS: Dict[str, Setting] = {s.name: s for s in sorted(_ALL, key=lambda s: s.staff)}  # stable: in order
 
 
 def variable(name: str) -> str:
-    """The environment variable that gives setting `name` its value: OCLF_<name> when set,
-    else the first alias that is set, else OCLF_<name>."""
-    setting = SETTINGS[name]
-    for var in (setting.variable, *setting.aliases):
-        if os.environ.get(var):
-            return var
-    return setting.variable
+    """The environment variable that gives setting `name` its value (see opencl_functions.settings)."""
+    return _library.variable(name, SETTINGS)
 
 
 def get(name: str, default: str = "") -> str:
     """The value of setting `name`, read now; `default` when unset or empty."""
-    return os.environ.get(variable(name)) or default
+    return _library.get(name, default, SETTINGS)

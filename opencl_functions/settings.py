@@ -1,0 +1,100 @@
+"""The library's settings: environment variables under one prefix, OCLF_, read when used
+(never cached at import), with the older names still working as aliases. The C++ side
+reads the same variables through runtime/settings.hpp; this module is the Python side's
+reader and the table of what each means (utils/config.py adds the course tools' settings
+to it for the README and the tests).
+
+    settings.get("DEVICE")        the value, "" when unset (OCLF_DEVICE, else OCL_DEVICE)
+    settings.variable("DEVICE")   the variable that gave it ("OCL_DEVICE" when the alias did)
+
+This module imports nothing of the package, so tools can read it without the built
+extension (utils/config.py loads it by path).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+PREFIX = "OCLF_"
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # without the prefix
+    default: str  # in words, as the README shows it
+    meaning: str
+    reader: str  # who reads it
+    aliases: Tuple[str, ...] = ()  # older variable names that still work
+    staff: bool = False  # read by staff code only (the reference, the device, the grader)
+
+    @property
+    def variable(self) -> str:
+        return PREFIX + self.name
+
+
+SETTINGS: Dict[str, Setting] = {s.name: s for s in [
+    Setting("DEVICE", "the first GPU, else the first device",
+            'the OpenCL device: "P:D" (platform and device index) or part of a device, platform or vendor name',
+            "C++ runtime (device)", ("OCL_DEVICE",)),
+    Setting("KERNEL_DIR", "opencl_functions/", "the folder .cl files are read from", "C++ runtime (programs)",
+            ("OCL_KERNEL_DIR",)),
+    Setting("ZERO_COPY", "1", "0: copy inputs and outputs on CPU devices instead of wrapping host memory",
+            "C++ runtime (device)"),
+    Setting("TUNE", "1",
+            "tuning at first use: 1 measures the shapes the cache lacks (within the budget), cache only "
+            "reads the cache, 0 takes the defaults derived from the device, sweep measures every shape "
+            "again with the full candidate lists",
+            "C++ runtime (tuning)"),
+    Setting("TUNE_BUDGET", "5", "seconds that tuning at first use may take per process", "C++ runtime (tuning)"),
+    Setting("TUNE_DIR", "$XDG_CACHE_HOME/opencl_functions, else ~/.cache/opencl_functions",
+            "the folder of the tuning cache (one file per device and driver)", "C++ runtime (tuning)"),
+    Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
+            "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
+    # BEGIN STAFF
+    # The reference's host code and the opencl device.
+    Setting("CONV_KERNEL", "by device and shape",
+            "force one of the reference solution's conv2d kernels: tiled (not on the opencl device), cpu, gpu, "
+            "depthwise or depthwise_cpu",
+            "the reference's host code, the opencl device", staff=True),
+    Setting("CPU_BLOCK", "16,8", "the reference's CPU kernel block: output channels (4, 8 or 16), pixels",
+            "the reference's host code, the opencl device", staff=True),
+    Setting("GPU_TILE", "by layer shape", "the reference's GPU kernel tile: TM,TN,WM,WN,TK",
+            "the reference's host code, the opencl device", staff=True),
+    Setting("GPU_SPLIT_TARGET", "2",
+            "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
+            "the reference's host code, the opencl device", staff=True),
+    Setting("MATMUL", "by shape and device",
+            "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "
+            "or a whole configuration such as \"rows VW=8 MR=1 RN=4 LX=1 LY=1\"",
+            "the reference's host code, the opencl device", staff=True),
+    Setting("FALLBACK", "warn",
+            "the opencl device: error turns a CPU fallback into an error, silent drops its warning",
+            "opencl_functions.device", ("OCL_FALLBACK",), staff=True),
+    Setting("DEVICE_SYNC", "0", "the opencl device: 1 waits for every kernel (to profile operators one by one)",
+            "opencl_functions.device", staff=True),
+    Setting("DEVICE_CONV", "auto",
+            "the opencl device's convolutions: gpu runs the GPU kernels on any device and computes "
+            "gradients as forward convolutions, direct computes gradients with the direct backward kernels",
+            "opencl_functions.device", staff=True),
+    Setting("DEVICE_MATMUL", "auto",
+            "the opencl device's matrix products: gpu runs the few-row kernels of GPUs on any device, "
+            "clblast leaves every product to CLBlast",
+            "opencl_functions.device", staff=True),
+    # END STAFF
+]}
+
+
+def variable(name: str, table: Dict[str, Setting] = SETTINGS) -> str:
+    """The environment variable that gives setting `name` its value: OCLF_<name> when set,
+    else the first alias that is set, else OCLF_<name>."""
+    setting = table[name]
+    for var in (setting.variable, *setting.aliases):
+        if os.environ.get(var):
+            return var
+    return setting.variable
+
+
+def get(name: str, default: str = "", table: Dict[str, Setting] = SETTINGS) -> str:
+    """The value of setting `name`, read now; `default` when unset or empty."""
+    return os.environ.get(variable(name, table)) or default
