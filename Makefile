@@ -35,12 +35,12 @@ help:
 	@echo "make sanity | resnet | gpt | bird   the demos (options: ARGS=\"--quick --device nvidia\")"
 	@echo "make bird-model  retrain the shipped bird-song ResNet (extras/train_audio.py)"
 	@echo "make networks    forward+backward check of 20 torchvision networks (extras/validate_networks.py)"
-	@echo "make bench       conv2d and matmul benchmark (grading.bench)"
+	@echo "make bench       conv2d and matmul benchmark (bench.layers)"
 	@echo "make clblast-tune  tune CLBlast's matrix products for this device (needs clblast-utils; ARGS=\"--scale 2\")"
 # BEGIN STAFF
 	@echo "make calibrate   staff: time the grader's ladder of kernels here and print the scale"
 	@echo "make tune        staff: sweep the reference's kernels over ResNet-50, MobileNet and GPT-2 shapes"
-	@echo "                 on this device into the tuning cache (grading.tune; ARGS=\"--models gpt2\")"
+	@echo "                 on this device into the tuning cache (bench.tune; ARGS=\"--models gpt2\")"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 # END STAFF
 	@echo "make clean       remove build outputs (keeps .venv)"
@@ -75,7 +75,7 @@ check: build
 	$(PY) -m grading.check
 
 grade: build
-	$(PY) -m grading.estimate $(ARGS)
+	$(PY) -m bench.estimate $(ARGS)
 
 test: build $(TEST_NEEDS)
 	$(PY) -m pytest
@@ -84,21 +84,21 @@ test-slow: build $(TEST_NEEDS)
 	$(PY) -m pytest -m "slow or not slow"
 
 bench: build
-	$(PY) -m grading.bench --out out/bench
+	$(PY) -m bench.layers --out out/bench
 
 # Runs CLBlast's tuners at the lowest priority; writes opencl_functions/clblast_params/<device>.json.
 clblast-tune: build
-	nice -n 19 $(PY) -m grading.clblast_tune $(ARGS)
+	nice -n 19 $(PY) -m bench.clblast_tune $(ARGS)
 
 # BEGIN STAFF
 calibrate: build
-	$(PY) -m grading.calibrate --tiers grading/tiers.json $(ARGS)
+	$(PY) -m grading.calibrate --tiers bench/tiers.json $(ARGS)
 
 # Every candidate of every layer shape measured once (OCLF_TUNE=sweep), the winners cached
 # per device under ~/.cache/opencl_functions; later runs read them.
 .PHONY: tune
 tune: build
-	$(PY) -m grading.tune $(ARGS)
+	$(PY) -m bench.tune $(ARGS)
 # END STAFF
 
 info: build

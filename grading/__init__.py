@@ -1,4 +1,4 @@
-"""Staff tools for opencl_functions: the handout generator (grading.handout), the sandboxed
-grader (grading.grade) and the Gradescope package (grading.autograder), and the benchmark
-(grading.bench) with its baselines (grading.baselines). The student handout carries only
-what students may run."""
+"""The course's grading tools: the sandboxed grader (grading.grade) and its steps, the
+Gradescope package (grading.autograder), the handout generator (grading.handout), and what
+students run too (the allowed-calls check grading.symbols, make check's grading.check).
+The measuring tools live in bench/; grading.bench and grading.e2e are their old names."""

@@ -36,7 +36,8 @@ from grading.workspace import POCL_CACHE, ROOT, Workspace, seal
 HARNESS = ["grading/__init__.py", "grading/channel.py", "grading/child.py", "grading/cases.py",
            "grading/replay.py", "grading/kernel_rules.py"]
 # make grade's measurement (grading.calibrate runs it in each rung's tree for the tiers).
-ESTIMATE = ["grading/estimate.py", "grading/scale.py", "grading/baselines.py", "grading/kernels/conv2d_naive.cl"]
+ESTIMATE = ["bench/__init__.py", "bench/estimate.py", "bench/baselines.py", "grading/scale.py",
+            "grading/kernels/conv2d_naive.cl"]
 TREE_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, *ESTIMATE, "grading/kernels"]
 TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".json"}
 # A program tree: the library and the child harness only; without --staff-files, _copy

@@ -3,9 +3,9 @@ implies, as the grader would measure it (each call by the grader's clock, fresh 
 programs side by side one call each in turn, the fastest run per layer):
 
     python -m grading.calibrate [--ref-cache DIR] [--perf-runs N]      (make calibrate)
-    python -m grading.calibrate --tiers grading/tiers.json              also `make grade`'s tiers
+    python -m grading.calibrate --tiers bench/tiers.json              also `make grade`'s tiers
 
-With --tiers it then runs `make grade`'s measurement (grading.estimate) in each rung's tree
+With --tiers it then runs `make grade`'s measurement (bench.estimate) in each rung's tree
 and writes each rung's speed-up over the naive kernel there: the numbers `make grade`
 places a student's speed-up on (the handout ships that file, never the rungs).
 
@@ -75,7 +75,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def write_tiers(ws: Workspace, builder: Builder, reference: Path, rungs, path: Path) -> None:
-    """Each rung's speed-up over the naive kernel as `make grade` measures it (grading.estimate
+    """Each rung's speed-up over the naive kernel as `make grade` measures it (bench.estimate
     run in the rung's tree, as the grader's own user), written to `path`."""
     import opencl_functions
 
@@ -84,7 +84,7 @@ def write_tiers(ws: Workspace, builder: Builder, reference: Path, rungs, path: P
         tree = builder.ladder_tree(reference, rung.name)
         env = ws.env(tree, ws.work / "trusted-home", builder.kernel_cache(reference))
         (ws.work / "trusted-home").mkdir(mode=0o700, exist_ok=True)
-        result = sandbox.run([ws.python, "-m", "grading.estimate", "--json"], tree, env,
+        result = sandbox.run([ws.python, "-m", "bench.estimate", "--json"], tree, env,
                              ws.limits(ws.opt.build_timeout_s), ws.user, as_sandbox=False)
         if not result.ok:
             raise RuntimeError(f"make grade's measurement failed in the {rung.name} rung: {result.output_tail(2000)}")

@@ -25,10 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # Paths (files, or folders ending in /) that stay with the staff.
 STAFF_ONLY = (
     "STAFF.md",
+    "bench/models.py",
+    "bench/profile_device.py",
+    "bench/tune.py",
     "docs/PERFORMANCE.md",
     "grading/",
     "opencl_functions/device/",
     "opencl_functions/reference/",
+    "scripts/architecture.py",
     "setup_device.py",
     "tests/test_architecture.py",
     "tests/test_conv_paths.py",
@@ -55,7 +59,6 @@ PUBLIC_IN_STAFF = (
     "grading/__init__.py",
     "grading/cases.py",
     "grading/channel.py",
-    "grading/estimate.py",
     "grading/check.py",
     "grading/child.py",
     "grading/compare.py",
@@ -64,12 +67,7 @@ PUBLIC_IN_STAFF = (
     "grading/sandbox.py",
     "grading/scale.py",
     "grading/symbols.py",
-    "grading/bench.py",
-    "grading/clblast_tune.py",
-    "grading/baselines.py",
-    "grading/shapes.py",
     "grading/kernels/conv2d_naive.cl",
-    "grading/tiers.json",
 )
 
 

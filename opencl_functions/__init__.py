@@ -29,7 +29,7 @@ a name) on first use; .cl files are read from this folder, or from OCLF_KERNEL_D
 (OCL_KERNEL_DIR). settings.py lists the library's settings (utils/config.py all of them).
 
 CLBlast's tuned parameters for the selected device, clblast_params/<device slug>.json
-(written by `python -m grading.clblast_tune`), are applied before the first product;
+(written by `python -m bench.clblast_tune`), are applied before the first product;
 OCLF_CLBLAST_PARAMS=0 keeps CLBlast's own, OCLF_CLBLAST_PARAMS=/path.json reads another file.
 
 Host code may tune at first use (runtime/tuning.hpp): the first time a shape runs, a short

@@ -1,5 +1,5 @@
 """CLBlast's tuning parameters per device: the files clblast_params/<device slug>.json
-(written by `python -m grading.clblast_tune`), applied before the first product; the
+(written by `python -m bench.clblast_tune`), applied before the first product; the
 OCLF_CLBLAST_PARAMS setting turns them off ("0") or picks another file (a path).
 """
 from __future__ import annotations

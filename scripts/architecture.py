@@ -155,8 +155,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if MARK_BEGIN in content:
             content = re.sub(re.escape(MARK_BEGIN) + r".*?" + re.escape(MARK_END), lambda _: block, content, flags=re.S)
         else:
-            content = (content.rstrip() + "\n\n<!-- BEGIN STAFF -->\n## The layers, from the code\n\n" + block +
-                       "\n<!-- END STAFF -->\n")
+            staff = ("<!-- BEGIN " + "STAFF -->", "<!-- END " + "STAFF -->")  # spelled apart: not markers here
+            content = (content.rstrip() + f"\n\n{staff[0]}\n## The layers, from the code\n\n" + block +
+                       f"\n{staff[1]}\n")
         doc.write_text(content)
     print(text)
     if problems:

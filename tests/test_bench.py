@@ -1,7 +1,7 @@
 """The benchmark's quick mode runs end to end and writes a sane bench.json and bench.png."""
 import json
 
-from grading import bench
+from bench import layers as bench
 
 
 def test_bench_quick(ocl, tmp_path):
@@ -28,7 +28,7 @@ def test_baselines_match_torch(ocl):
     import torch
     import torch.nn.functional as F
 
-    from grading.baselines import clblast_convgemm, naive_conv2d
+    from bench.baselines import clblast_convgemm, naive_conv2d
 
     torch.manual_seed(0)
     x, w, b = torch.randn(2, 6, 11, 9), torch.randn(4, 3, 3, 2), torch.randn(4)

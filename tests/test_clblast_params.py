@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from grading import clblast_tune
+from bench import clblast_tune
 
 # Valid, non-default configurations (from CLBlast's tuners on PoCL).
 XGEMM = {"GEMMK": 0, "KREG": 1, "KWG": 32, "KWI": 2, "MDIMA": 8, "MDIMC": 8, "MWG": 16, "NDIMB": 8, "NDIMC": 8,

@@ -1,11 +1,11 @@
-"""make grade (grading.estimate): the estimate places a speed-up over the naive kernel on
+"""make grade (bench.estimate): the estimate places a speed-up over the naive kernel on
 the ladder's tiers as the grader places a time on its ladder, and a real measurement of
 this tree's conv2d on the graded layers gives a report with an estimate in it."""
 import json
 
 import pytest
 
-from grading import estimate
+from bench import estimate
 from grading.scale import ladder_share
 
 TIERS = {"device": "a test device", "measured": "today",

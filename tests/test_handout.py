@@ -168,7 +168,7 @@ def test_handout_documents_and_help_speak_to_students(handout):
     # Staff files by name, staff folders by path ("reference" alone is a word of the assignment).
     staff_names = {Path(p).name for p in STAFF_ONLY if not p.endswith("/")}
     staff_names |= {p.rstrip("/") for p in STAFF_ONLY if p.endswith("/") and p != "grading/"}
-    staff_names |= {"grading.e2e", "grading.grade", "grading.calibrate", "grading.tune", "make calibrate",
+    staff_names |= {"grading.e2e", "bench.models", "bench.tune", "bench.profile_device", "grading.grade", "grading.calibrate", "make calibrate",
                     "make tune", "make autograder", "make handout", "make device", "OCLF_CONV_KERNEL",
                     "OCLF_GRADER_", "opencl_functions.device"}
     help_text = subprocess.run(["make", "-s", "-o", ".venv/.requirements", "help"], cwd=handout,

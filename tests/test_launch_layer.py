@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grading.shapes import GPT2, RESNET50
+from bench.shapes import GPT2, RESNET50
 
 # (name, c_in, size, c_out, k, stride, padding, groups): the distinct convs of torchvision's
 # mobilenet_v2 at 224×224.

@@ -2,8 +2,8 @@
 opencl_functions/clblast_params/<device slug>.json, which opencl_functions applies before
 its first product (OCLF_CLBLAST_PARAMS=0 turns that off):
 
-    python -m grading.clblast_tune [--out FILE] [--scale S] [--tuned DIR] [--force]
-    python -m grading.clblast_tune --compare [FILE]    # times: CLBlast's defaults vs FILE
+    python -m bench.clblast_tune [--out FILE] [--scale S] [--tuned DIR] [--force]
+    python -m bench.clblast_tune --compare [FILE]    # times: CLBlast's defaults vs FILE
 
 1. CLBlast's tuner binaries (Debian/Ubuntu: apt-get install clblast-utils), at the lowest
    priority, for the kernels behind ocl_matmul: the GEMM kernels (Xgemm, and XgemmDirect
@@ -43,7 +43,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 import opencl_functions
-from grading.shapes import GPT2
+from bench.shapes import GPT2
 
 # How often each product runs in one GPT-2 (124M) forward: every layer's four, one LM head.
 GPT2_LAYERS = 12
@@ -323,7 +323,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "platform": info["platform"],
         "driver_version": info["driver_version"],
         "written": datetime.date.today().isoformat(),
-        "command": "python -m grading.clblast_tune " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m bench.clblast_tune " + " ".join(argv if argv is not None else sys.argv[1:]),
         "tuners": {t.binary: " ".join(tuner_command(t, platform, device, args.scale)[1:]) for t in TUNERS},
         "tuner_best_ms": tuner_ms,
         "summary": result,

@@ -2,7 +2,7 @@
 torch's profiler while OCLF_DEVICE_SYNC=1 makes every kernel finish before its operator
 returns (so an operator's CPU time is its device time).
 
-    python -m grading.profile_device [--model resnet50] [--batch 16] [--train] [--top 25]
+    python -m bench.profile_device [--model resnet50] [--batch 16] [--train] [--top 25]
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`make grade`: an estimate of the performance points before you submit.
 
-    python -m grading.estimate [--runs N]          (make grade)
-    python -m grading.estimate --json               the measured speed-ups alone
+    python -m bench.estimate [--runs N]          (make grade)
+    python -m bench.estimate --json               the measured speed-ups alone
 
 It times your whole ocl_conv2d call (host code, buffers, copies, kernel) on the five layers
 the grader times (grading.cases.PERF_LAYERS, fresh random inputs every run, every output
@@ -9,7 +9,7 @@ checked), beside a naive one-output-per-work-item kernel (grading/kernels/conv2d
 launched by the library) and torch, one call of each in turn, the fastest run per layer.
 Your speed-up over the naive kernel (geometric mean over the layers) is placed on the
 grader's ladder, whose rungs are stored as speed-ups over the same naive kernel, measured
-on the grading machine by the course staff (grading/tiers.json: numbers only).
+on the grading machine by the course staff (bench/tiers.json: numbers only).
 
 It is an estimate: your machine is not the grading machine (another CPU or GPU, other
 caches, another number of cores), and a speed-up over the naive kernel carries over only
@@ -45,7 +45,7 @@ def _geomean(values: List[float]) -> float:
 def measure(runs: int, seed: int = 0) -> Dict[str, List[float]]:
     """Per program ("naive", "yours", "torch"), the fastest whole call per layer (s)."""
     import opencl_functions as ocl
-    from grading.baselines import naive_conv2d
+    from bench.baselines import naive_conv2d
 
     def call(name: str) -> Callable[[Dict], torch.Tensor]:
         if name == "naive":

@@ -1,9 +1,9 @@
 """Tuning sweeps of the reference's kernels.
 
-    python -m grading.tune                                   (make tune) the full sweep
-    python -m grading.tune --models resnet50,gpt2            some of the models
-    python -m grading.tune gpu 64,64,4,4,16 128,64,8,4,16    GFLOP/s per OCLF_GPU_TILE=TM,TN,WM,WN,TK
-    python -m grading.tune cpu 16,8 16,14                    GFLOP/s per OCLF_CPU_BLOCK=COV,PX
+    python -m bench.tune                                   (make tune) the full sweep
+    python -m bench.tune --models resnet50,gpt2            some of the models
+    python -m bench.tune gpu 64,64,4,4,16 128,64,8,4,16    GFLOP/s per OCLF_GPU_TILE=TM,TN,WM,WN,TK
+    python -m bench.tune cpu 16,8 16,14                    GFLOP/s per OCLF_CPU_BLOCK=COV,PX
 
 The full sweep runs every layer shape of ResNet-50, MobileNetV2/EfficientNet's depthwise
 convs and GPT-2's products (1, 8 and 64 tokens) once with OCLF_TUNE=sweep: the host code
@@ -25,7 +25,7 @@ from typing import Dict, List
 import torch
 
 import opencl_functions
-from grading.shapes import DEPTHWISE, GPT2, RESNET50
+from bench.shapes import DEPTHWISE, GPT2, RESNET50
 
 ENV = {"gpu": "OCLF_GPU_TILE", "cpu": "OCLF_CPU_BLOCK"}
 MODELS = {"resnet50": RESNET50, "depthwise": DEPTHWISE, "gpt2": GPT2}

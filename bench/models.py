@@ -1,0 +1,259 @@
+"""End-to-end timings of whole models on random weights (the point is time and
+agreement, not predictions), in two modes:
+
+- patched (default): the patched layers (utils.patching.opencl_layers), tensors on the
+  host. ResNet-18 and ResNet-50 at batch 1 (224×224, one forward pass) and GPT-2 generation.
+- device: the opencl torch device (opencl_functions.device), tensors on the device.
+  ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, one ResNet-50 training step at batch 16
+  (forward, cross-entropy, backward, SGD with momentum), and GPT-2 generation.
+
+GPT-2 is full size (GPT2Config() defaults): greedy decoding with the key/value cache, an
+8-token prompt then 16 new tokens (so mostly one-row products).
+
+Rounds alternate torch on the CPU and OpenCL, so a busy machine slows both alike (on a GPU
+the device's rounds run back to back, as torch CUDA's do); each
+reports the fastest and the median of its rounds, and the ratio OpenCL time / torch time of
+each. The first OpenCL call (not timed with the rounds) builds the kernels, uploads the
+weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks. On a CUDA machine
+torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to it.
+
+    python -m bench.models [--mode patched|device|all] [--model NAME|all] [--rounds N] [--threads N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+import opencl_functions
+from utils.info import host_cpu
+from utils.patching import opencl_layers
+
+PROMPT_TOKENS, NEW_TOKENS = 8, 16
+
+# A model maker takes a device ("cpu", "opencl", "cuda") and returns a function that runs
+# the workload once there and returns its result on that device.
+Maker = Callable[[str], Callable[[], torch.Tensor]]
+
+
+def resnet_inference(arch: str, batch: int) -> Maker:
+    def make(device: str) -> Callable[[], torch.Tensor]:
+        torch.manual_seed(0)
+        model = torchvision.models.get_model(arch).eval().to(device)
+        x = torch.randn(batch, 3, 224, 224).to(device)
+
+        def run() -> torch.Tensor:
+            with torch.no_grad():
+                return model(x)
+
+        return run
+
+    return make
+
+
+def resnet50_training(batch: int) -> Maker:
+    """One SGD step; returns the loss. Each call trains on: the weights move every step
+    on every device alike, so the first steps agree."""
+
+    def make(device: str) -> Callable[[], torch.Tensor]:
+        torch.manual_seed(0)
+        model = torchvision.models.resnet50().train().to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+        x = torch.randn(batch, 3, 224, 224).to(device)
+        target = torch.randint(0, 1000, (batch,)).to(device)
+
+        def run() -> torch.Tensor:
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), target)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        return run
+
+    return make
+
+
+def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).eval().to(device)
+    prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT_TOKENS)).to(device)
+
+    def generate() -> torch.Tensor:
+        x, past, logits = prompt, None, []
+        with torch.no_grad():
+            for _ in range(NEW_TOKENS):
+                out = model(input_ids=x, past_key_values=past, use_cache=True)
+                past, step = out.past_key_values, out.logits[0, -1]
+                logits.append(step)
+                x = step.argmax().view(1, 1)
+        return torch.stack(logits)
+
+    return generate
+
+
+MODELS: Dict[str, Dict[str, object]] = {
+    "resnet18": {"make": resnet_inference("resnet18", 1), "label": "ResNet-18 b1 224x224",
+                 "modes": ("patched", "device")},
+    "resnet50": {"make": resnet_inference("resnet50", 1), "label": "ResNet-50 b1 224x224",
+                 "modes": ("patched", "device")},
+    "resnet50_b16": {"make": resnet_inference("resnet50", 16), "label": "ResNet-50 b16 224x224",
+                     "modes": ("device",)},
+    "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
+                           "modes": ("device",)},
+    "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",
+             "modes": ("patched", "device")},
+}
+
+
+def seconds(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
+def max_rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out, ref = out.detach().float().cpu(), ref.detach().float().cpu()
+    return float((out - ref).abs().max() / ref.abs().max().clamp(min=1e-12))
+
+
+def compare_patched(name: str, rounds: int) -> Dict[str, float]:
+    spec = MODELS[name]
+    run = spec["make"]("cpu")
+    times: Dict[str, List[float]] = {"torch": [], "opencl": []}
+    with torch.no_grad():
+        ref = run()
+        with opencl_layers():
+            start = time.perf_counter()
+            out = run()  # builds the kernels and uploads the weights
+            first = time.perf_counter() - start
+        for _ in range(rounds):
+            times["torch"].append(seconds(run))
+            with opencl_layers():
+                times["opencl"].append(seconds(run))
+    return report(name, "patched", times, first, max_rel_error(out, ref), rounds)
+
+
+def compare_device(name: str, rounds: int) -> Dict[str, float]:
+    import opencl_functions.device  # noqa: F401  (registers the opencl device)
+
+    spec = MODELS[name]
+    run_cpu, run_dev = spec["make"]("cpu"), spec["make"]("opencl")
+    sync = torch.opencl.synchronize
+    ref = run_cpu()
+    start = time.perf_counter()
+    out = run_dev()  # builds the kernels; the weights are on the device already
+    sync()
+    first = time.perf_counter() - start
+    error = max_rel_error(out, ref)
+    times: Dict[str, List[float]] = {"torch": [], "opencl": []}
+    threads = torch.get_num_threads()
+    if opencl_functions.device_info()["type"] != "CPU":
+        # A GPU shares nothing with torch's CPU rounds: its rounds run back to back, as torch
+        # CUDA's do (after a CPU round the GPU has idled and lowered its clocks, and a light
+        # workload such as GPT-2's one-token steps runs before they rise again).
+        times["torch"] = [seconds(run_cpu) for _ in range(rounds)]
+        times["opencl"] = [seconds(run_dev, sync) for _ in range(rounds)]
+        return report(name, "device", times, first, error, rounds)
+    for _ in range(rounds):
+        times["torch"].append(seconds(run_cpu))
+        # The device needs no torch threads; on a CPU OpenCL device, torch's idle OpenMP
+        # workers would spin on the cores PoCL runs on (as opencl_layers() avoids too).
+        torch.set_num_threads(1)
+        try:
+            times["opencl"].append(seconds(run_dev, sync))
+        finally:
+            torch.set_num_threads(threads)
+    return report(name, "device", times, first, error, rounds)
+
+
+def report(name: str, mode: str, times: Dict[str, List[float]], first: float, error: float,
+           rounds: int) -> Dict[str, float]:
+    spec = MODELS[name]
+    result = {key: statistics.median(values) for key, values in times.items()}
+    result.update({f"{key}_min": min(values) for key, values in times.items()})
+    result["first_call"] = first
+    result["max_rel_error"] = error
+    where = "on the opencl device" if mode == "device" else "with the patched layers"
+    line = (f"{spec['label']} {where} ({opencl_functions.device_info()['device']}): "
+            f"fastest (median) of {rounds} rounds: "
+            f"torch CPU {result['torch_min'] * 1e3:.1f} ({result['torch'] * 1e3:.1f}) ms, "
+            f"OpenCL {result['opencl_min'] * 1e3:.1f} ({result['opencl'] * 1e3:.1f}) ms, "
+            f"OpenCL/torch {result['opencl_min'] / result['torch_min']:.2f}x "
+            f"({result['opencl'] / result['torch']:.2f}x); first call {first * 1e3:.0f} ms")
+    if torch.cuda.is_available():
+        result["torch_cuda"] = cuda_seconds(name, rounds)
+        line += (f"; torch CUDA fp32 {result['torch_cuda'] * 1e3:.1f} ms "
+                 f"(OpenCL speed {result['torch_cuda'] / result['opencl']:.2f}x of CUDA's)")
+    print(f"{line}; max rel error {error:.1e}", flush=True)
+    return result
+
+
+def cuda_seconds(name: str, rounds: int) -> float:
+    """Median time of the same workload on the GPU with CUDA torch, TF32 off, measured in a
+    process of its own: one that also holds the opencl device trips an assertion of torch's
+    autograd engine on CUDA backward passes (two accelerator backends in one process)."""
+    proc = subprocess.run([sys.executable, "-m", "bench.models", "--cuda-only", name, "--rounds", str(rounds)],
+                          capture_output=True, text=True, timeout=1800)
+    if proc.returncode:
+        raise RuntimeError(f"timing {name} on CUDA failed:\n{proc.stderr[-3000:]}")
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
+
+
+def _cuda_seconds_here(make: Maker, rounds: int) -> float:
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    run = make("cuda")
+    run()
+
+    def synced():
+        run()
+        torch.cuda.synchronize()
+
+    return statistics.median(seconds(synced) for _ in range(rounds))
+
+
+def main(argv=None) -> Dict[str, Dict[str, float]]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=["patched", "device", "all"], default="patched")
+    p.add_argument("--model", choices=[*MODELS, "all"], default="all")
+    p.add_argument("--rounds", type=int, default=9, help="alternating torch/OpenCL rounds (default 9)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
+    p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's CUDA time as JSON")
+    args = p.parse_args(argv)
+    if args.cuda_only:
+        print(json.dumps({"seconds": _cuda_seconds_here(MODELS[args.cuda_only]["make"], args.rounds)}))
+        return {}
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
+        os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
+    modes = ["patched", "device"] if args.mode == "all" else [args.mode]
+    print(f"host CPU: {host_cpu()}")
+    results = {}
+    for mode in modes:
+        for name in MODELS if args.model == "all" else [args.model]:
+            if mode not in MODELS[name]["modes"]:
+                continue
+            compare = compare_device if mode == "device" else compare_patched
+            results[f"{mode}:{name}"] = compare(name, args.rounds)
+    if "patched" in modes:
+        print(f"resident parameters: {opencl_functions.resident_bytes() / 2**20:.0f} MiB")
+    return results
+
+
+if __name__ == "__main__":
+    main()
