@@ -128,17 +128,19 @@ class _Program:
                 return self.stop(f"{name}: {str(error)[:2000]}")
             else:
                 return self.stop(f"{name}: the child broke the protocol on run {run + 1}")
+            # Checked before the trailer: a wrong output ends the program now, not after
+            # waiting for a child that may never send the rest.
+            if len(data) != tensor_bytes(ref):
+                return self.stop(f"{name}, run {run + 1}: {len(data)} bytes of output, not {tensor_bytes(ref)}")
+            problem = mismatch(torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(ref.shape), ref,
+                               *C.HIDDEN_TOL)
+            if problem:
+                return self.stop(f"{name}, run {run + 1}: wrong output: {problem}")
             trailer = reader.message(1 << 28, deadline)
         except channel.ChannelError as err:
             return self.stop(f"{name}, run {run + 1}: {err}")
         finally:
             child.running.pause()
-        if len(data) != tensor_bytes(ref):
-            return self.stop(f"{name}, run {run + 1}: {len(data)} bytes of output, not {tensor_bytes(ref)}")
-        problem = mismatch(torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(ref.shape), ref,
-                           *C.HIDDEN_TOL)
-        if problem:
-            return self.stop(f"{name}, run {run + 1}: wrong output: {problem}")
         launches = trailer.get("launches") if isinstance(trailer.get("launches"), list) else []
         if capture:
             self.captured[layer] = launches
