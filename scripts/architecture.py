@@ -38,7 +38,9 @@ LAYERS: List[Tuple[str, List[str], str]] = [
     ("grading", ["grading/"], "the autograder, make check, make grade, the handout"),
     ("bench", ["bench/"], "benchmarks, tuning and profiling tools"),
     ("programs", ["tests.py", "tests/", "extras/", "scripts/", "simple_sanity_check.py", "inference_",
-                  "conftest.py", "setup.py", "setup_device.py"], "demos, tests, extras, build scripts"),
+                  "conftest.py", "setup.py", "setup_device.py",
+                  "grading/bench.py", "grading/e2e.py"],  # the old names of two bench commands
+     "demos, tests, extras, build scripts, old command names"),
 ]
 SUFFIXES = {".py", ".cpp", ".hpp", ".h", ".cl"}
 
