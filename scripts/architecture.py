@@ -130,11 +130,14 @@ def upward(found) -> List[str]:
 def picture(found) -> str:
     order = [name for name, _, _ in LAYERS]
     width = max(len(n) for n in order)
-    lines = ["```", f"{'layer':<{width + 2}}{'uses':<40}what it is"]
+    rows = []
     for name, _, what in reversed(LAYERS):
         uses = sorted({dst for (src, dst) in found if src == name}, key=order.index, reverse=True)
-        mark = [f"{u}{'↑' if order.index(u) > order.index(name) else ''}" for u in uses]
-        lines.append(f"{name:<{width + 2}}{', '.join(mark) or '-':<40}{what}")
+        rows.append((name, ", ".join(f"{u}{'↑' if order.index(u) > order.index(name) else ''}" for u in uses) or "-",
+                     what))
+    used = max(len(r[1]) for r in rows) + 2
+    lines = ["```", f"{'layer':<{width + 2}}{'uses':<{used}}what it is"]
+    lines += [f"{name:<{width + 2}}{uses:<{used}}{what}" for name, uses, what in rows]
     lines += ["```", "Each layer uses only layers below it (an arrow up would show as ↑)."]
     return "\n".join(lines)
 
