@@ -93,11 +93,17 @@ class SandboxError(RuntimeError):
     """The machine cannot sandbox students' code as required (no account, stray processes)."""
 
 
+def _setting(name: str) -> str:
+    """A grader setting's value; "" in a tree whose settings table has no grader settings
+    (the handout, where this module serves make check alone)."""
+    return config.get(name) if name in config.SETTINGS else ""
+
+
 def sandbox_user() -> Optional[pwd.struct_passwd]:
     """The account children run as, or None when the grader is not root (it cannot switch)."""
     if os.geteuid() != 0:
         return None
-    name = config.get("GRADER_USER") or SANDBOX_USER
+    name = _setting("GRADER_USER") or SANDBOX_USER
     if name == "nobody":
         raise SandboxError(f"{config.variable('GRADER_USER')}=nobody: other services share that account; "
                            "use a dedicated one")
@@ -115,7 +121,7 @@ def namespaces() -> bool:
     --mount --mount-proc`: root, and a kernel and container that allow it).
     OCLF_GRADER_NAMESPACES=0 turns them off, to try the fallback that Gradescope's
     containers get."""
-    if os.geteuid() != 0 or not shutil.which("unshare") or config.get("GRADER_NAMESPACES") == "0":
+    if os.geteuid() != 0 or not shutil.which("unshare") or _setting("GRADER_NAMESPACES") == "0":
         return False
     try:
         probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
@@ -157,8 +163,8 @@ def python_for(user: Optional[pwd.struct_passwd]) -> Tuple[str, List[str]]:
     The grader's own interpreter when the sandbox user may run it; else GRADER_PYTHON or the
     system's python3.X of the same version, given this environment's site-packages
     (a virtualenv made from an interpreter under /root, say, is out of other users' reach)."""
-    if config.get("GRADER_PYTHON"):
-        python = config.get("GRADER_PYTHON")
+    if _setting("GRADER_PYTHON"):
+        python = _setting("GRADER_PYTHON")
     elif user is None or _others_can_run(sys.executable):
         return sys.executable, []
     else:

@@ -29,6 +29,12 @@ Setting = _library.Setting
 
 _COURSE = [
     Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
+    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",)),
+    Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
+            "grading", ("GRADER_PYTHON",)),
+    Setting("GRADER_NAMESPACES", "1 where the machine allows them",
+            "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
+            "grading"),
     # BEGIN STAFF
     # The grader.
     Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",), staff=True),
@@ -37,15 +43,9 @@ _COURSE = [
     Setting("GRADER_PERF_RUNS", "10", "timed runs per layer", "grading", ("GRADER_PERF_RUNS",), staff=True),
     Setting("GRADER_REF_CACHE", "build/grader-cache", "where the reference and ladder builds are kept", "grading",
             ("GRADER_REF_CACHE",), staff=True),
-    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",), staff=True),
-    Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
-            "grading", ("GRADER_PYTHON",), staff=True),
     Setting("GRADER_WORKDIR", "the system's temporary folder", "where gradings make their temporary folders",
             "grading", ("GRADER_WORKDIR",), staff=True),
     Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",), staff=True),
-    Setting("GRADER_NAMESPACES", "1 where the machine allows them",
-            "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
-            "grading", staff=True),
     Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
             "grading/autograder", ("GRADER_VENV",), staff=True),
     # END STAFF
