@@ -30,16 +30,12 @@ import torch
 import torch.nn.functional as F
 
 from grading import cases as C
-from grading.scale import ladder_share
+from grading.scale import geomean, ladder_share
 from utils.testing import HIDDEN_TOL, mismatch
 
 TIERS = Path(__file__).resolve().parent / "tiers.json"
 POINTS = 30
 WARMUP = 2
-
-
-def _geomean(values: List[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def measure(runs: int, seed: int = 0) -> Dict[str, List[float]]:
@@ -83,8 +79,8 @@ def measure(runs: int, seed: int = 0) -> Dict[str, List[float]]:
 
 def speedups(best: Dict[str, List[float]]) -> Dict[str, float]:
     """Geometric-mean speed-ups over the naive kernel."""
-    naive = _geomean(best["naive"])
-    return {name: naive / _geomean(times) for name, times in best.items()}
+    naive = geomean(best["naive"])
+    return {name: naive / geomean(times) for name, times in best.items()}
 
 
 def estimate_share(speedup: float, tiers: Dict) -> float:
@@ -101,7 +97,7 @@ def report(best: Dict[str, List[float]], tiers: Optional[Dict]) -> str:
     for i, layer in enumerate(C.PERF_LAYERS):
         row = [best[n][i] * 1e3 for n in ("naive", "yours", "torch")]
         lines.append(f"{layer[0]:<20}" + "".join(f"{v:10.3f}" for v in row) + f"{row[0] / row[1]:15.1f}×")
-    lines.append(f"{'geometric mean':<20}" + "".join(f"{_geomean(best[n]) * 1e3:10.3f}"
+    lines.append(f"{'geometric mean':<20}" + "".join(f"{geomean(best[n]) * 1e3:10.3f}"
                                                      for n in ("naive", "yours", "torch")) + f"{up['yours']:15.1f}×")
     lines.append("(* torch on one thread, as in the timing loop: for comparison only)")
     if tiers is None:

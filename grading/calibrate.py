@@ -82,8 +82,7 @@ def write_tiers(ws: Workspace, builder: Builder, reference: Path, rungs, path: P
     found = {}
     for rung in rungs:
         tree = builder.ladder_tree(reference, rung.name)
-        env = ws.env(tree, ws.work / "trusted-home", builder.kernel_cache(reference))
-        (ws.work / "trusted-home").mkdir(mode=0o700, exist_ok=True)
+        env = ws.env(tree, ws.trusted_home(), builder.kernel_cache(reference))
         result = sandbox.run([ws.python, "-m", "bench.estimate", "--json"], tree, env,
                              ws.limits(ws.opt.build_timeout_s), ws.user, as_sandbox=False)
         if not result.ok:

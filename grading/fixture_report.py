@@ -61,8 +61,7 @@ def as_expected(fixture: fixtures.Fixture, correctness: float, share: float) -> 
         return share == 0
     if rule == "some":
         return share > 0
-    base = {"solution": "tiled", "reference": "reference"}[fixture.base]
-    return share <= next(r.share for r in fixtures.ladder() if r.name == base) + RUNG_SLACK
+    return share <= fixtures.base_share(fixture) + RUNG_SLACK
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -115,6 +115,12 @@ def load_all(folder: Path) -> Dict[str, Fixture]:
     return {p.stem: load(p) for p in sorted(folder.glob("*.toml"))}
 
 
+def base_share(fixture: Fixture) -> float:
+    """The share of the honest rung a hostile fixture is built on (its "at_most_base" bound)."""
+    rung = {"solution": "tiled", "reference": "reference"}[fixture.base]
+    return next(r.share for r in ladder() if r.name == rung)
+
+
 def hostile() -> Dict[str, Fixture]:
     return load_all(HOSTILE_DIR)
 

@@ -30,7 +30,6 @@ the kernels checked.
 """
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from grading import channel, check, correctness, fixtures
 from grading.build import Builder, Program
 from grading.compare import tensor_bytes
 from grading.report import Report
-from grading.scale import ladder_share  # noqa: F401  (performance.ladder_share, as before)
+from grading.scale import geomean, ladder_share  # noqa: F401  (performance.ladder_share, as before)
 from grading.workspace import Workspace
 from utils.testing import mismatch
 
@@ -62,7 +61,7 @@ class Timing:
     problem: Optional[str] = None
 
     def geomean_ns(self) -> float:
-        return math.exp(sum(math.log(v) for v in self.ns.values()) / len(self.ns))
+        return geomean(self.ns.values())
 
 
 @dataclass

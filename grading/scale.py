@@ -1,11 +1,16 @@
 """The performance scale, shared by the grader (grading.performance) and `make grade`
-(grading.estimate): the share of the performance points for a time, given the ladder's
-rungs, log-linear between them.
+(bench.estimate): the geometric mean over the layers, and the share of the performance
+points for a time, given the ladder's rungs, log-linear between them.
 """
 from __future__ import annotations
 
 import math
-from typing import List, Sequence, Tuple
+from typing import Iterable, List, Sequence, Tuple
+
+
+def geomean(values: Iterable[float]) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def ladder_share(t: float, rungs: Sequence[Tuple[float, float]]) -> float:

@@ -143,6 +143,12 @@ class Workspace:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def trusted_home(self) -> Path:
+        """HOME and TMPDIR of what runs as the grader (the ladder's rungs): private to it."""
+        home = self.work / "trusted-home"
+        home.mkdir(mode=0o700, exist_ok=True)
+        return home
+
     def start_child(self, module: str, args: Sequence[str], tree: Path, trusted: bool, kernel_cache: Path,
                     timeout_s: Optional[float] = None, wrapper: Sequence[str] = (),
                     extra_fds: Sequence[int] = ()) -> Child:
@@ -152,9 +158,7 @@ class Workspace:
         starts as a copy of kernel_cache."""
         argv = [*wrapper, self.python, "-m", module, *args]
         if trusted:
-            home = self.work / "trusted-home"
-            home.mkdir(mode=0o700, exist_ok=True)
-            env = self.env(tree, home, kernel_cache)
+            env = self.env(tree, self.trusted_home(), kernel_cache)
             return spawn(lambda a, fds: sandbox.start(a, tree, env, self.limits(timeout_s), self.user,
                                                       as_sandbox=False, pass_fds=fds), argv, extra_fds)
         scratch = self.scratch(kernel_cache)

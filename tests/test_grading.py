@@ -113,9 +113,7 @@ def check_expected(results: dict, fixture: fixtures.Fixture) -> None:
     elif expected["perf"] == "some":
         assert share > 0, perf["output"]
     else:
-        base = {"solution": "tiled", "reference": "reference"}[fixture.base]
-        base_share = next(r.share for r in fixtures.ladder() if r.name == base)
-        assert share <= base_share + SHARE_SLACK, perf["output"]
+        assert share <= fixtures.base_share(fixture) + SHARE_SLACK, perf["output"]
     for name, test in tests.items():
         if name.startswith(("Build", "Performance")):
             continue

@@ -10,33 +10,16 @@ device and the date; a file without those markers gets them appended at its end.
 from __future__ import annotations
 
 import datetime
-import platform
 import re
 from pathlib import Path
 
 
-def cpu_model() -> str:
-    """The CPU as /proc/cpuinfo names it, with its family and model numbers (the figures
-    of one x86 model say little about another)."""
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        return platform.processor() or platform.machine()
-    flags = fields.get("flags", "").split()
-    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
-    name = fields.get("model name", platform.machine())
-    return f"{name} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')}{', ' + isa if isa else ''})"
-
-
 def provenance(device: str = "") -> str:
     """One line: where and when a table was measured."""
-    import os
+    from utils.info import host_cpu
 
-    where = f"{os.cpu_count()}-core {cpu_model()}"
-    return f"Measured {datetime.date.today().isoformat()} on {where}" + (f", OpenCL device {device}" if device else "") + "."
+    where = host_cpu() + (f", OpenCL device {device}" if device else "")
+    return f"Measured {datetime.date.today().isoformat()} on {where}."
 
 
 def write_section(path: Path, name: str, markdown: str, device: str = "") -> None:
