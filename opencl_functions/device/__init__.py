@@ -170,6 +170,9 @@ def _register() -> None:
         load_clblast_params()
     except OpenCLError:
         pass  # no OpenCL device: is_available() says so
+    # torch.distributed's "oclf" backend for opencl tensors (distributed.py).
+    from . import distributed
+    distributed.register()
 
 
 _register()
