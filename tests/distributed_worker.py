@@ -11,6 +11,34 @@ def values(rank: int, n: int) -> torch.Tensor:
     return torch.arange(n, dtype=torch.float32) * (rank + 1) + rank / 7
 
 
+def sync_batch_norm(rank: int, world: int) -> None:
+    """SyncBatchNorm over the processes' shares = BatchNorm over the whole batch (float64)."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(3 * world, 5, 4, 3, dtype=torch.float64, generator=gen)
+    dy = torch.randn(x.shape, dtype=torch.float64, generator=gen)
+    ref = torch.nn.BatchNorm2d(5).double()
+    with torch.no_grad():
+        ref.weight.uniform_(0.5, 1.5, generator=gen)
+        ref.bias.uniform_(-1, 1, generator=gen)
+    sync = torch.nn.SyncBatchNorm(5)
+    sync.load_state_dict(ref.state_dict())
+    sync.to("opencl")
+    whole = x.clone().requires_grad_()
+    expected = ref(whole)
+    expected.backward(dy)
+    share = slice(3 * rank, 3 * rank + 3)
+    mine = x[share].float().to("opencl").requires_grad_()
+    out = sync(mine)
+    out.backward(dy[share].float().to("opencl"))
+    torch.testing.assert_close(out.detach().cpu().double(), expected[share].detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(mine.grad.cpu().double(), whole.grad[share], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sync.running_var.cpu().double(), ref.running_var, rtol=1e-5, atol=1e-6)
+    # the weight's gradient is this process's share; DDP would sum the shares
+    total = sync.weight.grad.detach().clone()
+    dist.all_reduce(total)
+    torch.testing.assert_close(total.cpu().double(), ref.weight.grad, rtol=1e-5, atol=1e-5)
+
+
 def main() -> None:
     dist.init_process_group("cpu:gloo,opencl:oclf")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -68,6 +96,7 @@ def main() -> None:
             got = torch.empty(7, device="opencl")
             dist.recv(got, src=0)
             torch.testing.assert_close(got.cpu(), values(0, 7))
+    sync_batch_norm(rank, world)
     dist.barrier()
     if rank == 0:
         print("collectives ok")

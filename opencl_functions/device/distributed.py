@@ -64,6 +64,10 @@ _WRITTEN = {
     "alltoall": 0, "alltoall_base": 0, "all_to_all_single": 0,
     "send": None, "recv": 0, "recv_anysource": 0,
 }
+# Collectives between one output and one input tensor that NCCL reads as flat buffers of
+# world × n and n elements, where gloo splits the output along its first dimension: passed
+# to gloo flat.
+_FLAT = {"_allgather_base", "all_gather_single", "_reduce_scatter_base", "reduce_scatter_single"}
 
 
 class OpenCLBackend(Backend):
@@ -78,7 +82,11 @@ class OpenCLBackend(Backend):
 
     def _staged(self, name: str, written, args):
         hosts = [_to_host(a) for a in args]
-        getattr(self._gloo, name)(*hosts).wait()
+        if name in _FLAT:
+            hosts[:2] = [t.contiguous() for t in hosts[:2]]
+            getattr(self._gloo, name)(*(t.view(-1) for t in hosts[:2]), *hosts[2:]).wait()
+        else:
+            getattr(self._gloo, name)(*hosts).wait()
         if written is None:
             return _done([])
         _copy_back(args[written], hosts[written])
