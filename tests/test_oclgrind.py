@@ -17,6 +17,8 @@ from grading.fixtures import ROOT
 pytestmark = pytest.mark.skipif(shutil.which("oclgrind") is None, reason="oclgrind is not installed")
 
 SCRIPT = textwrap.dedent("""
+    import sys
+    sys.modules["triton"] = None  # torch.optim would load Triton, whose LLVM clashes with Oclgrind's
     import torch, torch.nn.functional as F
     import opencl_functions as ocl
     from grading.check import cases
@@ -88,6 +90,23 @@ SCRIPT = textwrap.dedent("""
             close(F.scaled_dot_product_attention(d(q), d(q), d(q), is_causal=True).cpu(),
                   F.scaled_dot_product_attention(q, q, q, is_causal=True))
             close(torch.cat([d(kk), d(q)], 2).cpu(), torch.cat([kk, q], 2))
+        # Fused optimizer steps: 10 parameters (two launches, empty slots in the second),
+        # amsgrad, a tensor learning rate, and the gradient scaler's arguments.
+        params = [torch.randn(s) for s in ((7,), (65,), (3, 2), (1,), (9,), (5,), (2,), (3,), (4,), (300,))]
+        grads = [torch.randn_like(p) for p in params]
+        for make in (lambda ps: torch.optim.Adam(ps, lr=0.1, amsgrad=True, fused=True),
+                     lambda ps: torch.optim.AdamW(ps, lr=torch.tensor(0.1), fused=True),
+                     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, fused=True)):
+            results = []
+            for to in (lambda t: t.clone(), d):
+                ps = [torch.nn.Parameter(to(p)) for p in params]
+                for p, g in zip(ps, grads):
+                    p.grad = to(g)
+                opt = make(ps)
+                opt.step()
+                opt.step()
+                results.append(torch.cat([p.detach().cpu().flatten() for p in ps]))
+            close(results[1], results[0])
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)

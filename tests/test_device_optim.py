@@ -1,0 +1,118 @@
+"""torch.optim with fused=True on the opencl device (csrc/aten/optim.cpp, kernels/optim.cl):
+Adam, AdamW and SGD in their variants against torch in float64, a few steps over parameters
+of awkward sizes, one of them without a gradient for a step; the gradient scaler's
+arguments against torch's own CPU fused kernels; up to 8 parameters per launch."""
+import pytest
+import torch
+
+SHAPES = [(37, 5), (5,), (3, 3, 3, 2), (1,), (200,), (7, 11), (2, 2), (13,), (64, 3), (1, 1), (1000,)]
+
+CASES = [
+    (torch.optim.Adam, dict(lr=0.01)),
+    (torch.optim.Adam, dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True, betas=(0.8, 0.99))),
+    (torch.optim.AdamW, dict(lr=0.02, weight_decay=0.05, eps=1e-6)),
+    (torch.optim.AdamW, dict(lr=torch.tensor(0.02), weight_decay=0.05, amsgrad=True)),
+    (torch.optim.SGD, dict(lr=0.1)),
+    (torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-2)),
+    (torch.optim.SGD, dict(lr=torch.tensor(0.05), momentum=0.9, dampening=0.3, maximize=True)),
+]
+
+
+def train(optimizer, options, device, dtype, steps=3):
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s, dtype=torch.float64, generator=gen).to(dtype).to(device))
+              for s in SHAPES]
+    opt = optimizer(params, **options)
+    for step in range(steps):
+        for i, p in enumerate(params):
+            if step == 1 and i == 3:
+                p.grad = None  # skipped this step: its step count falls behind the others'
+                continue
+            p.grad = torch.randn(p.shape, dtype=torch.float64, generator=gen).to(dtype).to(device)
+        opt.step()
+    return [p.detach().cpu().double() for p in params]
+
+
+def worst(params, reference):
+    return max((p - r).abs().max().item() for p, r in zip(params, reference))
+
+
+@pytest.mark.parametrize("optimizer, options", CASES, ids=lambda c: getattr(c, "__name__", None) or
+                         ",".join(f"{k}={v}" for k, v in c.items() if not isinstance(v, torch.Tensor)))
+def test_fused_step_matches_float64(opencl_device, optimizer, options, monkeypatch):
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
+    plain = {k: float(v) if isinstance(v, torch.Tensor) else v for k, v in options.items()}
+    reference = train(optimizer, {**plain, "foreach": False}, "cpu", torch.float64)
+    torch_error = worst(train(optimizer, {**plain, "foreach": False}, "cpu", torch.float32), reference)
+    device_options = {k: v.to("opencl") if isinstance(v, torch.Tensor) else v for k, v in options.items()}
+    error = worst(train(optimizer, {**device_options, "fused": True}, "opencl", torch.float32), reference)
+    assert error <= max(2 * torch_error, 1e-6), (error, torch_error)
+
+
+@pytest.mark.parametrize("optimizer, launches", [(torch.optim.SGD, 2), (torch.optim.Adam, 4)])
+def test_eight_parameters_per_launch(opencl_device, optimizer, launches):
+    """11 parameters: 2 launches of the step (and for Adam, 2 of the step counts' increment)."""
+    params = [torch.nn.Parameter(torch.randn(s).to("opencl")) for s in SHAPES]
+    for p in params:
+        p.grad = torch.ones_like(p)
+    opt = optimizer(params, lr=0.1, fused=True)
+    opt.step()
+    torch.opencl.synchronize()
+    before = opencl_device.memory_stats()["kernel_launches"]
+    opt.step()
+    assert opencl_device.memory_stats()["kernel_launches"] - before == launches
+
+
+def test_foreach_add_of_a_number(opencl_device):
+    base = torch.randn(4, 6)
+    tensors = [torch.randn(s) for s in SHAPES] + [base[:, ::2]]          # and a strided view
+    ints = [torch.arange(5), torch.arange(7).view(7, 1)]
+    on_device = [t.to("opencl") for t in tensors[:-1]] + [base.to("opencl")[:, ::2]]
+    assert not on_device[-1].is_contiguous()
+    torch._foreach_add_(tensors, 0.25)
+    torch._foreach_add_(on_device, 0.25)
+    device_ints = [t.to("opencl") for t in ints]
+    torch._foreach_add_(ints, 3)
+    torch._foreach_add_(device_ints, 3)
+    for want, got in zip(tensors + ints, on_device + device_ints):
+        torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("found", [0.0, 1.0])
+@pytest.mark.parametrize("op", ["_fused_adam_", "_fused_adamw_", "_fused_sgd_"])
+def test_grad_scale_and_found_inf_as_torch(opencl_device, op, found):
+    """Gradients divided by the scale (and stored back so); nothing changes when found_inf is set."""
+    gen = torch.Generator().manual_seed(1)
+
+    def state(device):
+        gen.manual_seed(1)
+        tensors = {name: [torch.randn(s, generator=gen).abs().to(device) for s in SHAPES[:5]]
+                   for name in ("params", "grads", "a", "b", "c")}
+        tensors["steps"] = [torch.tensor(3.0).to(device) for _ in SHAPES[:5]]
+        return tensors
+
+    results = {}
+    for device in ("cpu", "opencl"):
+        t = state(device)
+        scaling = dict(grad_scale=torch.tensor(4.0).to(device), found_inf=torch.tensor(found).to(device))
+        if op == "_fused_sgd_":
+            torch._fused_sgd_(t["params"], t["grads"], t["a"], weight_decay=0.01, momentum=0.9, lr=0.1,
+                              dampening=0.0, nesterov=False, maximize=False, is_first_step=False, **scaling)
+        else:
+            getattr(torch, op)(t["params"], t["grads"], t["a"], t["b"], t["c"], t["steps"], lr=0.01, beta1=0.9,
+                               beta2=0.999, weight_decay=0.1, eps=1e-8, amsgrad=True, maximize=False, **scaling)
+        results[device] = {k: [x.cpu() for x in v] for k, v in t.items()}
+    for name, tensors in results["cpu"].items():
+        for want, got in zip(tensors, results["opencl"][name]):
+            torch.testing.assert_close(got, want, msg=f"{op} {name}")
+
+
+def test_what_the_kernels_do_not_take_runs_on_the_cpu(opencl_device, monkeypatch):
+    monkeypatch.setenv("OCLF_FALLBACK", "silent")
+    base = torch.randn(6, 4)
+    p_cpu = torch.nn.Parameter(base.t().clone())        # transposed: not contiguous on the device either
+    p_dev = torch.nn.Parameter(base.to("opencl").t())
+    for p in (p_cpu, p_dev):
+        p.grad = torch.full(p.shape, 0.5, device=p.device)
+        torch.optim.Adam([p], lr=0.1, fused=True).step()
+    torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach())
