@@ -24,11 +24,12 @@ import torch
 
 from .. import OpenCLError, load_clblast_params
 from . import _C  # noqa: F401  (registers the device's allocator, guard, hooks and operators)
+from .graphs import Graph, graph
 
 __all__ = [
     "is_available", "device_count", "current_device", "synchronize", "get_device_name",
     "memory_allocated", "memory_reserved", "max_memory_allocated", "memory_stats", "empty_cache",
-    "fallback_ops", "reset_fallback_ops", "manual_seed", "manual_seed_all",
+    "fallback_ops", "reset_fallback_ops", "manual_seed", "manual_seed_all", "graph", "Graph",
 ]
 
 NAME = "opencl"

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdio>
 #include <regex>
 
@@ -127,9 +128,18 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
   return k->second;
 }
 
+namespace {
+std::atomic<ArgObserver> arg_observer{nullptr};
+}  // namespace
+
+void set_arg_observer(ArgObserver observer) { arg_observer = observer; }
+
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
   cl_int status = clSetKernelArg(kernel, index, size, value);
   if (status == CL_SUCCESS) launch_log::note_arg(kernel, index, size, value);
+  if (status == CL_SUCCESS) {
+    if (ArgObserver observer = arg_observer.load(std::memory_order_relaxed)) observer(kernel, index, size, value);
+  }
   if (status != CL_SUCCESS) {
     size_t n = 0;
     clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &n);

@@ -47,6 +47,10 @@ class Programs {
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
 // A null cl_mem passes a null pointer (arg_value itself null, which every driver takes).
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
+// A function told of every argument set_arg sets (OpenCL cannot be asked for them
+// afterwards), or none: the opencl device's graphs record launches through it.
+using ArgObserver = void (*)(cl_kernel kernel, cl_uint index, size_t size, const void* value);
+void set_arg_observer(ArgObserver observer);
 template <typename T>
 const void* arg_pointer(const T& value) {
   return &value;

@@ -5,6 +5,9 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "runtime/allocator.h"
 #include "runtime/autograd_threads.h"
 #include "runtime/device.h"
+#include "runtime/graph.h"
 
 namespace oclf::device {
 
@@ -64,6 +68,57 @@ std::vector<std::string> launch_log_take() {
   return out;
 }
 
+// Graphs (runtime/graph.h) by number, for opencl_functions.device.Graph.
+std::mutex graphs_mutex;
+std::map<int64_t, std::unique_ptr<Graph>>& graphs() {
+  static std::map<int64_t, std::unique_ptr<Graph>> all;
+  return all;
+}
+
+Graph& graph(int64_t id) {
+  std::lock_guard<std::mutex> lock(graphs_mutex);
+  auto found = graphs().find(id);
+  TORCH_CHECK(found != graphs().end(), "opencl: graph ", id, " does not exist (released, or never recorded)");
+  return *found->second;
+}
+
+int64_t graph_record() {
+  static int64_t next = 1;
+  auto made = std::make_unique<Graph>();
+  Device::get().begin_recording(made.get());
+  std::lock_guard<std::mutex> lock(graphs_mutex);
+  graphs().emplace(next, std::move(made));
+  return next++;
+}
+
+void graph_end(int64_t id) {
+  Graph& g = graph(id);
+  TORCH_CHECK(Device::get().recording() == &g, "opencl: graph ", id, " is not recording");
+  Device::get().end_recording();
+}
+
+void graph_replay(int64_t id) { graph(id).replay(); }
+
+void graph_release(int64_t id) {
+  std::unique_ptr<Graph> gone;
+  {
+    std::lock_guard<std::mutex> lock(graphs_mutex);
+    auto found = graphs().find(id);
+    if (found == graphs().end()) return;
+    gone = std::move(found->second);
+    graphs().erase(found);
+  }
+  if (Device::get().recording() == gone.get()) Device::get().end_recording();
+}
+
+// [kernel launches, copies, host writes, library calls, bytes of its memory pool]
+std::vector<int64_t> graph_counts(int64_t id) {
+  Graph& g = graph(id);
+  const Graph::Counts c = g.counts();
+  return {int64_t(c.launches), int64_t(c.copies), int64_t(c.writes), int64_t(c.calls),
+          int64_t(Allocator::get().pool_bytes(g.pool()))};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(oclf, m) {
@@ -79,6 +134,11 @@ TORCH_LIBRARY(oclf, m) {
   m.def("launch_log_start() -> ()", &launch_log_start);
   m.def("launch_log_stop() -> ()", &launch_log_stop);
   m.def("launch_log_take() -> str[]", &launch_log_take);
+  m.def("graph_record() -> int", &graph_record);
+  m.def("graph_end(int id) -> ()", &graph_end);
+  m.def("graph_replay(int id) -> ()", &graph_replay);
+  m.def("graph_release(int id) -> ()", &graph_release);
+  m.def("graph_counts(int id) -> int[]", &graph_counts);
 }
 
 }  // namespace oclf::device

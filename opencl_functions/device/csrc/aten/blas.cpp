@@ -68,13 +68,20 @@ void clblast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size
     if (beta == 0.0f) c.zero_();
     const size_t rows = B.trans ? n : k, cols = B.trans ? k : n;
     const size_t inc = A.trans ? A.ld : 1;
-    CLBLAST_CHECK(clblast::Gemv(Layout::kRowMajor, B.trans ? Transpose::kNo : Transpose::kYes, rows, cols, alpha,
-                                sb.mem, sb.offset, B.ld, sa.mem, sa.offset, inc, beta, sc.mem, sc.offset, 1,
-                                dev.queue_ptr(), nullptr));
+    const Transpose t = B.trans ? Transpose::kNo : Transpose::kYes;
+    const size_t ldb = B.ld;
+    dev.run_enqueuing([=, &dev] {
+      CLBLAST_CHECK(clblast::Gemv(Layout::kRowMajor, t, rows, cols, alpha, sb.mem, sb.offset, ldb, sa.mem, sa.offset,
+                                  inc, beta, sc.mem, sc.offset, 1, dev.queue_ptr(), nullptr));
+    });
     return;
   }
-  CLBLAST_CHECK(clblast::Gemm(Layout::kRowMajor, flag(A.trans), flag(B.trans), m, n, k, alpha, sa.mem, sa.offset,
-                              A.ld, sb.mem, sb.offset, B.ld, beta, sc.mem, sc.offset, n, dev.queue_ptr(), nullptr));
+  const Transpose ta = flag(A.trans), tb = flag(B.trans);
+  const size_t lda = A.ld, ldb = B.ld;
+  dev.run_enqueuing([=, &dev] {
+    CLBLAST_CHECK(clblast::Gemm(Layout::kRowMajor, ta, tb, m, n, k, alpha, sa.mem, sa.offset, lda, sb.mem, sb.offset,
+                                ldb, beta, sc.mem, sc.offset, n, dev.queue_ptr(), nullptr));
+  });
 }
 
 // c (m×n, contiguous) = op(A) · op(B) + the bias row (when defined: n contiguous floats) +
@@ -188,10 +195,13 @@ void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
   Device& dev = Device::get();
   std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-  CLBLAST_CHECK(clblast::GemmStridedBatched(Layout::kRowMajor, flag(A.trans), flag(B.trans), m, n, k, alpha, sa.mem,
-                                            sa.offset, A.ld, size_t(A.t.stride(0)), sb.mem, sb.offset, B.ld,
-                                            size_t(B.t.stride(0)), beta, sc.mem, sc.offset, n, m * n, batch,
-                                            dev.queue_ptr(), nullptr));
+  const Transpose ta = flag(A.trans), tb = flag(B.trans);
+  const size_t lda = A.ld, ldb = B.ld, stride_a = size_t(A.t.stride(0)), stride_b = size_t(B.t.stride(0));
+  dev.run_enqueuing([=, &dev] {
+    CLBLAST_CHECK(clblast::GemmStridedBatched(Layout::kRowMajor, ta, tb, m, n, k, alpha, sa.mem, sa.offset, lda,
+                                              stride_a, sb.mem, sb.offset, ldb, stride_b, beta, sc.mem, sc.offset, n,
+                                              m * n, batch, dev.queue_ptr(), nullptr));
+  });
 }
 
 void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {

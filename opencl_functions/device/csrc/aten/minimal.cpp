@@ -163,10 +163,7 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   if (same_layout) {
     const DeviceSpan from = span(src), to = span(dst);
     const size_t item = dst.element_size();
-    Device& dev = Device::get();
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-    CL_CHECK(clEnqueueCopyBuffer(dev.queue(), from.mem, to.mem, size_t(from.offset) * item, size_t(to.offset) * item,
-                                 dense_bytes(dst), 0, nullptr, nullptr));
+    Device::get().copy(from.mem, to.mem, size_t(from.offset) * item, size_t(to.offset) * item, dense_bytes(dst));
     return;
   }
   if (!kernel_dtype(src.scalar_type()) || !kernel_dtype(dst.scalar_type())) {

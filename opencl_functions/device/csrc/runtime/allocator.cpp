@@ -12,6 +12,11 @@ namespace {
 constexpr size_t kAddressAlign = 4096;
 }  // namespace
 
+struct Allocator::Pool {
+  std::multimap<size_t, Block*> free;  // by size
+  std::set<Block*> blocks;             // every block it holds, free or in use
+};
+
 Allocator& Allocator::get() {
   static Allocator* instance = new Allocator();
   return *instance;
@@ -42,8 +47,13 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.allocations;
   Block* block = nullptr;
+  auto pooled = pool_ ? pool_->free.find(size) : cache_.end();
   auto cached = cache_.find(size);
-  if (cached != cache_.end()) {
+  if (pool_ && pooled != pool_->free.end()) {
+    block = pooled->second;
+    pool_->free.erase(pooled);
+    ++stats_.cache_hits;
+  } else if (cached != cache_.end()) {
     block = cached->second;
     cache_.erase(cached);
     ++stats_.cache_hits;
@@ -76,6 +86,10 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
     stats_.reserved += size;
     ++stats_.buffers_created;
   }
+  if (pool_ && !block->pool) {
+    block->pool = pool_;
+    pool_->blocks.insert(block);
+  }
   block->serial = next_serial_++;
   live_.emplace(block->base, block);
   stats_.allocated += size;
@@ -95,7 +109,8 @@ void Allocator::release(Block* block) {
     std::lock_guard<std::mutex> lock(mutex_);
     live_.erase(block->base);
     stats_.allocated -= block->size;
-    cache_.emplace(block->size, block);
+    if (block->pool) block->pool->free.emplace(block->size, block);
+    else cache_.emplace(block->size, block);
     serial = block->serial;
   }
   if (on_free_ != nullptr) on_free_(serial);
@@ -127,9 +142,29 @@ Location Allocator::locate(const void* address) const {
 void Allocator::copy_data(void* dest, const void* src, std::size_t count) const {
   if (count == 0) return;
   const Location to = locate(dest), from = locate(src);
-  Device& dev = Device::get();
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-  CL_CHECK(clEnqueueCopyBuffer(dev.queue(), from.mem, to.mem, from.offset, to.offset, count, 0, nullptr, nullptr));
+  Device::get().copy(from.mem, to.mem, from.offset, to.offset, count);
+}
+
+Allocator::Pool* Allocator::open_pool() { return new Pool(); }
+
+void Allocator::set_pool(Pool* pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_ = pool;
+}
+
+void Allocator::close_pool(Pool* pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pool_ == pool) pool_ = nullptr;
+  for (auto& entry : pool->free) cache_.emplace(entry.first, entry.second);
+  for (Block* block : pool->blocks) block->pool = nullptr;
+  delete pool;
+}
+
+size_t Allocator::pool_bytes(const Pool* pool) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t bytes = 0;
+  for (const Block* block : pool->blocks) bytes += block->size;
+  return bytes;
 }
 
 MemoryStats Allocator::stats() const {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "device.h"
@@ -54,6 +55,17 @@ class Allocator final : public c10::Allocator {
   // The bucket an allocation of `bytes` is served from (exposed for tests).
   static size_t bucket(size_t bytes);
 
+  // A graph's memory (graph.h). While a pool is set, allocations come from it (its free
+  // blocks, else the cache or a new buffer, which then belong to it), and its blocks, when
+  // freed, wait in it instead of the cache: its graph's recorded commands address them, so
+  // nothing else may get them. close_pool() (the graph released) puts its free blocks in
+  // the cache and lets the ones still in use go there when they are freed.
+  struct Pool;
+  Pool* open_pool();
+  void set_pool(Pool* pool);  // nullptr: allocate as usual again
+  void close_pool(Pool* pool);
+  size_t pool_bytes(const Pool* pool) const;  // bytes of the blocks it holds
+
  private:
   Allocator() = default;
   struct Block {
@@ -61,6 +73,7 @@ class Allocator final : public c10::Allocator {
     size_t size;     // bucket size in bytes
     uintptr_t base;  // the block's address as torch sees it
     uint64_t serial; // of its current allocation
+    Pool* pool = nullptr;
   };
   static void free_block(void* context);
   void release(Block* block);
@@ -73,6 +86,7 @@ class Allocator final : public c10::Allocator {
   uint64_t next_serial_ = 1;
   void (*on_free_)(uint64_t serial) = nullptr;
   MemoryStats stats_;
+  Pool* pool_ = nullptr;  // the recording graph's
 };
 
 }  // namespace oclf::device

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "../../../runtime/launch_log.hpp"
+#include "graph.h"
 
 namespace oclf::device {
 
@@ -106,10 +107,72 @@ void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const 
   CL_CHECK(clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, 0, nullptr, nullptr));
   launch_log::after_launch(queue_);
   ++launches_;
-  if (sync_each_) CL_CHECK(clFinish(queue_));
+  if (recording_ != nullptr) {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    recording_->add_launch(kernel, args_[kernel], dims, global, local);
+  }
+  if (sync_each_ && recording_ == nullptr) CL_CHECK(clFinish(queue_));
 }
 
-void Device::synchronize() { CL_CHECK(clFinish(queue_)); }
+void Device::copy(cl_mem from, cl_mem to, size_t from_offset, size_t to_offset, size_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  CL_CHECK(clEnqueueCopyBuffer(queue_, from, to, from_offset, to_offset, bytes, 0, nullptr, nullptr));
+  if (recording_ != nullptr) recording_->add_copy(from, to, from_offset, to_offset, bytes);
+}
+
+void Device::run_enqueuing(const std::function<void()>& call) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  call();
+  if (recording_ != nullptr) recording_->add_call(call);
+}
+
+// The arguments of every kernel as they are set, while a graph records: set_arg (the
+// runtime's) tells of each. Called with the device's lock held (launch() sets arguments
+// under it).
+void Device::note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
+  Device& dev = get();
+  if (dev.recording_ == nullptr) return;
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex_);
+  std::vector<KernelArg>& args = dev.args_[kernel];
+  if (args.size() <= index) args.resize(index + 1);
+  KernelArg& arg = args[index];
+  arg.set = true;
+  arg.size = size;
+  arg.null = value == nullptr;
+  arg.bytes.assign(value ? static_cast<const char*>(value) : "", value ? size : 0);
+}
+
+void Device::begin_recording(Graph* graph) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (recording_ != nullptr) throw Error("opencl: a graph is recording already; one records at a time", CL_INVALID_OPERATION);
+  args_.clear();
+  recording_ = graph;
+  Allocator::get().set_pool(graph->pool());
+  set_arg_observer(&Device::note_arg);
+}
+
+void Device::end_recording() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  set_arg_observer(nullptr);
+  Allocator::get().set_pool(nullptr);
+  recording_ = nullptr;
+  args_.clear();
+}
+
+void Device::refuse_wait(const char* what) const {
+  if (recording_ == nullptr) return;
+  throw Error(std::string("opencl: ") + what +
+                  " waits for the device while a graph records; a recorded step cannot wait for the host. Keep "
+                  ".item(), .cpu(), printing and data-dependent shapes (boolean masks, nonzero) out of it, and run "
+                  "the step once before recording so that first-use work (kernel tuning) is done",
+              CL_INVALID_OPERATION);
+}
+
+void Device::synchronize() {
+  refuse_wait("synchronize()");
+  CL_CHECK(clFinish(queue_));
+}
 
 namespace {
 void CL_CALLBACK free_staging(cl_event, cl_int, void* staging) { std::free(staging); }
@@ -117,6 +180,10 @@ void CL_CALLBACK free_staging(cl_event, cl_int, void* staging) { std::free(stagi
 
 void Device::write_async(cl_mem mem, size_t offset, const void* host, size_t bytes) {
   if (bytes == 0) return;
+  if (recording_ != nullptr) {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    recording_->add_write(mem, offset, host, bytes);
+  }
   void* staging = std::malloc(bytes);
   if (staging == nullptr) throw Error("opencl: out of host memory staging a copy", CL_OUT_OF_HOST_MEMORY);
   std::memcpy(staging, host, bytes);
@@ -131,6 +198,7 @@ void Device::write_async(cl_mem mem, size_t offset, const void* host, size_t byt
 
 void Device::read(cl_mem mem, size_t offset, void* host, size_t bytes) {
   if (bytes == 0) return;
+  refuse_wait("a read to the host");
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   CL_CHECK(clEnqueueReadBuffer(queue_, mem, CL_TRUE, offset, bytes, host, 0, nullptr, nullptr));
 }

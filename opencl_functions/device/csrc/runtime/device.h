@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -15,6 +16,17 @@
 #include "../../../runtime/runtime.hpp"
 
 namespace oclf::device {
+
+class Graph;
+
+// A kernel argument as set_arg set it: its size and bytes, or no bytes (a null buffer, or
+// local memory of `size` bytes).
+struct KernelArg {
+  bool set = false;
+  bool null = false;
+  size_t size = 0;
+  std::string bytes;
+};
 
 class Device {
  public:
@@ -57,6 +69,17 @@ class Device {
   // Reads bytes of a buffer into host memory, after everything queued before (blocking).
   void read(cl_mem mem, size_t offset, void* host, size_t bytes);
 
+  // Queues a copy between two buffers without waiting.
+  void copy(cl_mem from, cl_mem to, size_t from_offset, size_t to_offset, size_t bytes);
+  // Runs a library call that enqueues on queue() by itself (CLBlast), recording it too.
+  void run_enqueuing(const std::function<void()>& call);
+
+  // Graphs (graph.h): while `graph` records, every command is added to it as well and
+  // waiting for the device throws. One graph records at a time.
+  void begin_recording(Graph* graph);
+  void end_recording();
+  Graph* recording() const { return recording_; }
+
   uint64_t launches() const { return launches_; }
   uint64_t programs_built() const { return programs_built_; }
 
@@ -76,6 +99,10 @@ class Device {
   bool sync_each_ = false;
   std::recursive_mutex mutex_;
   std::map<std::string, cl_kernel> kernels_;  // by path + options + name
+  Graph* recording_ = nullptr;
+  std::map<cl_kernel, std::vector<KernelArg>> args_;  // as set while recording
+  static void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
+  void refuse_wait(const char* what) const;
   uint64_t launches_ = 0, programs_built_ = 0;
 };
 
