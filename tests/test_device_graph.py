@@ -3,16 +3,35 @@ a replay with new inputs gives what running the step gives, for inference and fo
 training steps (forward, backward, fused optimizer); what a step may not do while
 recording (wait for the device) raises and leaves nothing behind; the graph's memory is
 its own until it is released."""
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 
-@pytest.fixture
-def device(opencl_device, monkeypatch):
+@pytest.fixture(params=["command buffers", "enqueues"])
+def device(opencl_device, monkeypatch, request):
+    """Each test twice: recordings made into command buffers where the device has them
+    (PoCL does), and replayed as plain enqueues (as on NVIDIA)."""
     monkeypatch.setenv("OCLF_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_GRAPH_COMMAND_BUFFERS", "1" if request.param == "command buffers" else "0")
     return opencl_device
+
+
+def test_command_buffers_where_the_device_has_them(device):
+    x = torch.randn(100).to("opencl")
+    with device.graph() as g:
+        y = (x * 2).exp() + x
+    g.replay()
+    g.replay()                                          # enqueued again while the last may still run
+    torch.testing.assert_close(y.cpu(), (x.cpu() * 2).exp() + x.cpu())
+    available = device.Graph.command_buffers_available()
+    if "Portable Computing Language" in torch.opencl.get_device_name():
+        assert available                                # so the tests run both paths here
+    wanted = os.environ["OCLF_GRAPH_COMMAND_BUFFERS"] == "1"
+    assert g.counts()["command_buffers"] == (1 if available and wanted else 0)
 
 
 def small_net():

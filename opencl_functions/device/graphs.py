@@ -46,12 +46,18 @@ class Graph:
             raise RuntimeError("opencl: this graph has no finished recording to replay")
         _ops.graph_replay(self._id)
 
+    @staticmethod
+    def command_buffers_available() -> bool:
+        """Whether recordings become cl_khr_command_buffer command buffers on this device."""
+        return bool(_ops.graph_command_buffers_available())
+
     def counts(self) -> Dict[str, int]:
-        """What was recorded: kernel launches, copies, host writes, CLBlast calls, and the
-        bytes of the memory the graph holds."""
+        """What was recorded: kernel launches, copies, host writes, CLBlast calls, the
+        command buffers they became (cl_khr_command_buffer) and the bytes of the memory
+        the graph holds."""
         if self._id is None:
             return {}
-        keys = ("launches", "copies", "writes", "calls", "pool_bytes")
+        keys = ("launches", "copies", "writes", "calls", "command_buffers", "pool_bytes")
         return dict(zip(keys, (int(v) for v in _ops.graph_counts(self._id))))
 
     def reset(self) -> None:

@@ -95,6 +95,7 @@ void graph_end(int64_t id) {
   Graph& g = graph(id);
   TORCH_CHECK(Device::get().recording() == &g, "opencl: graph ", id, " is not recording");
   Device::get().end_recording();
+  g.finish();
 }
 
 void graph_replay(int64_t id) { graph(id).replay(); }
@@ -111,12 +112,12 @@ void graph_release(int64_t id) {
   if (Device::get().recording() == gone.get()) Device::get().end_recording();
 }
 
-// [kernel launches, copies, host writes, library calls, bytes of its memory pool]
+// [kernel launches, copies, host writes, library calls, command buffers, bytes of its memory pool]
 std::vector<int64_t> graph_counts(int64_t id) {
   Graph& g = graph(id);
   const Graph::Counts c = g.counts();
-  return {int64_t(c.launches), int64_t(c.copies), int64_t(c.writes), int64_t(c.calls),
-          int64_t(Allocator::get().pool_bytes(g.pool()))};
+  return {int64_t(c.launches), int64_t(c.copies),          int64_t(c.writes),
+          int64_t(c.calls),    int64_t(c.command_buffers), int64_t(Allocator::get().pool_bytes(g.pool()))};
 }
 
 }  // namespace
@@ -139,6 +140,7 @@ TORCH_LIBRARY(oclf, m) {
   m.def("graph_replay(int id) -> ()", &graph_replay);
   m.def("graph_release(int id) -> ()", &graph_release);
   m.def("graph_counts(int id) -> int[]", &graph_counts);
+  m.def("graph_command_buffers_available() -> bool", &Graph::command_buffers_available);
 }
 
 }  // namespace oclf::device

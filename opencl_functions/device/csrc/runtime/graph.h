@@ -8,7 +8,11 @@
 // launch's arguments bound once (OpenCL cannot be asked for a kernel's arguments, so the
 // runtime tells the device of each as it is set); a copy between buffers; a write from the
 // host with the bytes it wrote (a constant the step makes); a call into a library that
-// enqueues by itself (CLBlast) as that call. The memory the step allocates comes from a
+// enqueues by itself (CLBlast) as that call. When the recording ends, each run of launches
+// and copies becomes one cl_khr_command_buffer where the device has that extension (at
+// the provisional version 0.9 these headers declare; PoCL has it), so a replay enqueues a
+// few command buffers; elsewhere (NVIDIA) the kernels are enqueued back to back. The
+// memory the step allocates comes from a
 // pool of the graph's (Allocator::open_pool), so later allocations never take buffers the
 // recorded commands address. Waiting for the device (.item(), .cpu(), printing) is refused
 // while recording: a replayed step cannot wait for the host.
@@ -33,9 +37,14 @@ class Graph {
 
   // Issues every recorded command again, in order, on the device's queue (not waiting).
   void replay();
+  // Whether this device takes command buffers as finish() makes them.
+  static bool command_buffers_available();
+  // The recording ended: runs of launches and copies become command buffers, where the
+  // device has them (OCLF_GRAPH_COMMAND_BUFFERS=0 keeps plain enqueues).
+  void finish();
 
   struct Counts {
-    size_t launches = 0, copies = 0, writes = 0, calls = 0;
+    size_t launches = 0, copies = 0, writes = 0, calls = 0, command_buffers = 0;
   };
   Counts counts() const { return counts_; }
   Allocator::Pool* pool() const { return pool_; }
@@ -50,7 +59,7 @@ class Graph {
  private:
   struct Command {
     enum Kind { kLaunch, kCopy, kWrite, kCall } kind;
-    cl_kernel kernel = nullptr;  // kLaunch: the graph's own, arguments bound
+    cl_kernel kernel = nullptr;  // kLaunch: the graph's own (in kernels_), arguments bound
     cl_uint dims = 0;
     size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
     bool driver_local = true;
@@ -59,7 +68,17 @@ class Graph {
     std::shared_ptr<std::vector<unsigned char>> data;  // kWrite
     std::function<void()> call;                        // kCall
   };
+  // What replay issues, after finish(): commands_[begin, end) as one command buffer (one of
+  // buffers_), or one by one where command_buffer is null.
+  struct Step {
+    void* command_buffer;
+    size_t begin, end;
+  };
+  void issue(const Command& c, cl_command_queue queue) const;
   std::vector<Command> commands_;
+  std::vector<Step> plan_;  // empty: commands_ one by one
+  std::vector<cl_kernel> kernels_;  // owned
+  std::vector<void*> buffers_;      // owned cl_command_buffer_khr
   Counts counts_;
   Allocator::Pool* pool_ = nullptr;
 };
