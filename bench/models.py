@@ -6,6 +6,9 @@ agreement, not predictions), in two modes:
 - device: the opencl torch device (opencl_functions.device), tensors on the device.
   ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, one ResNet-50 training step at batch 16
   (forward, cross-entropy, backward, SGD with momentum), and GPT-2 generation.
+- replay: the device's ResNet runs recorded once (opencl_functions.device.graph()) and
+  replayed: the same kernels without Python, dispatcher, allocation or argument setting
+  (GPT-2's key/value cache grows every token, so its steps are not one recording).
 
 GPT-2 is full size (GPT2Config() defaults): greedy decoding with the key/value cache, an
 8-token prompt then 16 new tokens (so mostly one-row products).
@@ -17,7 +20,7 @@ each. The first OpenCL call (not timed with the rounds) builds the kernels, uplo
 weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks. On a CUDA machine
 torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to it.
 
-    python -m bench.models [--mode patched|device|all] [--model NAME|all] [--rounds N] [--threads N]
+    python -m bench.models [--mode patched|device|replay|all] [--model NAME|all] [--rounds N] [--threads N]
 """
 from __future__ import annotations
 
@@ -105,13 +108,13 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
 
 MODELS: Dict[str, Dict[str, object]] = {
     "resnet18": {"make": resnet_inference("resnet18", 1), "label": "ResNet-18 b1 224x224",
-                 "modes": ("patched", "device")},
+                 "modes": ("patched", "device", "replay")},
     "resnet50": {"make": resnet_inference("resnet50", 1), "label": "ResNet-50 b1 224x224",
-                 "modes": ("patched", "device")},
+                 "modes": ("patched", "device", "replay")},
     "resnet50_b16": {"make": resnet_inference("resnet50", 16), "label": "ResNet-50 b16 224x224",
-                     "modes": ("device",)},
+                     "modes": ("device", "replay")},
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
-                           "modes": ("device",)},
+                           "modes": ("device", "replay")},
     "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",
              "modes": ("patched", "device")},
 }
@@ -146,7 +149,22 @@ def compare_patched(name: str, rounds: int) -> Dict[str, float]:
     return report(name, "patched", times, first, max_rel_error(out, ref), rounds)
 
 
-def compare_device(name: str, rounds: int) -> Dict[str, float]:
+def recorded(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """`run` recorded once (after the call that did its first-use work) and replayed."""
+    import opencl_functions.device
+
+    with opencl_functions.device.graph() as g:
+        out = run()
+
+    def replay() -> torch.Tensor:
+        g.replay()
+        return out
+
+    replay.graph = g
+    return replay
+
+
+def compare_device(name: str, rounds: int, replay: bool = False) -> Dict[str, float]:
     import opencl_functions.device  # noqa: F401  (registers the opencl device)
 
     spec = MODELS[name]
@@ -157,6 +175,15 @@ def compare_device(name: str, rounds: int) -> Dict[str, float]:
     out = run_dev()  # builds the kernels; the weights are on the device already
     sync()
     first = time.perf_counter() - start
+    if replay:
+        # The recording runs the workload once more, and the checked replay once again (a
+        # training step trains each time): the CPU reference runs as often, so the compared
+        # results stay in step.
+        run_dev = recorded(run_dev)
+        run_cpu()
+        out = run_dev()
+        ref = run_cpu()
+        sync()
     error = max_rel_error(out, ref)
     times: Dict[str, List[float]] = {"torch": [], "opencl": []}
     threads = torch.get_num_threads()
@@ -166,7 +193,7 @@ def compare_device(name: str, rounds: int) -> Dict[str, float]:
         # workload such as GPT-2's one-token steps runs before they rise again).
         times["torch"] = [seconds(run_cpu) for _ in range(rounds)]
         times["opencl"] = [seconds(run_dev, sync) for _ in range(rounds)]
-        return report(name, "device", times, first, error, rounds)
+        return report(name, "replay" if replay else "device", times, first, error, rounds)
     for _ in range(rounds):
         times["torch"].append(seconds(run_cpu))
         # The device needs no torch threads; on a CPU OpenCL device, torch's idle OpenMP
@@ -176,7 +203,7 @@ def compare_device(name: str, rounds: int) -> Dict[str, float]:
             times["opencl"].append(seconds(run_dev, sync))
         finally:
             torch.set_num_threads(threads)
-    return report(name, "device", times, first, error, rounds)
+    return report(name, "replay" if replay else "device", times, first, error, rounds)
 
 
 def report(name: str, mode: str, times: Dict[str, List[float]], first: float, error: float,
@@ -186,7 +213,8 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
     result.update({f"{key}_min": min(values) for key, values in times.items()})
     result["first_call"] = first
     result["max_rel_error"] = error
-    where = "on the opencl device" if mode == "device" else "with the patched layers"
+    where = {"device": "on the opencl device", "replay": "on the opencl device, replayed",
+             "patched": "with the patched layers"}[mode]
     line = (f"{spec['label']} {where} ({opencl_functions.device_info()['device']}): "
             f"fastest (median) of {rounds} rounds: "
             f"torch CPU {result['torch_min'] * 1e3:.1f} ({result['torch'] * 1e3:.1f}) ms, "
@@ -227,7 +255,7 @@ def _cuda_seconds_here(make: Maker, rounds: int) -> float:
 
 def main(argv=None) -> Dict[str, Dict[str, float]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=["patched", "device", "all"], default="patched")
+    p.add_argument("--mode", choices=["patched", "device", "replay", "all"], default="patched")
     p.add_argument("--model", choices=[*MODELS, "all"], default="all")
     p.add_argument("--rounds", type=int, default=9, help="alternating torch/OpenCL rounds (default 9)")
     p.add_argument("--threads", type=int, default=0,
@@ -241,15 +269,17 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
         torch.set_num_threads(args.threads)
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
         os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
-    modes = ["patched", "device"] if args.mode == "all" else [args.mode]
+    modes = ["patched", "device", "replay"] if args.mode == "all" else [args.mode]
     print(f"host CPU: {host_cpu()}")
     results = {}
     for mode in modes:
         for name in MODELS if args.model == "all" else [args.model]:
             if mode not in MODELS[name]["modes"]:
                 continue
-            compare = compare_device if mode == "device" else compare_patched
-            results[f"{mode}:{name}"] = compare(name, args.rounds)
+            if mode == "patched":
+                results[f"{mode}:{name}"] = compare_patched(name, args.rounds)
+            else:
+                results[f"{mode}:{name}"] = compare_device(name, args.rounds, replay=mode == "replay")
     if "patched" in modes:
         print(f"resident parameters: {opencl_functions.resident_bytes() / 2**20:.0f} MiB")
     return results

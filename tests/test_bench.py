@@ -40,3 +40,11 @@ def test_baselines_match_torch(ocl):
     out, ns = clblast_convgemm(x, w1, stride=(1, 2), dilation=(2, 1))
     torch.testing.assert_close(out, F.conv2d(x, w1, None, (1, 2), 0, (2, 1)), atol=1e-4, rtol=1e-4)
     assert ns > 0
+
+
+def test_replayed_device_run_matches_torch(opencl_device):
+    from bench.models import compare_device
+
+    result = compare_device("resnet18", rounds=1, replay=True)
+    assert result["max_rel_error"] < 1e-4
+    assert result["opencl"] > 0 and result["torch"] > 0
