@@ -6,9 +6,10 @@ agreement, not predictions), in two modes:
 - device: the opencl torch device (opencl_functions.device), tensors on the device.
   ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, one ResNet-50 training step at batch 16
   (forward, cross-entropy, backward, SGD with momentum), and GPT-2 generation.
-- replay: the device's ResNet runs recorded once (opencl_functions.device.graph()) and
-  replayed: the same kernels without Python, dispatcher, allocation or argument setting
-  (GPT-2's key/value cache grows every token, so its steps are not one recording).
+- replay: the device's runs recorded once (opencl_functions.device.graph()) and replayed:
+  the same kernels without Python, dispatcher, allocation or argument setting. GPT-2's
+  whole generation is one recording: its cache grows token by token, but the same way in
+  every run (the prompt's length is fixed and greedy decoding stays on the device).
 
 GPT-2 is full size (GPT2Config() defaults): greedy decoding with the key/value cache, an
 8-token prompt then 16 new tokens (so mostly one-row products).
@@ -116,7 +117,7 @@ MODELS: Dict[str, Dict[str, object]] = {
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
                            "modes": ("device", "replay")},
     "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",
-             "modes": ("patched", "device")},
+             "modes": ("patched", "device", "replay")},
 }
 
 
