@@ -164,3 +164,46 @@ def test_released_graph_memory_returns_to_the_cache(device):
     assert torch.opencl.memory_reserved() == reserved   # cached for reuse, not lost
     with pytest.raises(RuntimeError, match="no finished recording"):
         g.replay()
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_copy_as_torch(device, dim):
+    x = torch.randn(4, 5, 6)
+    idx = torch.tensor([3, 0, 1])
+    shape = list(x.shape)
+    shape[dim] = len(idx)
+    src = torch.randn(shape)
+    y = x.to("opencl")
+    y.index_copy_(dim, idx.to("opencl"), src.to("opencl"))
+    torch.testing.assert_close(y.cpu(), x.index_copy(dim, idx, src), rtol=0, atol=0)
+
+
+def test_a_recorded_decoding_step_generates_torchs_tokens(device):
+    """GPT-2 with transformers' StaticCache: one decoding step recorded (the next token is
+    chosen on the device and fed back), replayed token after token."""
+    from transformers import GPT2Config, GPT2LMHeadModel, StaticCache
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=48, n_head=4, vocab_size=97, n_positions=64, bos_token_id=0, eos_token_id=0,
+                        initializer_range=0.5)            # large weights: distinct logits, varied tokens
+    model = GPT2LMHeadModel(config).eval()
+    prompt = torch.randint(0, 97, (1, 5))
+    with torch.no_grad():
+        expected = model.generate(prompt, max_new_tokens=10, do_sample=False)[0, 5:].tolist()
+        model.to("opencl")
+        cache = StaticCache(config=config, max_cache_len=24)
+        out = model(input_ids=prompt.to("opencl"), past_key_values=cache, use_cache=True)
+        token = out.logits[0, -1].argmax().view(1, 1)
+        tokens = [int(token.item())]
+        out = model(input_ids=token, past_key_values=cache, use_cache=True)   # a step before recording
+        token = out.logits[0, -1].argmax().view(1, 1)
+        tokens.append(int(token.item()))
+        with device.graph() as g:
+            out = model(input_ids=token, past_key_values=cache, use_cache=True)
+            token.copy_(out.logits[0, -1].argmax().view(1, 1))
+        tokens.append(int(token.item()))
+        for _ in range(7):
+            g.replay()
+            tokens.append(int(token.item()))
+    assert tokens == expected
+    assert len(set(tokens)) > 4
