@@ -2,11 +2,11 @@
 
     torchrun --nproc_per_node 2 -m extras.train_ddp                 # 2 processes on this machine
     torchrun --nproc_per_node 1 -m extras.train_ddp --batch 16      # the same global batch, one process
-    OCLF_DEVICE=1:0 torchrun ...                                    # pick each process's device
+    OCLF_DEVICE=1:0 torchrun ...                                    # every process on this device
 
-Each process opens the OpenCL device that OCLF_DEVICE selects (give each process its own
-with a wrapper script that sets OCLF_DEVICE from LOCAL_RANK when a machine has several),
-holds a replica of a small convolutional network and trains it on its share of every
+Each process opens an OpenCL device: the one OCLF_DEVICE selects, else, where the machine
+has several GPUs, GPU number LOCAL_RANK (torchrun's per-machine rank), so N processes on a
+machine with N GPUs use one each. Each holds a replica of a small convolutional network and trains it on its share of every
 global batch; DistributedDataParallel averages the gradients through the "oclf" backend
 (opencl_functions.device.distributed: gloo between the processes, on host copies), so
 after every step all replicas hold the same parameters, those one process would hold
@@ -51,6 +51,18 @@ def global_batch(step: int, size: int):
     return x, (x.flatten(1) @ rule).argmax(1)
 
 
+def device_for_this_process() -> None:
+    """Without OCLF_DEVICE, on a machine with several OpenCL GPUs: GPU number LOCAL_RANK
+    (modulo their count). Set before the opencl device opens."""
+    if "OCLF_DEVICE" in os.environ or "OCL_DEVICE" in os.environ or "LOCAL_RANK" not in os.environ:
+        return
+    import opencl_functions
+
+    gpus = [d["index"] for d in opencl_functions.list_devices() if d["type"] == "GPU"]
+    if len(gpus) > 1:
+        os.environ["OCLF_DEVICE"] = gpus[int(os.environ["LOCAL_RANK"]) % len(gpus)]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=4)
@@ -60,6 +72,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     if args.device == "opencl":
+        device_for_this_process()
         import opencl_functions.device  # noqa: F401  (registers the device and the "oclf" backend)
     dist.init_process_group("cpu:gloo,opencl:oclf" if args.device == "opencl" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -83,6 +96,8 @@ def main(argv=None) -> None:
         dist.all_reduce(total)
         if rank == 0:
             print(f"step {step}: loss {total.item() / world:.4f} ({world} process(es), {share} images each)")
+    if args.device == "opencl":
+        print(f"rank {rank}: {torch.opencl.get_device_name()}")
     if rank == 0 and args.save:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, args.save)
     dist.destroy_process_group()
