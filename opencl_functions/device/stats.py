@@ -196,7 +196,8 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
              f"{'allocated':<24}{_bytes(s['allocated_bytes']):>18}{_bytes(s['peak_allocated_bytes']):>18}",
              f"{'reserved':<24}{_bytes(s['reserved_bytes']):>18}{_bytes(s['peak_reserved_bytes']):>18}",
              f"{'cached (free)':<24}{_bytes(cached):>18}",
-             f"{'buffers live / cached':<24}{s['live_buffers']:>18} {s['cached_buffers']:>17}"]
+             f"{'live buffers':<24}{s['live_buffers']:>18}",
+             f"{'cached buffers':<24}{s['cached_buffers']:>18}"]
     if not abbreviated:
         lines += [rule, "since the start or reset_accumulated_memory_stats():",
                   f"{'allocations':<24}{s['allocations']:>18}",
