@@ -58,11 +58,12 @@ def fallback_stats() -> Dict[str, FallbackStat]:
 
 
 def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    if abs(n) < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB", "GiB"):
         n /= 1024
-    raise AssertionError("unreachable")
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
 
 
 def _fallback_table(ops: Dict[str, FallbackStat], title: str) -> str:

@@ -24,8 +24,8 @@ namespace {
 
 std::mutex fallback_mutex;
 // Two records: one since the last reset_fallback_counts() (which also makes each operator
-// warn again), and one for the whole process, which scopes difference (so a reset inside a
-// scope does not disturb it). Guarded by fallback_mutex.
+// warn again), and one for the whole process, from which scopes take differences (so a reset
+// inside a scope does not disturb them). Guarded by fallback_mutex.
 std::map<std::string, FallbackRecord>& since_reset() {
   static std::map<std::string, FallbackRecord> record;
   return record;
@@ -81,13 +81,13 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(fallback_mutex);
-    for (auto* record : {&since_reset(), &whole_process()}) {
-      FallbackRecord& r = (*record)[name];
-      if (record == &since_reset()) first = r.calls == 0;
-      r.calls += 1;
-      r.nanoseconds += ns;
-      r.bytes_to_host += to_host;
-      r.bytes_to_device += to_device;
+    FallbackRecord& recent = since_reset()[name];
+    first = recent.calls == 0;
+    for (FallbackRecord* r : {&recent, &whole_process()[name]}) {
+      r->calls += 1;
+      r->nanoseconds += ns;
+      r->bytes_to_host += to_host;
+      r->bytes_to_device += to_device;
     }
   }
   if (first && how != "silent") {
