@@ -136,10 +136,13 @@ autograder: .venv/.requirements
 	$(PY) -m grading.autograder --out build/autograder.zip
 # END STAFF
 
-# The installable package (README.md: Install as a package). --no-build-isolation: the
-# device compiles against the torch it will run with; ninja from .venv compiles in parallel.
+# The installable package (README.md: Install as a package) into $(DIST). --no-build-isolation:
+# the device compiles against the torch it will run with; ninja from .venv compiles in
+# parallel. Objects in build/package are reused; the files staged for the last wheel are not.
+DIST := dist
 wheel: .venv/.requirements
-	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) -m pip wheel --no-build-isolation --no-deps -w dist .
+	rm -rf build/package/lib.*
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) -m pip wheel --no-build-isolation --no-deps -w $(DIST) .
 
 clean:
 	rm -rf build dist opencl_functions/_core*.so opencl_functions/device/_C*.so

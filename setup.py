@@ -77,6 +77,7 @@ setup(
     cmdclass=cmdclass,
     packages=packages,
     package_data=package_data,
+    include_package_data=False,  # package_data alone: no C++ sources in the package
     install_requires=install_requires,
     options=options,
     zip_safe=False,
