@@ -20,8 +20,10 @@ _ops = torch.ops.oclf
 
 class FallbackStat(NamedTuple):
     """One operator's CPU fallback calls, summed. `seconds` is wall time of the whole fallback
-    (copies to the host, the CPU kernel, copies back); the bytes count the device tensors
-    among its arguments (to the host) and among its results (back to the device)."""
+    (copies to the host, the CPU kernel, copies back), its clock started once the kernels
+    queued before it have finished; copies back are queued, so their device side may end
+    later. The bytes count the device tensors among its arguments (to the host) and among
+    its results (back to the device)."""
     calls: int
     seconds: float
     bytes_to_host: int
