@@ -17,7 +17,7 @@ TEST_NEEDS     := device
 # END STAFF
 
 .PHONY: help setup build device run check grade test test-slow info sanity resnet gpt bird bird-model networks bench \
-        clblast-tune clean
+        clblast-tune wheel clean
 # BEGIN STAFF
 .PHONY: calibrate handout autograder
 # END STAFF
@@ -43,6 +43,7 @@ help:
 	@echo "                 on this device into the tuning cache (bench.tune; ARGS=\"--models gpt2\")"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 # END STAFF
+	@echo "make wheel       a wheel of the package into dist/, built against .venv's torch (pip install dist/*.whl)"
 	@echo "make clean       remove build outputs (keeps .venv)"
 	@echo "Pick a device with OCL_DEVICE=P:D or part of its name (see make info)."
 
@@ -135,5 +136,13 @@ autograder: .venv/.requirements
 	$(PY) -m grading.autograder --out build/autograder.zip
 # END STAFF
 
+# The installable package (README.md: Install as a package) into $(DIST). --no-build-isolation:
+# the device compiles against the torch it will run with; ninja from .venv compiles in
+# parallel. Objects in build/package are reused; the files staged for the last wheel are not.
+DIST := dist
+wheel: .venv/.requirements
+	rm -rf build/package/lib.*
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) -m pip wheel --no-build-isolation --no-deps -w $(DIST) .
+
 clean:
-	rm -rf build opencl_functions/_core*.so opencl_functions/device/_C*.so
+	rm -rf build dist opencl_functions/_core*.so opencl_functions/device/_C*.so

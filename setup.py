@@ -2,9 +2,12 @@
     python setup.py build_ext --inplace
 It links the system's OpenCL ICD loader and CLBlast; no libtorch is needed. Sources
 compile in parallel, and only those older than their object or any header recompile
-(a student's edit of opencl-functions.cpp rebuilds that file alone)."""
+(a student's edit of opencl-functions.cpp rebuilds that file alone).
+Installed as a package (pip install --no-build-isolation ., or a wheel: make wheel), it
+carries the kernel files read at run time too (README.md: Install as a package)."""
 import glob
 import os
+import sys
 
 from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
@@ -35,5 +38,47 @@ core = Pybind11Extension(
     cxx_std=17,
     extra_compile_args=["-O2", "-Wall", "-Wno-deprecated-declarations"],
 )
+ext_modules = [core]
+cmdclass = {"build_ext": build_ext}
+packages = ["opencl_functions"]
+# The files the library and the device read at run time, beside their modules.
+package_data = {"opencl_functions": ["*.cl", "reference/*.cl", "clblast_params/*.json"]}
+install_requires = ["torch", "numpy"]
+# In-place builds (make build, the grader) keep build/ as it was; package builds (pip, make
+# wheel) compile into build/package, so neither rebuilds the other's objects.
+in_place = "--inplace" in sys.argv or "-i" in sys.argv
+options = {} if in_place else {"build": {"build_base": "build/package"}}
 
-setup(name="opencl_functions", ext_modules=[core], cmdclass={"build_ext": build_ext}, zip_safe=False)
+# BEGIN STAFF
+# A package build (pip install ., make wheel) adds the opencl torch device, compiled against
+# the torch of the build environment; in-place builds (make build, the grader) leave it to
+# make device. OCLF_BUILD_DEVICE=0 leaves it out of a package, =1 adds it to in-place builds.
+if os.environ.get("OCLF_BUILD_DEVICE", "0" if in_place else "1") == "1":
+    try:
+        import torch
+    except ImportError:
+        sys.exit("opencl_functions: building the opencl device needs torch in the build environment: "
+                 "pip install --no-build-isolation . (builds against your torch), "
+                 "or OCLF_BUILD_DEVICE=0 for the library alone")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from setup_device import build_ext_command, device_extension
+
+    ext_modules.append(device_extension())
+    packages.append("opencl_functions.device")
+    cmdclass["build_ext"] = build_ext_command()
+    package_data["opencl_functions.device"] = ["kernels/*.cl"]
+    # The device's C++ ABI is that of the torch it was built against: same release only.
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    install_requires[0] = f"torch=={release}.*"
+# END STAFF
+
+setup(
+    ext_modules=ext_modules,
+    cmdclass=cmdclass,
+    packages=packages,
+    package_data=package_data,
+    include_package_data=False,  # package_data alone: no C++ sources in the package
+    install_requires=install_requires,
+    options=options,
+    zip_safe=False,
+)

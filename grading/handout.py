@@ -42,6 +42,7 @@ STAFF_ONLY = (
     "tests/test_device_nn.py",
     "tests/test_device_ops.py",
     "tests/test_device_registration.py",
+    "tests/test_device_tools.py",
     "tests/test_exploits.py",
     "tests/test_fixtures.py",
     "tests/test_grading.py",

@@ -45,7 +45,16 @@ import os
 # (the lent H100), importing torch after them crashed the interpreter.
 import torch  # noqa: F401
 
-from . import _core
+try:
+    from . import _core
+except ImportError as err:
+    # The system libraries _core links: name the package that brings each, not the loader's text.
+    for library, packages in (("libOpenCL", "an OpenCL ICD loader and driver (Debian: apt-get install "
+                                            "ocl-icd-libopencl1 pocl-opencl-icd)"),
+                              ("libclblast", "CLBlast (Debian: apt-get install libclblast1)")):
+        if library in str(err):
+            raise ImportError(f"opencl_functions needs {packages}: {err}") from err
+    raise
 from ._core import KernelBuildError, OpenCLError, device_info, last_choice, list_devices, memory_stats
 from .checks import conv2d_output_size
 from .clblast_params import (

@@ -36,6 +36,8 @@ _COURSE = [
             "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
             "grading"),
     # BEGIN STAFF
+    Setting("BUILD_DEVICE", "1 in package builds, 0 in in-place ones",
+            "1: setup.py builds the opencl torch device too; 0: the library alone", "setup.py", staff=True),
     # The grader.
     Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",), staff=True),
     Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",

@@ -6,11 +6,14 @@
     y = model(x).cpu()                       # .cpu(), printing and .item() wait for the queue
 
 Torch's PrivateUse1 backend, renamed "opencl", with `torch.opencl.is_available()`,
-`device_count()`, `synchronize()`, `memory_allocated()`, `memory_reserved()` and
-`empty_cache()` as for other backends. Operators without an OpenCL kernel run on the CPU
-(copied to the host and back) with one UserWarning per operator; OCLF_FALLBACK=error (or
+`device_count()`, `synchronize()`, memory statistics (`memory_allocated()`,
+`max_memory_allocated()`, `memory_summary()`, `reset_peak_memory_stats()`, ...),
+`empty_cache()` and `Event(enable_timing=True)` as for other backends (stats.py,
+events.py). Operators without an OpenCL kernel run on the CPU (copied to the host and
+back) with one UserWarning per operator; OCLF_FALLBACK=error (or
 OCL_FALLBACK) turns that into a NotImplementedError, OCLF_FALLBACK=silent drops the
-warnings. Which operators
+warnings; `fallback_report()` and `with fallback_scope() as report:` say which operators
+fell back, how often, for how long and how many bytes they moved. Which operators
 run natively: README.md in this folder. Random numbers for device tensors (randn,
 dropout, init) come from torch's CPU generator, so `torch.manual_seed` covers them.
 """
@@ -18,18 +21,28 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Dict
 
 import torch
 
 from .. import OpenCLError, load_clblast_params
-from . import _C  # noqa: F401  (registers the device's allocator, guard, hooks and operators)
+try:
+    from . import _C  # noqa: F401  (registers the device's allocator, guard, hooks and operators)
+except ImportError as err:
+    # Built against another torch release (its C++ ABI differs), or not built at all.
+    raise ImportError(f"opencl_functions.device cannot load its native module ({err}); it must be built "
+                      f"against the torch it runs with ({torch.__version__}): make device in a source tree, "
+                      f"or pip install --no-build-isolation . (README.md: Install as a package)") from err
+from . import events, stats
+from .events import Event, current_stream, default_stream
 from .graphs import Graph, graph
+from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fallback_report, fallback_scope,
+                    fallback_stats, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved,
+                    memory_stats, memory_summary, reset_accumulated_memory_stats, reset_fallback_ops,
+                    reset_peak_memory_stats)
 
 __all__ = [
     "is_available", "device_count", "current_device", "synchronize", "get_device_name",
-    "memory_allocated", "memory_reserved", "max_memory_allocated", "memory_stats", "empty_cache",
-    "fallback_ops", "reset_fallback_ops", "manual_seed", "manual_seed_all", "graph", "Graph",
+    *stats.__all__, *events.__all__, "manual_seed", "manual_seed_all", "graph", "Graph",
 ]
 
 NAME = "opencl"
@@ -81,46 +94,6 @@ def synchronize(device=None) -> None:
 def get_device_name(device=None) -> str:
     """'platform / device (type)' of the OpenCL device behind `opencl`."""
     return str(_ops.device_name())
-
-
-def memory_stats() -> Dict[str, int]:
-    """The caching allocator's counters: bytes allocated and reserved (allocated plus
-    cached), the peak, how many OpenCL buffers were created, allocations served and
-    served from the cache, kernel launches and programs built."""
-    keys = ("allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "buffers_created", "allocations",
-            "cache_hits", "kernel_launches", "programs_built")
-    return dict(zip(keys, (int(v) for v in _ops.memory_stats())))
-
-
-def memory_allocated(device=None) -> int:
-    return memory_stats()["allocated_bytes"]
-
-
-def memory_reserved(device=None) -> int:
-    return memory_stats()["reserved_bytes"]
-
-
-def max_memory_allocated(device=None) -> int:
-    return memory_stats()["peak_allocated_bytes"]
-
-
-def empty_cache() -> None:
-    """Gives the cached (free) device buffers back to OpenCL."""
-    _ops.empty_cache()
-
-
-def fallback_ops() -> Dict[str, int]:
-    """Operators that ran through the CPU fallback since the last reset, with call counts."""
-    out = {}
-    for entry in _ops.fallback_ops():
-        name, count = entry.rsplit(" ", 1)
-        out[name] = int(count)
-    return out
-
-
-def reset_fallback_ops() -> None:
-    """Forgets the fallback record (each operator warns once again)."""
-    _ops.reset_fallback_ops()
 
 
 def manual_seed(seed: int) -> None:

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../../runtime/launch_log.hpp"
@@ -34,13 +35,31 @@ std::string device_name() {
 }
 
 // [allocated, reserved, peak allocated, buffers created, allocations, cache hits,
-//  kernel launches, programs built]
+//  kernel launches, programs built, peak reserved, live buffers, cached buffers, frees,
+//  buffers released] (opencl_functions/device/__init__.py names them)
 std::vector<int64_t> memory_stats() {
   const MemoryStats s = Allocator::get().stats();
   const bool open = Device::available();
-  return {int64_t(s.allocated),       int64_t(s.reserved),    int64_t(s.peak_allocated),
-          int64_t(s.buffers_created), int64_t(s.allocations), int64_t(s.cache_hits),
-          open ? int64_t(Device::get().launches()) : 0, open ? int64_t(Device::get().programs_built()) : 0};
+  return {int64_t(s.allocated),       int64_t(s.reserved),       int64_t(s.peak_allocated),
+          int64_t(s.buffers_created), int64_t(s.allocations),    int64_t(s.cache_hits),
+          open ? int64_t(Device::get().launches()) : 0, open ? int64_t(Device::get().programs_built()) : 0,
+          int64_t(s.peak_reserved),   int64_t(s.live_buffers),   int64_t(s.cached_buffers),
+          int64_t(s.frees),           int64_t(s.buffers_released)};
+}
+
+void reset_peak_memory_stats() { Allocator::get().reset_peak(); }
+void reset_accumulated_memory_stats() { Allocator::get().reset_accumulated(); }
+
+// The fallback's record (aten/fallback.h): operator names, and for each four numbers in
+// order: calls, nanoseconds, bytes to the host, bytes to the device.
+std::tuple<std::vector<std::string>, std::vector<int64_t>> fallback_record_op(bool whole) {
+  std::vector<std::string> names;
+  std::vector<int64_t> numbers;
+  for (const auto& [name, r] : fallback_record(whole)) {
+    names.push_back(name);
+    numbers.insert(numbers.end(), {r.calls, r.nanoseconds, r.bytes_to_host, r.bytes_to_device});
+  }
+  return {names, numbers};
 }
 
 void empty_cache() { Allocator::get().empty_cache(); }
@@ -128,9 +147,12 @@ TORCH_LIBRARY(oclf, m) {
   m.def("device_name() -> str", &device_name);
   m.def("memory_stats() -> int[]", &memory_stats);
   m.def("empty_cache() -> ()", &empty_cache);
+  m.def("reset_peak_memory_stats() -> ()", &reset_peak_memory_stats);
+  m.def("reset_accumulated_memory_stats() -> ()", &reset_accumulated_memory_stats);
   m.def("bucket_bytes(int bytes) -> int", &bucket_bytes);
   m.def("fallback_ops() -> str[]", &fallback_names);
   m.def("reset_fallback_ops() -> ()", &reset_fallback_counts);
+  m.def("fallback_record(bool whole) -> (str[], int[])", &fallback_record_op);
   m.def("ensure_autograd_threads() -> ()", &ensure_autograd_threads);
   m.def("launch_log_start() -> ()", &launch_log_start);
   m.def("launch_log_stop() -> ()", &launch_log_stop);

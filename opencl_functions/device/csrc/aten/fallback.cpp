@@ -3,15 +3,19 @@
 // Correct but slow; each operator warns once (a UserWarning naming it). OCLF_FALLBACK=error
 // (or OCL_FALLBACK) makes it an error instead (NotImplementedError), so a test can prove a
 // model's hot path runs natively; OCLF_FALLBACK=silent drops the warnings.
+// Each call is recorded per operator: calls, wall time of the whole fallback (copies to the
+// host, CPU kernel, copies back) and the bytes of device tensors it moved each way.
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "../../../runtime/settings.hpp"
+#include "../runtime/device.h"
 #include "fallback.h"
 
 namespace oclf::device {
@@ -19,13 +23,40 @@ namespace oclf::device {
 namespace {
 
 std::mutex fallback_mutex;
-std::map<std::string, int64_t>& counts() {
-  static std::map<std::string, int64_t> seen;
-  return seen;
+// Two records: one since the last reset_fallback_counts() (which also makes each operator
+// warn again), and one for the whole process, from which scopes take differences (so a reset
+// inside a scope does not disturb them). Guarded by fallback_mutex.
+std::map<std::string, FallbackRecord>& since_reset() {
+  static std::map<std::string, FallbackRecord> record;
+  return record;
+}
+std::map<std::string, FallbackRecord>& whole_process() {
+  static std::map<std::string, FallbackRecord> record;
+  return record;
 }
 
 // OCLF_FALLBACK (or OCL_FALLBACK): warn (default), error or silent.
 std::string mode() { return setting("FALLBACK"); }
+
+// Bytes of the opencl tensors among `values` (tensors and lists of tensors).
+int64_t device_bytes(c10::ArrayRef<c10::IValue> values) {
+  int64_t bytes = 0;
+  auto add = [&bytes](const at::Tensor& t) {
+    if (t.defined() && t.device().is_privateuseone()) bytes += int64_t(t.numel()) * int64_t(t.element_size());
+  };
+  for (const c10::IValue& v : values) {
+    if (v.isTensor()) {
+      add(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) add(t);
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        if (t.has_value()) add(*t);
+      }
+    }
+  }
+  return bytes;
+}
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::OperatorName& id = op.schema().operator_name();
@@ -35,16 +66,34 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
               setting_variable("FALLBACK"), " must be warn, error or silent, got '", how, "'");
   TORCH_CHECK_NOT_IMPLEMENTED(how != "error", "opencl: ", name, " has no OpenCL kernel and ",
                               setting_variable("FALLBACK"), "=error forbids running it on the CPU");
+  const size_t arguments = op.schema().arguments().size();
+  const int64_t to_host = device_bytes(torch::jit::last(*stack, arguments));
+  // The first copy to the host waits for the queue anyway; waiting before the clock starts
+  // keeps the kernels queued earlier out of this operator's time.
+  if (to_host > 0) Device::get().synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  at::native::cpu_fallback(op, stack);
+  const auto stop = std::chrono::steady_clock::now();
+  const size_t returns = op.schema().returns().size();
+  const int64_t to_device = device_bytes(torch::jit::last(*stack, returns));
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start).count();
+
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(fallback_mutex);
-    first = counts()[name]++ == 0;
+    FallbackRecord& recent = since_reset()[name];
+    first = recent.calls == 0;
+    for (FallbackRecord* r : {&recent, &whole_process()[name]}) {
+      r->calls += 1;
+      r->nanoseconds += ns;
+      r->bytes_to_host += to_host;
+      r->bytes_to_device += to_device;
+    }
   }
   if (first && how != "silent") {
     TORCH_WARN("opencl: ", name, " has no OpenCL kernel; it runs on the CPU (inputs copied to the host, ",
                "results back). Warned once per operator; OCLF_FALLBACK=error makes it an error.");
   }
-  at::native::cpu_fallback(op, stack);
 }
 
 }  // namespace
@@ -54,13 +103,18 @@ void fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) { c
 std::vector<std::string> fallback_names() {
   std::lock_guard<std::mutex> lock(fallback_mutex);
   std::vector<std::string> names;
-  for (const auto& entry : counts()) names.push_back(entry.first + " " + std::to_string(entry.second));
+  for (const auto& entry : since_reset()) names.push_back(entry.first + " " + std::to_string(entry.second.calls));
   return names;
+}
+
+std::map<std::string, FallbackRecord> fallback_record(bool whole) {
+  std::lock_guard<std::mutex> lock(fallback_mutex);
+  return whole ? whole_process() : since_reset();
 }
 
 void reset_fallback_counts() {
   std::lock_guard<std::mutex> lock(fallback_mutex);
-  counts().clear();
+  since_reset().clear();
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }

@@ -1,8 +1,11 @@
-// The CPU fallback's record: which operators ran on the CPU, and how often.
+// The CPU fallback's record: which operators ran on the CPU, how often, for how long and
+// how many bytes they moved between the device and the host.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,8 +16,18 @@ namespace oclf::device {
 //   at::native::call_fallback_fn<&fallback_boxed, at::_ops::name>::call(args...)
 void fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// One operator's fallback calls, summed.
+struct FallbackRecord {
+  int64_t calls = 0;
+  int64_t nanoseconds = 0;      // wall time: copies to the host, the CPU kernel, copies back
+  int64_t bytes_to_host = 0;    // device tensors among the arguments
+  int64_t bytes_to_device = 0;  // device tensors among the results
+};
+
 // "aten::name.overload count" for each operator that fell back since the last reset.
 std::vector<std::string> fallback_names();
+// By operator name: since the last reset, or (whole) since the process started.
+std::map<std::string, FallbackRecord> fallback_record(bool whole);
 void reset_fallback_counts();
 
 }  // namespace oclf::device

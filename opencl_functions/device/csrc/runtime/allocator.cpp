@@ -84,6 +84,7 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
     block = new Block{mem, size, next_address_, 0};
     next_address_ += round_up(size, kAddressAlign) + kAddressAlign;  // a gap: block ends never meet
     stats_.reserved += size;
+    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
     ++stats_.buffers_created;
   }
   if (pool_ && !block->pool) {
@@ -109,6 +110,7 @@ void Allocator::release(Block* block) {
     std::lock_guard<std::mutex> lock(mutex_);
     live_.erase(block->base);
     stats_.allocated -= block->size;
+    ++stats_.frees;
     if (block->pool) block->pool->free.emplace(block->size, block);
     else cache_.emplace(block->size, block);
     serial = block->serial;
@@ -169,7 +171,25 @@ size_t Allocator::pool_bytes(const Pool* pool) const {
 
 MemoryStats Allocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  MemoryStats out = stats_;
+  out.live_buffers = live_.size();
+  out.cached_buffers = cache_.size();
+  return out;
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated = stats_.allocated;
+  stats_.peak_reserved = stats_.reserved;
+}
+
+void Allocator::reset_accumulated() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.buffers_created = 0;
+  stats_.allocations = 0;
+  stats_.cache_hits = 0;
+  stats_.frees = 0;
+  stats_.buffers_released = 0;
 }
 
 void Allocator::empty_cache() {
@@ -181,6 +201,7 @@ void Allocator::release_cached() {
   for (auto& entry : cache_) {
     clReleaseMemObject(entry.second->mem);
     stats_.reserved -= entry.second->size;
+    ++stats_.buffers_released;
     delete entry.second;
   }
   cache_.clear();

@@ -28,10 +28,16 @@ struct Location {
 struct MemoryStats {
   size_t allocated = 0;      // bytes of live storages (rounded to their bucket)
   size_t reserved = 0;       // allocated + cached
-  size_t peak_allocated = 0;
-  uint64_t buffers_created = 0;  // clCreateBuffer calls so far
+  size_t peak_allocated = 0;     // since the start or reset_peak()
+  size_t peak_reserved = 0;      // ...
+  uint64_t live_buffers = 0;     // buffers holding a storage now
+  uint64_t cached_buffers = 0;   // free buffers waiting in the cache
+  // Accumulated since the start or reset_accumulated():
+  uint64_t buffers_created = 0;  // clCreateBuffer calls
   uint64_t allocations = 0;      // allocate() calls that needed memory
   uint64_t cache_hits = 0;       // ... served from the cache
+  uint64_t frees = 0;            // storages freed (their buffer went to the cache)
+  uint64_t buffers_released = 0; // clReleaseMemObject calls (empty_cache, memory pressure)
 };
 
 class Allocator final : public c10::Allocator {
@@ -50,6 +56,10 @@ class Allocator final : public c10::Allocator {
   uint64_t serial(const void* address) const;
   void set_on_free(void (*on_free)(uint64_t serial)) { on_free_ = on_free; }
   MemoryStats stats() const;
+  // The peaks start again from the current allocated and reserved bytes.
+  void reset_peak();
+  // The accumulated counters (buffers created, allocations, cache hits, frees, releases) to 0.
+  void reset_accumulated();
   // Releases every cached (free) buffer.
   void empty_cache();
   // The bucket an allocation of `bytes` is served from (exposed for tests).

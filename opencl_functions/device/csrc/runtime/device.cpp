@@ -59,10 +59,10 @@ Device::Device()
       device_(Runtime::get().device()),
       programs_(context_, device_, Runtime::get().info().device) {
   is_cpu_ = Runtime::get().info().type == "CPU";
-  // A queue of our own, in order and without profiling: the library's queue records an
-  // event per launch for its timings, which the device does not need.
+  // A queue of our own, in order. Profiling is on so that markers carry timestamps for
+  // torch.opencl.Event; launches create no events, so it costs no measurable time.
   cl_int status = CL_SUCCESS;
-  queue_ = clCreateCommandQueue(context_, device_, 0, &status);
+  queue_ = clCreateCommandQueue(context_, device_, CL_QUEUE_PROFILING_ENABLE, &status);
   CL_CHECK(status);
   // OCLF_DEVICE_SYNC=1 waits for each kernel (for profiling per operator; slow).
   sync_each_ = setting("DEVICE_SYNC") == "1";
@@ -172,6 +172,15 @@ void Device::refuse_wait(const char* what) const {
 void Device::synchronize() {
   refuse_wait("synchronize()");
   CL_CHECK(clFinish(queue_));
+}
+
+cl_event Device::marker() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  cl_event event = nullptr;
+  CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &event));
+  // Submitted now, so that query() and a wait see it progress without another command.
+  CL_CHECK(clFlush(queue_));
+  return event;
 }
 
 namespace {

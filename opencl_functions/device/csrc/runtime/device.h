@@ -1,6 +1,6 @@
 // The opencl device's runtime core: the OpenCL device the library's Runtime chose
 // (OCLF_DEVICE), the device's own in-order queue (asynchronous: only reads to the host
-// wait), its kernels (the runtime's Programs, with a fast lookup in front) for the .cl
+// wait; profiling on, for events), its kernels (the runtime's Programs, with a fast lookup in front) for the .cl
 // files of opencl_functions/device/kernels and the library's, and kernel launches.
 #pragma once
 
@@ -63,6 +63,10 @@ class Device {
   void launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local);
   // Waits until every queued command has finished.
   void synchronize();
+  // Queues a marker that completes when every command queued before it has, and returns its
+  // event (the caller releases it); the queue profiles, so the event's CL_PROFILING_COMMAND_END
+  // is when that work was done (torch.opencl.Event).
+  cl_event marker();
   // Queues a copy of host bytes into a buffer without waiting: the bytes are first
   // copied to a staging block that is freed when the write completes.
   void write_async(cl_mem mem, size_t offset, const void* host, size_t bytes);

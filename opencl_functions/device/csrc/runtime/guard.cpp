@@ -1,5 +1,6 @@
 // Registers the opencl device with torch's core: the device guard (one device, one
-// stream: the in-order queue), the allocator and the PrivateUse1 hooks.
+// stream: the in-order queue; events are markers on it), the allocator and the PrivateUse1
+// hooks.
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Storage.h>
@@ -38,13 +39,47 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeStream(const c10::Stream&) const override { Device::get().synchronize(); }
   void synchronizeDevice(const c10::DeviceIndex) const override { Device::get().synchronize(); }
-  // Events are not needed with a single in-order queue: recording and blocking are no-ops.
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  // Events are markers on the queue (Device::marker). With one in-order queue, block() has
+  // nothing to order; elapsedTime reads the markers' profiling timestamps.
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag) const override {
+    check(stream.device());
+    cl_event fresh = Device::get().marker();
+    if (*event != nullptr) clReleaseEvent(static_cast<cl_event>(*event));
+    *event = fresh;
+  }
   void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryEvent(void* event) const override {
+    return event == nullptr || status(static_cast<cl_event>(event)) == CL_COMPLETE;
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event == nullptr) return;
+    cl_event e = static_cast<cl_event>(event);
+    const cl_int waited = clWaitForEvents(1, &e);
+    TORCH_CHECK(waited == CL_SUCCESS && status(e) == CL_COMPLETE, "opencl: the commands before an event failed (",
+                status_name(waited == CL_SUCCESS ? status(e) : waited), ")");
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr, "opencl: elapsed_time needs two recorded events");
+    const double ns = double(end_time(static_cast<cl_event>(end))) - double(end_time(static_cast<cl_event>(start)));
+    return ns / 1e6;
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    if (event != nullptr) clReleaseEvent(static_cast<cl_event>(event));
+  }
 
  private:
+  // CL_QUEUED .. CL_COMPLETE, or a negative error code when the commands failed.
+  static cl_int status(cl_event event) {
+    cl_int value = CL_COMPLETE;
+    CL_CHECK(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(value), &value, nullptr));
+    return value;
+  }
+  // When the commands before the marker had finished, in the device's nanoseconds.
+  static cl_ulong end_time(cl_event event) {
+    cl_ulong ns = 0;
+    CL_CHECK(clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof(ns), &ns, nullptr));
+    return ns;
+  }
   static void check(c10::Device d) {
     TORCH_CHECK(!d.has_index() || d.index() == 0, "opencl: there is one OpenCL device (index 0), got index ",
                 int(d.index()));

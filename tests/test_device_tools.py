@@ -1,0 +1,418 @@
+"""The opencl device's user tools: seeded random numbers, torch.save/torch.load of device
+tensors and state dicts, the CPU fallback's record (dict, table, scopes), memory statistics
+(peaks, resets, the summary), events timed on the queue; and, opt-in (slow), the wheel
+installed into a fresh virtual environment and used from outside the source tree."""
+import io
+import os
+import pathlib
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Operators with a CPU kernel only, so that on opencl tensors they always take the CPU
+# fallback, whatever the device implements natively: one copies after sleeping `ms`, one
+# adds two tensors in place.
+LIB = "oclf_tools_test"
+
+
+@torch.library.custom_op(f"{LIB}::sleepy_copy", mutates_args=(), device_types="cpu")
+def sleepy_copy(x: torch.Tensor, ms: float) -> torch.Tensor:
+    time.sleep(ms / 1e3)
+    return x.clone()
+
+
+@torch.library.custom_op(f"{LIB}::add_into", mutates_args=("out",), device_types="cpu")
+def add_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    torch.add(a, b, out=out)
+
+
+@pytest.fixture
+def quiet_fallback(opencl_device, monkeypatch):
+    """The fallback without its once-per-operator warning (pytest makes warnings errors)."""
+    monkeypatch.setenv("OCLF_FALLBACK", "silent")
+    return opencl_device
+
+
+# --- random numbers -------------------------------------------------------------------
+
+def dropout_mask(seed: int) -> torch.Tensor:
+    torch.manual_seed(seed)
+    x = torch.ones(37, 129, device="opencl")
+    return F.dropout(x, p=0.5, training=True).cpu() != 0
+
+
+def test_seeded_dropout_repeats(opencl_device):
+    first, again = dropout_mask(3), dropout_mask(3)
+    assert torch.equal(first, again)
+    assert 0.3 < first.float().mean().item() < 0.7  # a real mask, neither all kept nor all dropped
+    assert not torch.equal(first, dropout_mask(4))
+
+
+def test_seeded_randn_repeats(opencl_device):
+    def draw(seed):
+        torch.manual_seed(seed)
+        return torch.randn(5, 7, device="opencl").cpu()
+
+    assert torch.equal(draw(11), draw(11))
+    assert not torch.equal(draw(11), draw(12))
+    torch.opencl.manual_seed(0)  # accepted as on other backends (the CPU generator serves)
+
+
+# --- torch.save / torch.load ----------------------------------------------------------
+
+def round_trip(obj, **load_args):
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, **load_args)
+
+
+@pytest.mark.parametrize("map_location", [None, "opencl", "cpu"])
+def test_save_load_tensor(opencl_device, map_location):
+    x = torch.randn(3, 33)
+    view = x.to("opencl")[1:, 5:20]  # a view: its storage offset and strides survive too
+    loaded = round_trip(view, map_location=map_location)
+    assert loaded.device.type == (map_location or "opencl")
+    assert loaded.shape == (2, 15) and loaded.stride() == view.stride()
+    assert torch.equal(loaded.cpu(), x[1:, 5:20])
+
+
+def small_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(8 * 7 * 7, 5))
+
+
+def test_save_load_state_dict(opencl_device):
+    torch.manual_seed(0)
+    model = small_model().to("opencl").eval()
+    model[1].running_mean.add_(0.5)  # buffers travel too
+    x = torch.randn(2, 3, 7, 7)
+    expected = model(x.to("opencl")).cpu()
+    saved = model.state_dict()
+
+    on_cpu = round_trip(saved, map_location="cpu")
+    assert all(t.device.type == "cpu" for t in on_cpu.values())
+    for name, tensor in saved.items():
+        assert torch.equal(on_cpu[name], tensor.cpu()), name
+
+    on_device = round_trip(saved, map_location="opencl")
+    assert all(t.device.type == "opencl" for t in on_device.values())
+    fresh = small_model().to("opencl").eval()
+    fresh.load_state_dict(on_device)
+    torch.testing.assert_close(fresh(x.to("opencl")).cpu(), expected, rtol=0, atol=0)
+
+    cpu_model = small_model().eval()
+    cpu_model.load_state_dict(on_cpu)
+    torch.testing.assert_close(cpu_model(x), expected, rtol=1e-4, atol=1e-5)
+
+
+# --- the CPU fallback's record ----------------------------------------------------------
+
+def test_fallback_stats_time_calls_and_bytes(quiet_fallback):
+    device = quiet_fallback
+    device.reset_fallback_ops()
+    x = torch.randn(10, 33).to("opencl")
+    for _ in range(2):
+        y = sleepy_copy(x, 30.0)
+    assert torch.equal(y.cpu(), x.cpu())
+    name = f"{LIB}::sleepy_copy"
+    stat = device.fallback_stats()[name]
+    assert stat.calls == 2
+    assert 0.06 <= stat.seconds < 5.0  # two 30 ms sleeps inside, and not the whole test
+    assert stat.bytes_to_host == stat.bytes_to_device == 2 * x.numel() * 4
+    assert device.fallback_ops()[name] == 2
+
+
+def test_fallback_counts_in_place_results(quiet_fallback):
+    device = quiet_fallback
+    device.reset_fallback_ops()
+    a, b = torch.randn(7, 5), torch.randn(7, 5)
+    out = torch.empty(7, 5, device="opencl")
+    add_into(out, a.to("opencl"), b.to("opencl"))
+    torch.testing.assert_close(out.cpu(), a + b)
+    stat = device.fallback_stats()[f"{LIB}::add_into"]
+    assert stat.calls == 1
+    assert stat.bytes_to_host == 3 * 7 * 5 * 4  # out, a and b go to the host
+
+
+def test_fallback_report_sorted_by_time(quiet_fallback):
+    device = quiet_fallback
+    device.reset_fallback_ops()
+    x = torch.randn(4).to("opencl")
+    add_into(torch.empty(4, device="opencl"), x, x)
+    sleepy_copy(x, 40.0)
+    report = device.fallback_report()
+    lines = report.splitlines()
+    assert "2 operator(s), 2 call(s)" in lines[0]
+    names = [line.split()[0] for line in lines[2:]]
+    assert names == [f"{LIB}::sleepy_copy", f"{LIB}::add_into"]
+    device.reset_fallback_ops()
+    assert device.fallback_stats() == {} and "no operator ran on the CPU" in device.fallback_report()
+
+
+def test_fallback_scopes_nest(quiet_fallback):
+    device = quiet_fallback
+    x = torch.randn(6).to("opencl")
+    with device.fallback_scope() as outer:
+        sleepy_copy(x, 1.0)
+        with device.fallback_scope() as inner:
+            add_into(torch.empty(6, device="opencl"), x, x)
+            add_into(torch.empty(6, device="opencl"), x, x)
+            device.reset_fallback_ops()  # the global record's reset leaves scopes alone
+        assert set(inner.ops) == {f"{LIB}::add_into"} and inner.ops[f"{LIB}::add_into"].calls == 2
+        sleepy_copy(x, 1.0)
+    sleepy_copy(x, 1.0)  # after the scopes closed: theirs stay as they were
+    assert outer.ops[f"{LIB}::sleepy_copy"].calls == 2
+    assert outer.ops[f"{LIB}::add_into"].calls == 2
+    assert outer.calls == 4 and outer.seconds >= 0.002
+    assert inner.calls == 2
+    text = str(outer)
+    assert f"{LIB}::sleepy_copy" in text and f"{LIB}::add_into" in text and "4 call(s)" in text
+    assert device.fallback_ops()[f"{LIB}::sleepy_copy"] == 2  # since the reset
+
+
+def test_no_fallback_scope_is_empty(opencl_device):
+    x = torch.randn(9, 9).to("opencl")
+    with opencl_device.fallback_scope() as report:
+        (x @ x + 1).relu().sum().cpu()
+    assert report.ops == {} and report.calls == 0
+    assert "no operator ran on the CPU" in str(report)
+
+
+# --- memory statistics ----------------------------------------------------------------
+
+MiB = 2**20
+
+
+def test_peak_reset(opencl_device):
+    torch.opencl.synchronize()
+    big = torch.empty(4 * MiB // 4, device="opencl")
+    peak_with_big = torch.opencl.max_memory_allocated()
+    assert peak_with_big >= torch.opencl.memory_allocated() >= 4 * MiB
+    del big
+    assert torch.opencl.max_memory_allocated() == peak_with_big
+    torch.opencl.reset_peak_memory_stats()
+    assert torch.opencl.max_memory_allocated() == torch.opencl.memory_allocated()
+    assert torch.opencl.max_memory_reserved() == torch.opencl.memory_reserved()
+    small = torch.empty(1000, device="opencl")
+    assert torch.opencl.max_memory_allocated() == torch.opencl.memory_allocated()
+    del small
+
+
+def test_peak_reserved_follows_new_buffers(opencl_device):
+    torch.opencl.empty_cache()
+    torch.opencl.reset_peak_memory_stats()
+    before = torch.opencl.memory_reserved()
+    x = torch.empty(3 * MiB // 4 + 7, device="opencl")  # a size no cached buffer serves
+    assert torch.opencl.max_memory_reserved() >= before + 3 * MiB
+    del x
+    torch.opencl.empty_cache()
+    assert torch.opencl.memory_reserved() == torch.opencl.memory_allocated()
+    assert torch.opencl.max_memory_reserved() >= before + 3 * MiB
+
+
+def test_accumulated_reset_and_counts(opencl_device):
+    torch.opencl.reset_accumulated_memory_stats()
+    stats = torch.opencl.memory_stats()
+    assert stats["allocations"] == stats["cache_hits"] == stats["frees"] == stats["buffers_created"] == 0
+    live = stats["live_buffers"]
+    tensors = [torch.empty(1000 + i, device="opencl") for i in range(3)]
+    stats = torch.opencl.memory_stats()
+    assert stats["allocations"] == 3 and stats["live_buffers"] == live + 3
+    del tensors
+    stats = torch.opencl.memory_stats()
+    assert stats["frees"] == 3 and stats["live_buffers"] == live and stats["cached_buffers"] >= 3
+    torch.opencl.empty_cache()
+    stats = torch.opencl.memory_stats()
+    assert stats["cached_buffers"] == 0 and stats["buffers_released"] >= 3
+
+
+def test_memory_summary(opencl_device):
+    x = torch.empty(MiB // 4, device="opencl")
+    text = torch.opencl.memory_summary()
+    assert torch.opencl.get_device_name() in text
+    rows = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+    for row in ("allocated", "reserved", "allocations", "frees", "kernel"):
+        assert row in rows, row
+    allocated_mib = torch.opencl.memory_allocated() / MiB
+    assert f"{allocated_mib:.1f} MiB" in rows["allocated"]
+    assert "kernel" not in torch.opencl.memory_summary(abbreviated=True)
+    del x
+
+
+# --- events -----------------------------------------------------------------------------
+
+def test_event_times_queued_work(opencl_device):
+    x = torch.randn(384, 384).to("opencl")
+    (x @ x).cpu()  # the product's program is built before timing
+    start, end = torch.opencl.Event(enable_timing=True), torch.opencl.Event(enable_timing=True)
+    torch.opencl.synchronize()
+    t0 = time.perf_counter()
+    start.record()
+    y = x
+    for _ in range(8):
+        y = (y @ x) * (1.0 / 384)
+    end.record()
+    end.synchronize()
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    assert start.query() and end.query()
+    ms = start.elapsed_time(end)
+    assert 0 < ms <= wall_ms + 1.0
+    # Eight 384^3 products take time on any device: at least 1 microsecond.
+    assert ms > 1e-3
+    assert torch.isfinite(y.cpu()).all()
+
+
+def test_event_on_the_current_stream(opencl_device):
+    stream = torch.opencl.current_stream()
+    assert stream.device == torch.device("opencl", 0) and stream == torch.opencl.default_stream()
+    event = torch.opencl.Event()
+    event.record(stream)
+    event.synchronize()
+    assert event.query()
+    generic = torch.Event(device="opencl", enable_timing=True)
+    generic.record()
+    generic.synchronize()
+    assert generic.query()
+
+
+def test_event_errors(opencl_device):
+    untimed = [torch.opencl.Event(), torch.opencl.Event()]
+    for event in untimed:
+        event.record()
+        event.synchronize()
+    with pytest.raises(ValueError, match="enable_timing"):
+        untimed[0].elapsed_time(untimed[1])
+    never = torch.opencl.Event(enable_timing=True)
+    timed = torch.opencl.Event(enable_timing=True)
+    timed.record()
+    timed.synchronize()
+    with pytest.raises(ValueError, match="recorded"):
+        timed.elapsed_time(never)
+    with pytest.raises(ValueError, match="interprocess"):
+        torch.opencl.Event(interprocess=True)
+
+
+# --- without a driver; installed as a package --------------------------------------------
+
+NO_PLATFORM = """
+import torch, opencl_functions as ocl, opencl_functions.device
+assert not torch.opencl.is_available()
+for call in (lambda: ocl.ocl_matmul(torch.ones(2, 3), torch.ones(3, 2)), lambda: torch.ones(2).to("opencl")):
+    try:
+        call()
+    except RuntimeError as err:  # OpenCLError is one
+        print(err)
+"""
+
+
+def test_no_platform_says_what_to_install(opencl_device, tmp_path):
+    """With no driver registered (an empty vendors folder for the ICD loader), imports work,
+    is_available() is False and every use raises one message naming the package."""
+    env = {**os.environ, "OCL_ICD_VENDORS": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", NO_PLATFORM], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, proc.stdout
+    for line in lines:
+        assert line.startswith("no OpenCL platform found: install a driver") and "pocl-opencl-icd" in line
+
+
+# Imports of the native modules failing as the dynamic loader fails them (a finder raises
+# its error), then the messages users see.
+MISSING_LIBRARY = """
+import importlib.abc, sys
+import torch
+
+class Missing(importlib.abc.MetaPathFinder):
+    def __init__(self, module, text):
+        self.module, self.text = module, text
+    def find_spec(self, name, path=None, target=None):
+        if name == self.module:
+            raise ImportError(self.text)
+
+def message(package, module, text):
+    sys.meta_path.insert(0, Missing(module, text))
+    for name in [m for m in sys.modules if m.startswith("opencl_functions")]:
+        del sys.modules[name]
+    try:
+        __import__(package)
+    except ImportError as err:
+        print(err)
+    sys.meta_path.pop(0)
+
+message("opencl_functions", "opencl_functions._core", "libOpenCL.so.1: cannot open shared object file")
+message("opencl_functions", "opencl_functions._core", "libclblast.so.1: cannot open shared object file")
+message("opencl_functions.device", "opencl_functions.device._C", "_C.so: undefined symbol: _ZN3c104cuda")
+"""
+
+
+def test_missing_libraries_say_what_to_install(opencl_device):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", MISSING_LIBRARY], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loader, clblast, device = proc.stdout.splitlines()
+    assert "ocl-icd-libopencl1 pocl-opencl-icd" in loader and "libOpenCL.so.1" in loader
+    assert "libclblast1" in clblast
+    assert "built against the torch it runs with" in device and torch.__version__ in device
+
+
+# Run by the installed package's interpreter from a folder outside the source tree.
+INSTALLED = """
+import pathlib, sys
+import torch, torch.nn.functional as F
+import opencl_functions as ocl, opencl_functions.device
+tree = pathlib.Path(sys.argv[1])
+for module in (ocl, opencl_functions.device):
+    assert tree not in pathlib.Path(module.__file__).resolve().parents, module.__file__
+torch.manual_seed(0)
+x, w, b = torch.randn(2, 3, 11, 9), torch.randn(5, 3, 3, 3), torch.randn(5)
+torch.testing.assert_close(ocl.ocl_conv2d(x, w, b, stride=2), F.conv2d(x, w, b, stride=2), rtol=1e-4, atol=1e-4)
+a = torch.randn(33, 7)
+torch.testing.assert_close((a.to("opencl") * 2 + 1).relu().sum(0).cpu(), (a * 2 + 1).relu().sum(0),
+                           rtol=1e-5, atol=1e-5)
+print(pathlib.Path(ocl.__file__).parent)
+"""
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_runs_outside_the_tree(opencl_device, tmp_path):
+    """make wheel into a temporary folder, the wheel installed into a fresh virtual
+    environment (torch and numpy seen through a .pth file, so nothing is downloaded), then
+    a convolution through the library and a device operator, run from outside the tree."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    dist = tmp_path / "dist"
+    build = subprocess.run(["make", "-o", ".venv/.requirements", "wheel", f"DIST={dist}"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=3600)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    (wheel,) = dist.glob("opencl_functions-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for wanted in ("opencl_functions/_core", "opencl_functions/device/_C", "opencl_functions/conv2d.cl",
+                   "opencl_functions/conv2d_backward.cl", "opencl_functions/device/kernels/elementwise.cl",
+                   "opencl_functions/clblast_params/"):
+        assert any(name.startswith(wanted) for name in names), wanted
+    assert not any(name.endswith((".cpp", ".hpp", ".h", ".o")) for name in names)
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    (venv / "lib" / version / "site-packages" / "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                   env=env, timeout=300)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    run = subprocess.run([str(python), "-c", INSTALLED, str(ROOT)], cwd=outside, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert pathlib.Path(run.stdout.split()[-1]).is_relative_to(venv)
