@@ -91,7 +91,7 @@ SCRIPT = textwrap.dedent("""
     elif what == "indexing":
         # The opencl device's indexing kernels: gather by two index tensors around a kept
         # dimension and by a mask (nonzero), index_put_ with repeated positions accumulated
-        # and a broadcast value, isin; attention over grouped key/value heads.
+        # and a broadcast value, isin; attention over grouped key/value heads; sorting.
         import opencl_functions.device  # noqa: F401
         d = lambda t: t.to("opencl")
         with torch.no_grad():
@@ -109,6 +109,14 @@ SCRIPT = textwrap.dedent("""
             q, kk, vv = torch.randn(2, 6, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 3)
             close(F.scaled_dot_product_attention(d(q), d(kk), d(vv), enable_gqa=True, is_causal=True).cpu(),
                   F.scaled_dot_product_attention(q, kk, vv, enable_gqa=True, is_causal=True))
+            # sort (merge passes over runs that end past the row), topk, multinomial draws
+            s = torch.randint(0, 5, (3, 13)).float()
+            got, ref = torch.sort(d(s), stable=True, descending=True), torch.sort(s, stable=True, descending=True)
+            assert torch.equal(got.indices.cpu(), ref.indices)
+            close(torch.topk(d(s), 2, dim=0).values.cpu(), torch.topk(s, 2, dim=0).values)
+            p = torch.tensor([[0.2, 0.0, 0.8], [1.0, 1.0, 0.0]])
+            assert (torch.multinomial(d(p), 5, replacement=True).cpu() != torch.tensor([[1], [2]])).all()
+            assert torch.multinomial(d(p), 2).cpu().sort().values.tolist() == [[0, 2], [0, 1]]
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -165,5 +173,6 @@ def test_device_gpu_paths_under_oclgrind(tmp_path, ocl):
 
 
 def test_device_indexing_under_oclgrind(tmp_path, ocl):
-    """Advanced indexing, nonzero, isin and grouped-head attention on the opencl device."""
+    """Advanced indexing, nonzero, isin, grouped-head attention, sort, topk and multinomial
+    on the opencl device."""
     run_under_oclgrind("indexing", tmp_path, OCLF_FALLBACK="error")
