@@ -147,3 +147,16 @@ def test_generate_with_cache_matches_torch(name):
     assert out.device.type == "opencl"
     assert torch.equal(out.cpu(), ref)
     assert ref.shape[1] > ids.shape[1]
+
+
+def test_sampling_generate_runs_natively():
+    """top-k and top-p sampling (sort, topk, multinomial) with no operator on the CPU; the
+    device's random numbers differ from the CPU's draws, so only the tokens' range is checked."""
+    torch.manual_seed(2)
+    dev = decoder("llama").to("opencl")
+    ids, mask = padded_ids(length=6, pad_left=2)
+    with torch.no_grad():
+        out = dev.generate(input_ids=ids.to("opencl"), attention_mask=mask.to("opencl"), max_new_tokens=4,
+                           do_sample=True, top_k=20, top_p=0.9, temperature=0.8, pad_token_id=0)
+    new = out.cpu()[:, ids.shape[1]:]
+    assert new.shape == (2, 4) and bool(((new >= 0) & (new < VOCAB)).all())
