@@ -13,7 +13,9 @@
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <numeric>
+#include <sstream>
 
 #include "common.h"
 #include "fallback.h"
