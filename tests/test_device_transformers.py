@@ -112,7 +112,7 @@ def measure(name):
     assert all(p.grad.device.type == "opencl" for p in dev.parameters() if p.grad is not None)
 
     named = dict(ref64.named_parameters())
-    # Three parameters of the first and last layers, the embeddings and the head.
+    # Three matrices: the first (the embeddings), one from the middle layers, the last (the head).
     names = [n for n, q in named.items() if q.grad is not None and q.dim() == 2]
     names = [names[0], names[len(names) // 2], names[-1]]
     scale = max(named[n].grad.abs().max().item() for n in names)
