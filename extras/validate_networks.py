@@ -1,11 +1,16 @@
-"""Validated networks: torchvision models, forward and backward, with the OpenCL layers
-(utils.patching.opencl_layers) against plain torch, on the same seeded random weights
-and the same input. Nothing is downloaded.
+"""Validated networks: torchvision models and transformer families, forward and backward,
+with the OpenCL layers (utils.patching.opencl_layers) against plain torch, on the same
+seeded random weights and the same input. Nothing is downloaded.
 
     python -m extras.validate_networks                      # the whole list, 1x3x64x64
     python -m extras.validate_networks --nets resnet18,vgg16 --batch 2 --size 96
     python -m extras.validate_networks --markdown docs/VALIDATION.md --section cpu-patched
     python -m extras.validate_networks --device opencl      # the opencl torch device instead
+    python -m extras.validate_networks --nets llama,qwen2,t5 --batch 2 --size 24 --device opencl
+
+The transformer families (TRANSFORMERS: Llama, Mistral, Qwen2, BERT, T5 and ViT from
+transformers' configs, 2 layers, small awkward sizes) take token ids of length --size (a
+second row padded, so the attention mask matters) or --size² images, and give logits.
 
 Each network is built with seeded random weights; each BatchNorm's running mean and
 variance are then set to those of its whole input for this batch (one forward in plain
@@ -63,6 +68,9 @@ NETWORKS = [
     "mobilenet_v3_small", "resnext50_32x4d", "wide_resnet50_2", "mnasnet1_0", "efficientnet_b0",
     "efficientnet_b4", "regnet_y_400mf", "vit_b_16",
 ]
+
+# Transformer families, built from transformers' configs (see build_transformer).
+TRANSFORMERS = ["llama", "mistral", "qwen2", "bert", "t5", "vit_hf"]
 
 # Smallest input side each network takes, where it differs from the default.
 MIN_SIZE = {"inception_v3": 75, "alexnet": 63}
@@ -123,6 +131,63 @@ def build_model(name: str, size: int, seed: int) -> nn.Module:
             elif param_name.endswith("layer_scale"):
                 param.fill_(1.0)
     return model
+
+
+class Logits(nn.Module):
+    """A transformers model as a module of one tensor: token ids (or pixels) in, logits
+    out. The attention mask and T5's decoder ids are buffers, so .to() moves them too."""
+
+    def __init__(self, model: nn.Module, **inputs: torch.Tensor):
+        super().__init__()
+        self.model = model
+        self.names = list(inputs)
+        for key, value in inputs.items():
+            self.register_buffer(key, value, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = "pixel_values" if x.is_floating_point() else "input_ids"
+        return self.model(**{key: x}, **{name: getattr(self, name) for name in self.names}).logits
+
+
+def build_transformer(name: str, batch: int, size: int, seed: int):
+    """(Logits module, input) of a transformer family with seeded random weights: 2 layers,
+    hidden size 96, 6 heads (2 key/value heads for the Llama kind), vocabulary 1000; token
+    ids of length `size` with the second row's first third padded (its last third for the
+    encoders), or (batch, 3, size, size) images in patches of size // 5."""
+    import transformers
+
+    torch.manual_seed(seed)
+    vocab, common = 1000, dict(num_hidden_layers=2, num_attention_heads=6, intermediate_size=200)
+    ids = torch.randint(3, vocab, (batch, size))
+    mask = torch.ones(batch, size, dtype=torch.long)
+    if name in ("llama", "mistral", "qwen2"):
+        config_cls, model_cls = {
+            "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+            "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+            "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        }[name]
+        extra = dict(sliding_window=max(size // 2, 1)) if name == "mistral" else {}
+        config = config_cls(vocab_size=vocab, hidden_size=96, num_key_value_heads=2, max_position_embeddings=512,
+                            pad_token_id=0, bos_token_id=1, eos_token_id=2, **common, **extra)
+        if batch > 1:
+            mask[1, :size // 3] = 0
+        return Logits(model_cls(config), attention_mask=mask), ids
+    if batch > 1:
+        mask[1, size - size // 3:] = 0
+    if name == "bert":
+        config = transformers.BertConfig(vocab_size=vocab, hidden_size=96, max_position_embeddings=512, **common)
+        return Logits(transformers.BertForMaskedLM(config), attention_mask=mask), ids
+    if name == "t5":
+        config = transformers.T5Config(vocab_size=vocab, d_model=96, d_kv=16, d_ff=200, num_layers=2, num_heads=6,
+                                       decoder_start_token_id=0, pad_token_id=0)
+        decoder_ids = torch.randint(3, vocab, (batch, max(size // 2, 1)))
+        return Logits(transformers.T5ForConditionalGeneration(config), attention_mask=mask,
+                      decoder_input_ids=decoder_ids), ids
+    if name == "vit_hf":
+        config = transformers.ViTConfig(image_size=size, patch_size=max(size // 5, 1), hidden_size=96, num_labels=10,
+                                        **common)
+        return Logits(transformers.ViTForImageClassification(config)), torch.randn(batch, 3, size, size)
+    raise ValueError(f"unknown transformer family {name!r}; known: {TRANSFORMERS}")
 
 
 def calibrate_batchnorm(model: nn.Module, x: torch.Tensor) -> None:
@@ -270,11 +335,15 @@ def validate(name: str, batch: int = 1, size: int = 64, mode: str = "eval", seed
     """Runs one network forward and backward, checked (patched layers, or the opencl
     device) and plain, and compares them; then times `repeat` runs of each (none when
     repeat is 0)."""
-    size = max(size, MIN_SIZE.get(name, 1))
-    result = Result(name, (batch, 3, size, size))
-    model = build_model(name, size, seed)
     generator = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(result.input_shape, generator=generator)
+    if name in TRANSFORMERS:
+        model, x = build_transformer(name, batch, size, seed)
+        result = Result(name, tuple(x.shape))
+    else:
+        size = max(size, MIN_SIZE.get(name, 1))
+        result = Result(name, (batch, 3, size, size))
+        model = build_model(name, size, seed)
+        x = torch.randn(result.input_shape, generator=generator)
 
     calibrate_batchnorm(model, x)
     checked = Checked(model, device)
@@ -320,7 +389,7 @@ def validate(name: str, batch: int = 1, size: int = 64, mode: str = "eval", seed
     result.worst_parameter = max(errors, key=errors.get)
     result.backward_error = errors[result.worst_parameter]
     model64 = copy.deepcopy(model).double()
-    _, grads64 = forward_backward(model64, x.double(), upstream.double())
+    _, grads64 = forward_backward(model64, x.double() if x.is_floating_point() else x, upstream.double())
     del model64
     largest64 = max(g.abs().max().item() for g in grads64.values())
     result.torch_fp32_error = max(
@@ -398,7 +467,8 @@ def markdown_table(results: List[Result]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nets", default=",".join(NETWORKS), help="comma-separated torchvision names")
+    parser.add_argument("--nets", default=",".join(NETWORKS),
+                        help=f"comma-separated torchvision names, or transformer families: {','.join(TRANSFORMERS)}")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--size", type=int, default=64, help="input side (raised to what a network needs)")
     parser.add_argument("--mode", choices=["eval", "train"], default="eval", help="BatchNorm mode for backward")
@@ -411,9 +481,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="what is checked: the patched layers (default) or the opencl torch device")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.nets.split(",") if n.strip()]
-    unknown = [n for n in names if n not in torchvision.models.list_models()]
+    unknown = [n for n in names if n not in torchvision.models.list_models() and n not in TRANSFORMERS]
     if unknown:
-        parser.error(f"--nets: unknown torchvision models {unknown}")
+        parser.error(f"--nets: unknown torchvision models or transformer families {unknown}")
 
     results = []
     for name in names:

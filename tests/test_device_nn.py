@@ -259,7 +259,7 @@ def test_random_fills():
 
 
 # Without gradients scaled_dot_product_attention runs as one kernel (the "overrideable"
-# backend); masks broadcast, causal rows, strided views, a row with no key left.
+# backend); masks broadcast, causal rows, strided views, a row with no key left, grouped heads.
 SDPA_CASES = [
     ((1, 12, 1, 64), (1, 12, 9, 64), 64, {}),
     ((2, 3, 8, 16), (2, 3, 8, 16), 24, dict(is_causal=True)),
@@ -267,6 +267,8 @@ SDPA_CASES = [
     ((2, 3, 5, 16), (2, 3, 7, 16), 8, dict(attn_mask="bool")),
     ((2, 3, 5, 16), (2, 3, 7, 16), 8, dict(attn_mask="float")),
     ((1, 2, 3, 40), (1, 2, 700, 40), 5, {}),
+    ((2, 6, 5, 8), (2, 2, 7, 8), 3, dict(enable_gqa=True, is_causal=True)),  # grouped key/value heads
+    ((2, 6, 2, 8), (2, 3, 9, 8), 8, dict(enable_gqa=True, attn_mask="bool")),
 ]
 
 

@@ -97,19 +97,20 @@ def test_fallback_warns_once_per_op(opencl_device, monkeypatch):
     monkeypatch.delenv("OCL_FALLBACK", raising=False)
     opencl_device.reset_fallback_ops()
     x = torch.arange(6, dtype=torch.float32).to("opencl")
-    with pytest.warns(UserWarning, match=r"aten::topk.values has no OpenCL kernel; it runs on the CPU"):
-        values, indices = torch.topk(x, 2)
-    assert torch.equal(values.cpu(), torch.tensor([5.0, 4.0]))
+    with pytest.warns(UserWarning, match=r"aten::kthvalue.values has no OpenCL kernel; it runs on the CPU"):
+        values, indices = torch.kthvalue(x, 5)
+    assert values.item() == 4.0 and indices.item() == 4
     assert values.device.type == "opencl" and indices.device.type == "opencl"
-    torch.topk(x, 2)  # the second call does not warn (warnings are errors here)
-    assert opencl_device.fallback_ops() == {"aten::topk.values": 2}
+    torch.kthvalue(x, 5)  # the second call does not warn (warnings are errors here)
+    assert opencl_device.fallback_ops() == {"aten::kthvalue.values": 2}
 
 
 def test_fallback_error_mode(opencl_device, monkeypatch):
     monkeypatch.setenv("OCL_FALLBACK", "error")
     x = torch.arange(6, dtype=torch.float32).to("opencl")
-    with pytest.raises(NotImplementedError, match=r"aten::topk.values has no OpenCL kernel and OCL_FALLBACK=error"):
-        torch.topk(x, 2)
+    with pytest.raises(NotImplementedError,
+                       match=r"aten::kthvalue.values has no OpenCL kernel and OCL_FALLBACK=error"):
+        torch.kthvalue(x, 2)
 
 
 def test_bad_device_index(opencl_device):

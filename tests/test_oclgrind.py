@@ -107,6 +107,35 @@ SCRIPT = textwrap.dedent("""
                 opt.step()
                 results.append(torch.cat([p.detach().cpu().flatten() for p in ps]))
             close(results[1], results[0])
+    elif what == "indexing":
+        # The opencl device's indexing kernels: gather by two index tensors around a kept
+        # dimension and by a mask (nonzero), index_put_ with repeated positions accumulated
+        # and a broadcast value, isin; attention over grouped key/value heads; sorting.
+        import opencl_functions.device  # noqa: F401
+        d = lambda t: t.to("opencl")
+        with torch.no_grad():
+            x = torch.randn(4, 5, 6)
+            i, j = torch.tensor([[0, 3], [-1, 2]]), torch.tensor([1, 4])
+            close(d(x)[d(i), :, d(j)].cpu(), x[i, :, j])
+            close(d(x)[d(x[:, 0, 0] > 0)].cpu(), x[x[:, 0, 0] > 0])
+            k, m, v = torch.tensor([1, 1, 3]), torch.tensor([0, 0, 2]), torch.randn(3, 6)
+            close(d(x).index_put_((d(k), d(m)), d(v), accumulate=True).cpu(),
+                  x.clone().index_put_((k, m), v, accumulate=True))
+            close(d(x).index_put_((d(torch.tensor([2, 0])),), d(torch.tensor(1.5))).cpu(),
+                  x.clone().index_put_((torch.tensor([2, 0]),), torch.tensor(1.5)))
+            e = torch.randint(0, 9, (3, 7))
+            assert torch.equal(torch.isin(d(e), d(torch.tensor([2, 5]))).cpu(), torch.isin(e, torch.tensor([2, 5])))
+            q, kk, vv = torch.randn(2, 6, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 3)
+            close(F.scaled_dot_product_attention(d(q), d(kk), d(vv), enable_gqa=True, is_causal=True).cpu(),
+                  F.scaled_dot_product_attention(q, kk, vv, enable_gqa=True, is_causal=True))
+            # sort (merge passes over runs that end past the row), topk, multinomial draws
+            s = torch.randint(0, 5, (3, 13)).float()
+            got, ref = torch.sort(d(s), stable=True, descending=True), torch.sort(s, stable=True, descending=True)
+            assert torch.equal(got.indices.cpu(), ref.indices)
+            close(torch.topk(d(s), 2, dim=0).values.cpu(), torch.topk(s, 2, dim=0).values)
+            p = torch.tensor([[0.2, 0.0, 0.8], [1.0, 1.0, 0.0]])
+            assert (torch.multinomial(d(p), 5, replacement=True).cpu() != torch.tensor([[1], [2]])).all()
+            assert torch.multinomial(d(p), 2).cpu().sort().values.tolist() == [[0, 2], [0, 1]]
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -160,3 +189,9 @@ def test_clblast_calls_under_oclgrind(tmp_path, ocl):
 def test_device_gpu_paths_under_oclgrind(tmp_path, ocl):
     # A device of 64 compute units, so the few-row products split K over work-groups.
     run_under_oclgrind("device", tmp_path, ("--compute-units", "64"))
+
+
+def test_device_indexing_under_oclgrind(tmp_path, ocl):
+    """Advanced indexing, nonzero, isin, grouped-head attention, sort, topk and multinomial
+    on the opencl device."""
+    run_under_oclgrind("indexing", tmp_path, OCLF_FALLBACK="error")

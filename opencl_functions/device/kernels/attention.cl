@@ -1,14 +1,15 @@
 // Scaled dot-product attention of the opencl device, forward (inference: no gradient is
 // asked for, no dropout). One work-group of GROUP work-items per query row r = (b, h, l):
 //
-//   s_j = scale · q[b,h,l,:] · k[b,h,j,:]   (j < S), plus the mask:
+//   s_j = scale · q[b,h,l,:] · k[b,g,j,:]   (j < S), plus the mask:
 //         MASK=1 (bool)  s_j = -inf where mask[b,h,l,j] is false
 //         MASK=2 (float) s_j += mask[b,h,l,j]
 //         CAUSAL         s_j = -inf where j > l (torch's is_causal: the upper-left triangle)
-//   p = softmax(s), o[b,h,l,:] = Σ_j p_j · v[b,h,j,:];  lse[r] = log Σ_j exp(s_j)
+//   p = softmax(s), o[b,h,l,:] = Σ_j p_j · v[b,g,j,:];  lse[r] = log Σ_j exp(s_j)
+//   g = h / KVG: KVG query heads share one key/value head (grouped heads; KVG = 1 without).
 //   A row whose every s_j is -inf gives zeros (as torch's math path, _safe_softmax).
 //
-// q (B,H,L,D), k (B,H,S,D), v (B,H,S,E) and the mask (B,H,L,S; stride 0 where broadcast)
+// q (B,H,L,D), k (B,H/KVG,S,D), v (B,H/KVG,S,E) and the mask (B,H,L,S; stride 0 where broadcast)
 // are read at any strides, given in elements as int4 (b, h, row, column); o (B,H,L,E) and
 // lse (B,H,L) are contiguous. The scores stay in local memory: S ≤ MAX_S, D ≤ MAX_D
 // (build options; the host falls back to torch's math path past them).
@@ -49,7 +50,7 @@ __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
 void sdpa_forward(__global const float* q, const int q_off, const int4 qs, __global const float* k, const int k_off,
                   const int4 ks, __global const float* v, const int v_off, const int4 vs, __global const mask_t* mask,
                   const int mask_off, const int4 ms, __global float* o, const int o_off, __global float* lse,
-                  const int lse_off, const int H, const int L, const int S, const int D, const int E,
+                  const int lse_off, const int H, const int KVG, const int L, const int S, const int D, const int E,
                   const float scale) {
   __local float qrow[MAX_D];
   __local float p[MAX_S];
@@ -62,7 +63,8 @@ void sdpa_forward(__global const float* q, const int q_off, const int4 qs, __glo
   for (int d = lid; d < D; d += GROUP) qrow[d] = qp[d * qs.w];
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  __global const float* kb = k + k_off + b * ks.x + h * ks.y;
+  const int g = h / KVG;
+  __global const float* kb = k + k_off + b * ks.x + g * ks.y;
   float top = -INFINITY;
   for (int j = lid; j < S; j += GROUP) {
     float s = -INFINITY;
@@ -93,7 +95,7 @@ void sdpa_forward(__global const float* q, const int q_off, const int4 qs, __glo
   sum = group_reduce(sum, scratch, 0);  // its barriers also publish every p[j]
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 
-  __global const float* vb = v + v_off + b * vs.x + h * vs.y;
+  __global const float* vb = v + v_off + b * vs.x + g * vs.y;
   __global float* orow = o + o_off + (size_t)r * E;
   for (int e = lid; e < E; e += GROUP) {
     float acc = 0.0f;

@@ -24,6 +24,21 @@
 //   cat2               y (outer, n0 + n1, inner) = a (outer, n0, inner) and b (outer, n1, inner)
 //                      one after the other along the middle dimension, all contiguous; one
 //                      work-item per element of y (a concatenation in one launch).
+//   index_gather       advanced indexing y = x[..., i0, i1, ...]: y contiguous over L.size, one
+//                      dimension of which (L.block) runs over the J broadcast index positions;
+//                      element i at coordinates c reads x at Σ_{d≠block} c_d·L.stride_x[d]
+//                      + offs[c_block], offs (J) int64 the indexed dimensions' offsets (already
+//                      wrapped and checked). One work-item per element of y.
+//   index_put          x[..., i0, i1, ...] = v (-DADD: +=), the same layout, v at strides
+//                      L.stride_v: one work-item per line (every coordinate but the block fixed)
+//                      walks its J positions in order, so repeated positions within a line add
+//                      up (or the last one wins) deterministically, without atomics; lines of a
+//                      tensor without internal overlap never share targets.
+//   nonzero_coords     y (n, ndim) int64: the coordinates (over L.size, last fastest) of every
+//                      element i with flag[i] != 0, in row pos[i] - 1 (pos: flag's inclusive
+//                      cumulative sum). One work-item per element of flag.
+//   isin               y[i] = (x[i] equals some t[j], j < m) xor invert; x and t contiguous, of
+//                      one type T; one work-item per element of x walks t.
 
 #ifndef T
 #define T float
@@ -144,4 +159,78 @@ __kernel void cat2(__global const T* a, const int a_off, __global const T* b, co
   if (i >= total) return;
   const int row = (n0 + n1) * inner, o = i / row, t = i % row;
   y[y_off + i] = t < n0 * inner ? a[a_off + o * n0 * inner + t] : b[b_off + o * n1 * inner + t - n0 * inner];
+}
+
+// ---- advanced indexing ---------------------------------------------------------------------
+
+#define MAX_INDEX_DIMS 8
+
+typedef struct {
+  int ndim;   // dimensions of the selection, the index block counted once
+  int block;  // which of them runs over the index positions
+  int size[MAX_INDEX_DIMS];
+  int stride_x[MAX_INDEX_DIMS];  // x's strides (0 at the block: offs holds those offsets)
+  int stride_v[MAX_INDEX_DIMS];  // the values' strides (index_put)
+} IndexLayout;
+
+__kernel void index_gather(__global const T* x, const int x_off, __global const long* offs, const int offs_off,
+                           __global T* y, const int y_off, const IndexLayout L, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  int rest = i, j = 0;
+  long at = x_off;
+  for (int d = L.ndim - 1; d >= 0; --d) {
+    const int c = rest % L.size[d];
+    rest /= L.size[d];
+    if (d == L.block) j = c;
+    else at += (long)c * L.stride_x[d];
+  }
+  y[y_off + i] = x[at + offs[offs_off + j]];
+}
+
+__kernel void index_put(__global T* x, const int x_off, __global const long* offs, const int offs_off,
+                        __global const T* v, const int v_off, const IndexLayout L, const int lines) {
+  const int line = get_global_id(0);
+  if (line >= lines) return;
+  int rest = line;
+  long at = x_off, av = v_off;
+  for (int d = L.ndim - 1; d >= 0; --d) {
+    if (d == L.block) continue;
+    const int c = rest % L.size[d];
+    rest /= L.size[d];
+    at += (long)c * L.stride_x[d];
+    av += (long)c * L.stride_v[d];
+  }
+  const int J = L.size[L.block], vs = L.stride_v[L.block];
+  for (int j = 0; j < J; ++j) {
+    const long target = at + offs[offs_off + j];
+#ifdef ADD
+    x[target] += v[av + (long)j * vs];
+#else
+    x[target] = v[av + (long)j * vs];
+#endif
+  }
+}
+
+__kernel void nonzero_coords(__global const uchar* flag, const int flag_off, __global const long* pos,
+                             const int pos_off, __global long* y, const int y_off, const IndexLayout L,
+                             const int total) {
+  const int i = get_global_id(0);
+  if (i >= total || !flag[flag_off + i]) return;
+  const long row = pos[pos_off + i] - 1;
+  int rest = i;
+  for (int d = L.ndim - 1; d >= 0; --d) {
+    y[y_off + row * L.ndim + d] = rest % L.size[d];
+    rest /= L.size[d];
+  }
+}
+
+__kernel void isin(__global const T* x, const int x_off, __global const T* t, const int t_off, __global uchar* y,
+                   const int y_off, const int m, const int invert, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const T value = x[x_off + i];
+  int found = 0;
+  for (int j = 0; j < m && !found; ++j) found = t[t_off + j] == value;
+  y[y_off + i] = (uchar)(found != invert);
 }

@@ -1,8 +1,9 @@
 // Attention on the opencl device:
 // - scaled_dot_product_attention without gradients or dropout: one kernel
 //   (kernels/attention.cl) through torch's "overrideable" backend, chosen by
-//   _fused_sdp_choice for the device; with gradients, dropout, grouped heads or rows too
-//   long for local memory, torch's math path (matmul, softmax, ... on the device's ops).
+//   _fused_sdp_choice for the device, grouped key/value heads (enable_gqa) included; with
+//   gradients, dropout or rows too long for local memory, torch's math path (matmul,
+//   softmax, ... on the device's ops).
 // - nn.MultiheadAttention's fast path (eval mode, no gradients, batch_first):
 //   _native_multi_head_attention, composed from the device's native operators (linear,
 //   matmul, softmax). Masks go to the CPU fallback.
@@ -74,9 +75,10 @@ bool sdpa_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
     if (!is_device(*t) || t->scalar_type() != at::kFloat || t->dim() != 4) return false;
   if (dropout_p > 0.0) return false;
   if (c10::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())) return false;
-  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3);
-  if (k.size(0) != B || v.size(0) != B || k.size(1) != H || v.size(1) != H || v.size(2) != S || k.size(3) != D)
-    return false;  // grouped heads and broadcast batches: the math path
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3), Hk = k.size(1);
+  if (k.size(0) != B || v.size(0) != B || v.size(1) != Hk || v.size(2) != S || k.size(3) != D) return false;
+  // Grouped key/value heads (enable_gqa): query head h reads key/value head h / (H / Hk).
+  if (Hk != H && !(enable_gqa && Hk > 0 && H % Hk == 0)) return false;
   if (B * H * L == 0 || S == 0 || D > kSdpaMaxD || S > sdpa_max_keys()) return false;
   if (B * H * L * std::max<int64_t>(v.size(3), 1) >= INT_MAX) return false;
   for (const at::Tensor* t : {&q, &k, &v})
@@ -108,7 +110,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::Sym
 sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                   bool return_debug_mask, std::optional<double> scale) {
-  TORCH_CHECK(sdpa_fits(q, k, v, attn_bias, dropout_p, false) && !return_debug_mask,
+  // Torch passes grouped heads here only when enable_gqa chose this backend (fused_sdp_choice).
+  const bool grouped = k.dim() == 4 && q.dim() == 4 && k.size(1) != q.size(1);
+  TORCH_CHECK(sdpa_fits(q, k, v, attn_bias, dropout_p, grouped) && !return_debug_mask,
               "opencl: scaled_dot_product_attention: these inputs take torch's math path (shapes ", q.sizes(), ", ",
               k.sizes(), ", ", v.sizes(), ")");
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3), E = v.size(3);
@@ -126,8 +130,8 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const size_t global[1] = {size_t(B * H * L) * kSdpaGroup};
     const size_t local[1] = {size_t(kSdpaGroup)};
     launch(Device::get().kernel("attention.cl", "sdpa_forward", options), NDRange(1, global, local), arg(q), qs,
-           arg(k), ks, arg(v), vs, arg(mask), ms, arg(out), arg(lse), int(H), int(L), int(S), int(D), int(E),
-           float(s));
+           arg(k), ks, arg(v), vs, arg(mask), ms, arg(out), arg(lse), int(H), int(H / k.size(1)), int(L), int(S),
+           int(D), int(E), float(s));
   }
   const at::Tensor none;
   return {out, lse, none, none, c10::SymInt(L), c10::SymInt(S), empty_device({0}, at::kLong),

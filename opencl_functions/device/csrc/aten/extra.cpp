@@ -1,16 +1,13 @@
 // More operators of the opencl device, beyond the validated networks' hot paths: variance
 // and standard deviation, MSE loss, flip, roll, unfold (so repeat), cumsum, gather,
-// scatter/scatter_add, indexing with one integer index tensor (x[idx], x[idx] = v),
-// random fills (randn, rand, bernoulli) and linspace. Kernels: kernels/gather.cl. Cases
-// not covered go to the CPU fallback (with its warning).
+// scatter/scatter_add, random fills (randn, rand, bernoulli) and linspace. Kernels:
+// kernels/gather.cl. (Indexing, x[i, j] and x[mask]: indexing.cpp.)
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/TensorShape.h>
 #include <torch/library.h>
 
 #include <climits>
 
-#include "fallback.h"
 #include "pointwise.h"
 
 namespace oclf::device {
@@ -257,53 +254,6 @@ at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tenso
   return scatter_into(out, dim, index, src, 0, false);
 }
 
-// ---- indexing ------------------------------------------------------------------------------
-
-// The position of the only index tensor when it is an integer one, else -1.
-int64_t single_integer_index(const c10::List<std::optional<at::Tensor>>& indices) {
-  int64_t at_index = -1;
-  for (size_t k = 0; k < indices.size(); ++k) {
-    const std::optional<at::Tensor> t = indices.get(k);
-    if (!t || !t->defined()) continue;
-    if (at_index >= 0 || !at::isIntegralType(t->scalar_type(), /*includeBool=*/false)) return -1;
-    at_index = int64_t(k);
-  }
-  return at_index;
-}
-
-at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  const int64_t p = single_integer_index(indices);
-  if (p < 0) return at::native::call_fallback_fn<&fallback_boxed, at::_ops::index_Tensor>::call(self, indices);
-  const at::Tensor idx = long_index(*indices.get(p));
-  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().begin() + p);
-  shape.insert(shape.end(), idx.sizes().begin(), idx.sizes().end());
-  shape.insert(shape.end(), self.sizes().begin() + p + 1, self.sizes().end());
-  return self.index_select(p, idx.reshape({-1})).view(shape);
-}
-
-at::Tensor& index_put(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
-                      const at::Tensor& values, bool accumulate, bool unsafe) {
-  const int64_t p = single_integer_index(indices);
-  if (p < 0) {
-    return at::native::call_fallback_fn<&fallback_boxed, at::_ops::_index_put_impl_>::call(self, indices, values,
-                                                                                          accumulate, unsafe);
-  }
-  const at::Tensor idx = long_index(*indices.get(p)).reshape({-1});
-  // The rows idx[j] of dimension p take values broadcast to the selected shape.
-  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
-  shape[p] = idx.numel();
-  int64_t count = 1;
-  for (int64_t n : shape) count *= n;
-  const at::Tensor typed_values = values.to(self.scalar_type());
-  // Values shaped like the selection (reshaped), or broadcast to it.
-  const at::Tensor src = typed_values.numel() == count && typed_values.dim() > 0 ? typed_values.reshape(shape)
-                                                                                 : typed_values.expand(shape);
-  if (accumulate) return self.index_add_(p, idx, src.contiguous());
-  std::vector<int64_t> view(self.dim(), 1);
-  view[p] = idx.numel();
-  return scatter_into(self, p, idx.view(view).expand(shape), src, 0, false);
-}
-
 // ---- random numbers and ranges -------------------------------------------------------------
 
 // Fills self (float) from a seed drawn from torch's CPU generator (torch.manual_seed repeats it).
@@ -377,8 +327,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_.value", scatter_value_);
   m.impl("scatter.src_out", scatter_src_out);
   m.impl("scatter.value_out", scatter_value_out);
-  m.impl("index.Tensor", index);
-  m.impl("_index_put_impl_", index_put);
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
   m.impl("bernoulli_.float", bernoulli_);

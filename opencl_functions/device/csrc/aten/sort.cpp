@@ -1,0 +1,151 @@
+// Sorting and sampling on the opencl device: sort (stable, so argsort and msort), topk and
+// multinomial (so sampling in generate(): top-k, top-p). Kernels: kernels/sort.cl.
+//
+// A sort moves the sorted dimension last in a contiguous copy and merges sorted runs of
+// 1, 2, 4, ... elements in log2(n) passes of one kernel, between two pairs of buffers.
+// topk is the first k of a sort. multinomial draws with replacement by binary search in
+// each row's cumulative sums; without replacement it takes the k largest p / E, E ~ Exp(1)
+// (the exponential race, as torch does), so each draw excludes the ones before it.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "common.h"
+
+namespace oclf::device {
+
+namespace {
+
+at::TensorOptions options(at::ScalarType dtype) { return at::TensorOptions().device(kType, 0).dtype(dtype); }
+
+// (values, indices) of self sorted along dim: fresh tensors of self's shape.
+std::tuple<at::Tensor, at::Tensor> sort_along(const at::Tensor& self, int64_t dim, bool descending,
+                                              const char* op) {
+  check_device(self, "self");
+  TORCH_CHECK(!at::isComplexType(self.scalar_type()), "opencl: ", op, ": complex tensors cannot be sorted");
+  TORCH_CHECK(self.numel() < INT_MAX, "opencl: ", op, ": tensors over 2^31 elements are not supported, got ",
+              self.sizes());
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (self.dim() == 0 || self.numel() == 0)
+    return {self.clone(), at::zeros(self.sizes(), options(at::kLong))};
+  // The sorted dimension last, contiguous, in buffers of our own (the passes write them).
+  at::Tensor keys[2] = {self.movedim(d, -1).clone(at::MemoryFormat::Contiguous), at::Tensor()};
+  const std::vector<int64_t> shape(keys[0].sizes().begin(), keys[0].sizes().end());
+  const int64_t n = shape.back(), total = keys[0].numel();
+  keys[1] = empty_device(shape, self.scalar_type());
+  at::Tensor idx[2] = {at::arange(n, options(at::kLong)).expand(shape).contiguous(), empty_device(shape, at::kLong)};
+  std::string build = std::string("-DT=") + cl_type(self.scalar_type()) +
+                      (at::isFloatingType(self.scalar_type()) ? " -DFLOATING" : "") + (descending ? " -DDESCENDING" : "");
+  cl_kernel kernel = Device::get().kernel("sort.cl", "merge_pass", build);
+  int from = 0;
+  for (int64_t width = 1; width < n; width *= 2, from = 1 - from) {
+    launch(kernel, NDRange::linear(size_t(total)), arg(keys[from]), arg(idx[from]), arg(keys[1 - from]),
+           arg(idx[1 - from]), int(n), int(width), int(total));
+  }
+  return {keys[from].movedim(-1, d), idx[from].movedim(-1, d)};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                              bool descending, at::Tensor& values, at::Tensor& indices) {
+  check_device(values, "values");
+  check_device(indices, "indices");
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "opencl: sort: indices must be int64, got ", indices.scalar_type());
+  const auto [v, i] = sort_along(self, dim, descending, "sort");
+  at::native::resize_output(values, v.sizes());
+  at::native::resize_output(indices, i.sizes());
+  values.copy_(v);
+  indices.copy_(i);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> sort(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                        bool descending) {
+  return sort_along(self, dim, descending, "sort");
+}
+
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k_sym, int64_t dim, bool largest,
+                                        bool sorted) {
+  const int64_t k = k_sym.expect_int();
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.dim() == 0 ? 1 : self.size(d);
+  TORCH_CHECK(k >= 0 && k <= n, "opencl: topk: selected index k out of range (k = ", k, ", dimension ", d,
+              " has size ", n, ")");
+  const auto [v, i] = sort_along(self, d, largest, "topk");
+  if (self.dim() == 0) return {v, i};
+  return {v.narrow(d, 0, k), i.narrow(d, 0, k)};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
+                                              bool sorted, at::Tensor& values, at::Tensor& indices) {
+  check_device(values, "values");
+  check_device(indices, "indices");
+  const auto [v, i] = oclf::device::topk(self, k, dim, largest, sorted);
+  at::native::resize_output(values, v.sizes());
+  at::native::resize_output(indices, i.sizes());
+  values.copy_(v);
+  indices.copy_(i);
+  return {values, indices};
+}
+
+// ---- multinomial ---------------------------------------------------------------------------
+
+at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement,
+                       std::optional<at::Generator> gen) {
+  check_device(self, "self");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "opencl: multinomial: probabilities must be floating point, got ",
+              self.scalar_type());
+  TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "opencl: multinomial: prob_dist must be 1 or 2 dim, got ",
+              self.sizes());
+  TORCH_CHECK(num_samples > 0, "opencl: multinomial: cannot sample n_sample <= 0 samples");
+  const int64_t n = self.size(-1), rows = self.dim() == 2 ? self.size(0) : 1;
+  TORCH_CHECK(n > 0, "opencl: multinomial: the distribution has no categories");
+  TORCH_CHECK(replacement || num_samples <= n, "opencl: multinomial: cannot sample n_sample > prob_dist.size(-1) (",
+              num_samples, " > ", n, ") samples without replacement");
+  TORCH_CHECK(n < INT_MAX && rows * num_samples < INT_MAX, "opencl: multinomial: too many categories or samples");
+  const at::Tensor p = self.to(at::kFloat).reshape({rows, n});
+  // One read for the checks torch makes: no negative, infinite or NaN probability, each row
+  // a positive sum, and enough categories of nonzero probability to draw without replacement.
+  const at::Tensor checks = at::stack({at::logical_or(p.lt(0), p.isfinite().logical_not()).any(),
+                                       p.sum(1).le(0).any(),
+                                       p.gt(0).sum(1).lt(replacement ? 1 : num_samples).any()})
+                                .cpu();
+  TORCH_CHECK(!checks[0].item<bool>(), "opencl: multinomial: probability tensor contains either `inf`, `nan` or "
+              "element < 0");
+  TORCH_CHECK(!checks[1].item<bool>(), "opencl: multinomial: invalid multinomial distribution (sum of probabilities "
+              "<= 0)");
+  TORCH_CHECK(!checks[2].item<bool>(), "opencl: multinomial: invalid multinomial distribution (with replacement="
+              "False, not enough non-negative category to sample)");
+  at::Tensor draws;
+  if (replacement) {
+    const at::Tensor cdf = p.cumsum(1).contiguous();
+    const at::Tensor u = empty_device({rows, num_samples}, at::kFloat).uniform_(0, 1, gen);
+    draws = empty_device({rows, num_samples}, at::kLong);
+    launch(Device::get().kernel("sort.cl", "multinomial_draw", ""), NDRange::linear(size_t(rows * num_samples)),
+           arg(cdf), arg(u), arg(draws), int(n), int(num_samples), int(rows * num_samples));
+  } else {
+    const at::Tensor race = empty_device({rows, n}, at::kFloat).uniform_(0, 1, gen).log_().neg_();
+    draws = std::get<1>(oclf::device::topk(p.div(race), num_samples, 1, /*largest=*/true, /*sorted=*/true));
+  }
+  return self.dim() == 1 ? draws.reshape({num_samples}) : draws;
+}
+
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t num_samples, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor& out) {
+  check_device(out, "out");
+  const at::Tensor draws = oclf::device::multinomial(self, num_samples, replacement, gen);
+  at::native::resize_output(out, draws.sizes());
+  return out.copy_(draws);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sort.stable", sort);
+  m.impl("sort.values_stable", sort_out);
+  m.impl("topk", topk);
+  m.impl("topk.values", topk_out);
+  m.impl("multinomial", multinomial);
+  m.impl("multinomial.out", multinomial_out);
+}
+
+}  // namespace oclf::device
