@@ -207,3 +207,17 @@ def test_a_recorded_decoding_step_generates_torchs_tokens(device):
             tokens.append(int(token.item()))
     assert tokens == expected
     assert len(set(tokens)) > 4
+
+
+def test_integer_indexing_is_recorded_without_waiting(device):
+    """Indexing checks its indices with one read when it runs; while recording it cannot wait."""
+    x = torch.randn(6, 5).to("opencl")
+    idx = torch.tensor([4, 0, -1]).to("opencl")
+    with device.graph() as g:
+        y = x[idx] * 2
+    idx.copy_(torch.tensor([1, 1, 2]))
+    g.replay()
+    torch.testing.assert_close(y.cpu(), x.cpu()[torch.tensor([1, 1, 2])] * 2)
+    with pytest.raises(RuntimeError, match="waits for the device"):
+        with device.graph():
+            x[x > 0]                                    # its size depends on the values

@@ -128,17 +128,22 @@ Selection select(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>
   const bool adjacent = s.dims.back() - s.dims.front() + 1 == int64_t(s.dims.size());
   s.block = adjacent ? s.dims.front() : 0;
 
-  // Offsets, and one check (one read) that every index is within its dimension.
+  // Offsets, and one check (one read) that every index is within its dimension. While a
+  // graph records, nothing may wait for the device: the check is left out there (the
+  // offsets wrap into the dimension, so no kernel reads or writes outside x).
+  const bool check = Device::get().recording() == nullptr;
   at::Tensor offsets, bad;
   for (size_t k = 0; k < index.size(); ++k) {
     const int64_t size = x.size(s.dims[k]);
     const at::Tensor& i = index[k];
-    const at::Tensor out_of_range = at::logical_or(i.lt(-size), i.ge(size));
-    bad = bad.defined() ? at::logical_or(bad, out_of_range) : out_of_range;
+    if (check) {
+      const at::Tensor out_of_range = at::logical_or(i.lt(-size), i.ge(size));
+      bad = bad.defined() ? at::logical_or(bad, out_of_range) : out_of_range;
+    }
     const at::Tensor term = i.remainder(std::max<int64_t>(size, 1)).mul(x.stride(s.dims[k]));
     offsets = offsets.defined() ? offsets.add(term) : term;
   }
-  if (bad.numel() > 0 && bad.any().item<bool>()) {
+  if (check && bad.numel() > 0 && bad.any().item<bool>()) {
     for (size_t k = 0; k < index.size(); ++k) {
       const at::Tensor host = index[k].cpu();
       const int64_t size = x.size(s.dims[k]);
