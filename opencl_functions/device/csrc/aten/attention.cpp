@@ -136,7 +136,7 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("_native_multi_head_attention", multi_head_attention);
   m.impl("_scaled_dot_product_fused_attention_overrideable", sdpa_overrideable);
 }

@@ -353,7 +353,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("var.correction", var);
   m.impl("var_mean.correction", var_mean);
   m.impl("std.correction", std_);

@@ -309,7 +309,7 @@ at::Tensor triangle(const at::Tensor& self, c10::SymInt diagonal) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("_softmax", softmax<false>);
   m.impl("_softmax.out", softmax_out<false>);
   m.impl("_log_softmax", softmax<true>);

@@ -182,7 +182,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("native_batch_norm", batch_norm);
   m.impl("native_batch_norm_backward", batch_norm_backward);
   m.impl("native_layer_norm", layer_norm);
