@@ -120,6 +120,32 @@ void call_widened(const c10::KernelFunction& native, const c10::OperatorHandle& 
   }
 }
 
+// The CPU fallback of an operator. The convolution hooks a backend overrides have no CPU
+// kernel: their CPU form is aten::convolution (the same arguments) and
+// aten::convolution_backward (which also takes the bias's sizes).
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string& name = op.operator_name().name;
+  if (name == "aten::convolution_overrideable") {
+    static const c10::OperatorHandle cpu = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+    fallback_boxed(cpu, stack);
+    return;
+  }
+  if (name == "aten::convolution_backward_overrideable") {
+    static const c10::OperatorHandle cpu =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+    // (grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
+    // groups, output_mask): bias_sizes goes after weight.
+    const size_t weight = stack->size() - op.schema().arguments().size() + 2;
+    const at::Tensor& w = (*stack)[weight].toTensor();
+    const bool transposed = (*stack)[weight + 4].toBool();
+    const int64_t channels = transposed ? w.size(1) * (*stack)[weight + 6].toInt() : w.size(0);
+    stack->insert(stack->begin() + weight + 1, c10::IValue(std::vector<int64_t>{channels}));
+    fallback_boxed(cpu, stack);
+    return;
+  }
+  fallback_boxed(op, stack);
+}
+
 void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   Registry& r = registry();
   const c10::OperatorName& name = op.operator_name();
@@ -168,7 +194,7 @@ void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, tor
     }
   }
   learn(Route::Cpu);
-  fallback_boxed(op, stack);
+  run_on_cpu(op, stack);
 }
 
 }  // namespace

@@ -112,6 +112,8 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 // Bytes a dense tensor's elements span, from its first element.
 size_t dense_bytes(const at::Tensor& t) { return size_t(t.numel()) * t.element_size(); }
 
+void copy_on_device(const at::Tensor& src, const at::Tensor& dst);
+
 // Host to device: the source, broadcast and converted on the host, is written in place
 // when dst is dense (any order of dimensions), else through a contiguous device tensor.
 void copy_to_device(const at::Tensor& src, const at::Tensor& dst) {
@@ -129,7 +131,7 @@ void copy_to_device(const at::Tensor& src, const at::Tensor& dst) {
   }
   at::Tensor packed = empty_device(dst.sizes(), dst.scalar_type());
   copy_to_device(host, packed);
-  elementwise("copy", dst, {packed}, dst.scalar_type());
+  copy_on_device(packed, dst);
 }
 
 // Device to host: a dense source is read in one piece (waiting for the queue), else it is
