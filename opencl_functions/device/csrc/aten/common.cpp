@@ -37,6 +37,16 @@ const char* cl_storage_type(at::ScalarType dtype, const char* what) {
   }
 }
 
+const char* cl_move_type(at::ScalarType dtype, const char* what) {
+  switch (dtype) {
+    case at::kHalf:
+    case at::kBFloat16: return "ushort";
+    case at::kDouble:
+    case at::kComplexFloat: return "ulong";
+    default: return cl_type(dtype, what);
+  }
+}
+
 at::ScalarType compute_type(at::ScalarType dtype) {
   return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
 }

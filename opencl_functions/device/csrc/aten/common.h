@@ -42,6 +42,10 @@ const char* cl_type(at::ScalarType dtype, const char* what = "tensor");
 // The same, for kernels that read and write through kernels/dtypes.h (READ / WRITE):
 // also "double" (where the device has cl_khr_fp64), "half" and "bfloat".
 const char* cl_storage_type(at::ScalarType dtype, const char* what = "tensor");
+// For kernels that only move elements (index_select, cat, gather, tril/triu's zeros):
+// cl_type() for the device's computing types, else an unsigned integer of the element's
+// size ("ushort" for float16/bfloat16, "ulong" for float64/complex64).
+const char* cl_move_type(at::ScalarType dtype, const char* what = "tensor");
 // The type arithmetic on a dtype runs in: float32 for float16 and bfloat16, else itself.
 at::ScalarType compute_type(at::ScalarType dtype);
 bool is_device(const at::Tensor& t);

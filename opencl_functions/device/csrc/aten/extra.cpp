@@ -18,6 +18,8 @@ namespace oclf::device {
 namespace {
 
 std::string typed(const at::Tensor& t) { return std::string("-DT=") + cl_type(t.scalar_type()); }
+// For kernels that only move elements: any dtype of up to 8 bytes.
+std::string moved(const at::Tensor& t) { return std::string("-DT=") + cl_move_type(t.scalar_type()); }
 
 // ---- variance, MSE -------------------------------------------------------------------------
 
@@ -172,7 +174,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   at::Tensor y = out.is_contiguous() ? out : empty_device(idx.sizes(), self.scalar_type());
   if (y.numel() > 0) {
     const Coords c = coords(idx, self, at::Tensor(), "gather");
-    launch(Device::get().kernel("gather.cl", "gather", typed(self)), NDRange::linear(size_t(y.numel())), arg(self),
+    launch(Device::get().kernel("gather.cl", "gather", moved(self)), NDRange::linear(size_t(y.numel())), arg(self),
            arg(idx), arg(y), c, int(d), int(y.numel()));
   }
   if (!y.is_same(out)) out.copy_(y);

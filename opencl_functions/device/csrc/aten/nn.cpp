@@ -156,6 +156,8 @@ at::Tensor nll_backward(const at::Tensor& grad_output, const at::Tensor& self, c
 // ---- indexing -----------------------------------------------------------------------------
 
 std::string typed(const at::Tensor& t) { return std::string("-DT=") + cl_type(t.scalar_type()); }
+// For kernels that only move elements: any dtype of up to 8 bytes.
+std::string moved(const at::Tensor& t) { return std::string("-DT=") + cl_move_type(t.scalar_type()); }
 
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   check_device(self, "self");
@@ -169,7 +171,7 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   if (y.numel() == 0) return y;
   const at::Tensor x = contiguous(self);
   const auto [outer, D, inner] = around(x, d);
-  launch(Device::get().kernel("index.cl", "index_select", typed(x)), NDRange::linear(size_t(y.numel())), arg(x),
+  launch(Device::get().kernel("index.cl", "index_select", moved(x)), NDRange::linear(size_t(y.numel())), arg(x),
          arg(idx), arg(y), int(D), int(idx.numel()), int(inner), int(y.numel()));
   return y;
 }
@@ -239,7 +241,7 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
         b.dim() == out.dim() && !out.is_alias_of(a) && !out.is_alias_of(b)) {
       int64_t inner = 1;
       for (size_t i = size_t(d) + 1; i < shape.size(); ++i) inner *= shape[i];
-      launch(Device::get().kernel("index.cl", "cat2", typed(out)), NDRange::linear(size_t(out.numel())), arg(a),
+      launch(Device::get().kernel("index.cl", "cat2", moved(out)), NDRange::linear(size_t(out.numel())), arg(a),
              arg(b), arg(out), int(a.size(d)), int(b.size(d)), int(inner), int(out.numel()));
       return out;
     }
@@ -313,7 +315,7 @@ at::Tensor& triangle_out(const at::Tensor& self, c10::SymInt diagonal, at::Tenso
   at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), self.scalar_type());
   if (y.numel() == 0) return out;
   const at::Tensor x = contiguous(self);
-  launch(Device::get().kernel("index.cl", "triangle", typed(x) + (Lower ? " -DLOWER" : "")),
+  launch(Device::get().kernel("index.cl", "triangle", moved(x) + (Lower ? " -DLOWER" : "")),
          NDRange::linear(size_t(y.numel())), arg(x), arg(y), int(x.size(-2)), int(x.size(-1)),
          int(diagonal.expect_int()), int(y.numel()));
   if (!y.is_same(out)) out.copy_(y);
