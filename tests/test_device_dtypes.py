@@ -247,14 +247,19 @@ def test_norms_and_softmax(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention(dtype, causal, monkeypatch):
+@pytest.mark.parametrize("mask", ["none", "causal", "additive", "bool"])
+def test_attention(dtype, mask, monkeypatch):
     allow_fallback(monkeypatch, dtype)
     q, k, v = randn(2, 3, 7, 16, dtype=dtype), randn(2, 3, 9, 16, dtype=dtype), randn(2, 3, 9, 16, dtype=dtype)
+    bias = randn(7, 9, dtype=dtype)
+    kw = {"none": {}, "causal": {"is_causal": True}, "additive": {"attn_mask": bias}, "bool": {"attn_mask": bias > 0}}[mask]
     dq, dk, dv = dev(q, k, v)
+    dkw = {name: value.to("opencl") if torch.is_tensor(value) else value for name, value in kw.items()}
+    wide = {name: value.double() if torch.is_tensor(value) and value.is_floating_point() else value
+            for name, value in kw.items()}
     r = lambda t: t.double()  # noqa: E731
     sdpa = F.scaled_dot_product_attention
-    no_worse(sdpa(dq, dk, dv, is_causal=causal), sdpa(q, k, v, is_causal=causal), sdpa(r(q), r(k), r(v), is_causal=causal))
+    no_worse(sdpa(dq, dk, dv, **dkw), sdpa(q, k, v, **kw), sdpa(r(q), r(k), r(v), **wide))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
