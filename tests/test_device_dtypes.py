@@ -344,3 +344,26 @@ def test_language_model_forward_in_16_bits(name, dtype):
         ours = copy.deepcopy(model).to(dtype).to("opencl")(ids.to("opencl")).logits
     assert ours.dtype == dtype
     no_worse(ours, cpu, ref)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_16bit_kernels_read_16_bits_without_a_float32_copy(dtype):
+    x, w, b = randn(3, 37, dtype=dtype), randn(37, dtype=dtype), randn(37, dtype=dtype)
+    q = randn(1, 2, 5, 8, dtype=dtype)
+    dx, dw, db, dq = dev(x, w, b, q)
+    ids = torch.tensor([2, 0, 2], device="opencl")
+    torch.ops.oclf.launch_log_start()
+    try:
+        F.softmax(dx, -1), F.log_softmax(dx, 0), F.layer_norm(dx, (37,), dw, db)
+        F.scaled_dot_product_attention(dq, dq, dq, is_causal=True)
+        F.embedding(ids, dx), (dx * dw + 1).sum(-1), dx.amax(0)
+        launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
+    finally:
+        torch.ops.oclf.launch_log_stop()
+    name = {torch.float16: "half", torch.bfloat16: "bfloat"}[dtype]
+    kernels = {kernel for _, kernel, *_ in launches}
+    assert {"softmax_forward", "ln_forward", "sdpa_forward", "index_select", "ew_contig"} <= kernels
+    for _, kernel, options, *_ in launches:
+        assert "-DTO=float" not in options or f"-DTA={name}" not in options, f"{kernel} widened: {options}"
+        if kernel in ("softmax_forward", "ln_forward", "sdpa_forward"):
+            assert f"-DT={name}" in options.split(), f"{kernel}: {options}"
