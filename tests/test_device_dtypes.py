@@ -314,6 +314,11 @@ def test_complex_arithmetic_runs_on_the_cpu_fallback(monkeypatch):
     (d,) = dev(x)
     same(d * d + 1, x * x + 1)
     same(d.abs(), x.abs())
+    # torch's lazy conjugate and negative views are resolved on copies
+    same(d.conj(), x.conj())
+    same(d * d.conj(), x * x.conj())
+    same(d.conj().t().contiguous(), x.conj().t().contiguous())
+    same(d.conj().imag, x.conj().imag)
     monkeypatch.setenv("OCL_FALLBACK", "error")
     with pytest.raises(NotImplementedError, match="aten::mul.Tensor has no OpenCL kernel"):
         d * d

@@ -220,6 +220,16 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "opencl: copy of an undefined tensor");
+  // torch's lazy conjugate and negative views (x.conj() of a complex tensor) reach here (the
+  // Conjugate and Negative keys fall through): the stored values are copied, then the view's
+  // operation is applied to dst.
+  if (is_device(self) && (self.is_conj() || self.is_neg()) && !dst.is_conj() && !dst.is_neg()) {
+    const at::Tensor stored = self.is_conj() ? at::_conj(self) : self;
+    copy_from(stored.is_neg() ? at::_neg_view(stored) : stored, dst, non_blocking);
+    if (self.is_conj()) at::view_as_real(dst).select(-1, 1).neg_();  // imaginary parts
+    if (self.is_neg()) (dst.is_complex() ? at::view_as_real(dst) : dst).neg_();
+    return dst;
+  }
   if (is_device(self) && is_device(dst)) {
     copy_on_device(self, dst);
   } else if (is_device(dst)) {
@@ -296,5 +306,10 @@ OCLF_DEVICE_OPS(m) {
   m.impl("fill_.Tensor", fill_tensor);
   m.impl("zero_", zero_);
 }
+
+// Copies from conjugate and negative views are resolved by copy_from itself: through
+// these keys' fallback (which materialises the view with a copy) they would recurse.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
 
 }  // namespace oclf::device
