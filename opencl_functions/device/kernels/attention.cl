@@ -11,11 +11,21 @@
 //
 // q (B,H,L,D), k (B,H/KVG,S,D), v (B,H/KVG,S,E) and the mask (B,H,L,S; stride 0 where broadcast)
 // are read at any strides, given in elements as int4 (b, h, row, column); o (B,H,L,E) and
-// lse (B,H,L) are contiguous. The scores stay in local memory: S ≤ MAX_S, D ≤ MAX_D
+// lse (B,H,L) are contiguous. q, k, v and o are of type -DT= (dtypes.h names: float by
+// default; float16 and bfloat16 read directly), a float mask of -DTM=, lse and the arithmetic
+// float32. The scores stay in local memory: S ≤ MAX_S, D ≤ MAX_D
 // (build options; the host falls back to torch's math path past them).
+
+#include "dtypes.h"
 
 #ifndef GROUP
 #define GROUP 64
+#endif
+#ifndef T
+#define T float
+#endif
+#ifndef TM
+#define TM float
 #endif
 #ifndef MASK
 #define MASK 0
@@ -30,7 +40,7 @@
 #if MASK == 1
 typedef uchar mask_t;
 #else
-typedef float mask_t;
+typedef TM mask_t;
 #endif
 
 inline float group_reduce(float value, __local float* scratch, const int is_max) {
@@ -47,9 +57,9 @@ inline float group_reduce(float value, __local float* scratch, const int is_max)
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
-void sdpa_forward(__global const float* q, const int q_off, const int4 qs, __global const float* k, const int k_off,
-                  const int4 ks, __global const float* v, const int v_off, const int4 vs, __global const mask_t* mask,
-                  const int mask_off, const int4 ms, __global float* o, const int o_off, __global float* lse,
+void sdpa_forward(__global const T* q, const int q_off, const int4 qs, __global const T* k, const int k_off,
+                  const int4 ks, __global const T* v, const int v_off, const int4 vs, __global const mask_t* mask,
+                  const int mask_off, const int4 ms, __global T* o, const int o_off, __global float* lse,
                   const int lse_off, const int H, const int KVG, const int L, const int S, const int D, const int E,
                   const float scale) {
   __local float qrow[MAX_D];
@@ -59,12 +69,12 @@ void sdpa_forward(__global const float* q, const int q_off, const int4 qs, __glo
   const int r = get_group_id(0);
   const int l = r % L, h = (r / L) % H, b = r / (L * H);
 
-  __global const float* qp = q + q_off + b * qs.x + h * qs.y + l * qs.z;
-  for (int d = lid; d < D; d += GROUP) qrow[d] = qp[d * qs.w];
+  const int qp = q_off + b * qs.x + h * qs.y + l * qs.z;
+  for (int d = lid; d < D; d += GROUP) qrow[d] = (float)READ(T, q, qp + d * qs.w);
   barrier(CLK_LOCAL_MEM_FENCE);
 
   const int g = h / KVG;
-  __global const float* kb = k + k_off + b * ks.x + g * ks.y;
+  const int kb = k_off + b * ks.x + g * ks.y;
   float top = -INFINITY;
   for (int j = lid; j < S; j += GROUP) {
     float s = -INFINITY;
@@ -72,14 +82,14 @@ void sdpa_forward(__global const float* q, const int q_off, const int4 qs, __glo
     if (j <= l)
 #endif
     {
-      __global const float* kp = kb + j * ks.z;
+      const int kp = kb + j * ks.z;
       float acc = 0.0f;
-      for (int d = 0; d < D; ++d) acc = fma(qrow[d], kp[d * ks.w], acc);
+      for (int d = 0; d < D; ++d) acc = fma(qrow[d], (float)READ(T, k, kp + d * ks.w), acc);
       s = acc * scale;
 #if MASK == 1
       if (!mask[mask_off + b * ms.x + h * ms.y + l * ms.z + j * ms.w]) s = -INFINITY;
 #elif MASK == 2
-      s += mask[mask_off + b * ms.x + h * ms.y + l * ms.z + j * ms.w];
+      s += (float)READ(TM, mask, mask_off + b * ms.x + h * ms.y + l * ms.z + j * ms.w);
 #endif
     }
     p[j] = s;
@@ -95,12 +105,12 @@ void sdpa_forward(__global const float* q, const int q_off, const int4 qs, __glo
   sum = group_reduce(sum, scratch, 0);  // its barriers also publish every p[j]
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 
-  __global const float* vb = v + v_off + b * vs.x + g * vs.y;
-  __global float* orow = o + o_off + (size_t)r * E;
+  const int vb = v_off + b * vs.x + g * vs.y;
+  const size_t orow = o_off + (size_t)r * E;
   for (int e = lid; e < E; e += GROUP) {
     float acc = 0.0f;
-    for (int j = 0; j < S; ++j) acc = fma(p[j], vb[j * vs.z + e * vs.w], acc);
-    orow[e] = acc * inv;
+    for (int j = 0; j < S; ++j) acc = fma(p[j], (float)READ(T, v, vb + j * vs.z + e * vs.w), acc);
+    WRITE(T, o, orow + e, acc * inv);
   }
   if (lid == 0) lse[lse_off + r] = top == -INFINITY ? -INFINITY : top + log(sum);
 }

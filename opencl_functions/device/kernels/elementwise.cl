@@ -4,8 +4,9 @@
 // Build options name the operation and the types:
 //   -DOP_<name>      the operation F (the list below)
 //   -DTO=, -DTA=, -DTB=, -DTC=   element types of out and of the inputs a, b, c
-//                    (float, long, int, uchar for bool)
-//   -DCT=            the type F computes in; inputs are converted to it
+//                    (dtypes.h: float, double, half, bfloat, long, int, ..., uchar for bool)
+//   -DCT=            the type F computes in; inputs are converted to it (float for half
+//                    and bfloat: 16-bit storage, float32 arithmetic)
 //   -DNIN=0|1|2|3    how many inputs F reads (0: fill)
 //   -DA_SCALAR, -DB_SCALAR, -DC_SCALAR   a (b, c) is a number, passed as va (vb, vc)
 //   -DOUT_BOOL       out is bool: stores F != 0
@@ -20,6 +21,8 @@
 // ew_strided: element i of out is at index (i_0, ..., i_{ndim-1}) of the shape L.size
 //   (row-major, the last dimension fastest); operand k (0 = out, 1..3 = a, b, c) is read
 //   at offset_k + Σ_d i_d · L.stride[k][d], in elements (stride 0 broadcasts).
+
+#include "dtypes.h"
 
 #ifndef NIN
 #define NIN 1
@@ -104,9 +107,9 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_silu)
 #define F(a, b, c) ((a) / (1.0f + exp(-(a))))
 #elif defined(OP_hardsigmoid)
-#define F(a, b, c) clamp((a) / 6.0f + 0.5f, 0.0f, 1.0f)
+#define F(a, b, c) clamp((a) / 6 + (CT)0.5f, (CT)0, (CT)1)
 #elif defined(OP_hardswish)
-#define F(a, b, c) ((a) * clamp((a) / 6.0f + 0.5f, 0.0f, 1.0f))
+#define F(a, b, c) ((a) * clamp((a) / 6 + (CT)0.5f, (CT)0, (CT)1))
 #elif defined(OP_clamp)
 #define F(a, b, c) min(max((a), s0), s1)
 #elif defined(OP_clamp_min)
@@ -235,17 +238,17 @@ inline float gelu_tanh_grad(const float x) {
 #ifdef A_SCALAR
 #define LOAD_A(o) va
 #else
-#define LOAD_A(o) (CT) a[o]
+#define LOAD_A(o) (CT) READ(TA, a, o)
 #endif
 #ifdef B_SCALAR
 #define LOAD_B(o) vb
 #else
-#define LOAD_B(o) (CT) b[o]
+#define LOAD_B(o) (CT) READ(TB, b, o)
 #endif
 #ifdef C_SCALAR
 #define LOAD_C(o) vc
 #else
-#define LOAD_C(o) (CT) c[o]
+#define LOAD_C(o) (CT) READ(TC, c, o)
 #endif
 
 #define ARGS                                                                                   \
@@ -281,7 +284,7 @@ __kernel void ew_contig(ARGS) {
   }
   for (int k = 0; k < UNROLL; ++k) {
     const int i = base + k * G;
-    if (i < n) out[out_off + i] = (TO)STORE(F(av[k], bv[k], cv[k]));
+    if (i < n) WRITE(TO, out, out_off + i, STORE(F(av[k], bv[k], cv[k])));
   }
 }
 
@@ -314,7 +317,7 @@ __kernel void ew_strided(ARGS, const Layout L) {
 #else
   const CT cv = av;
 #endif
-  out[o0] = (TO)STORE(F(av, bv, cv));
+  WRITE(TO, out, o0, STORE(F(av, bv, cv)));
 }
 
 #ifndef CHUNK
@@ -353,6 +356,6 @@ __kernel void ew_strided2(ARGS, const Layout L) {
 #else
     const CT cv = av;
 #endif
-    out[o0 + j * s0_] = (TO)STORE(F(av, bv, cv));
+    WRITE(TO, out, o0 + j * s0_, STORE(F(av, bv, cv)));
   }
 }

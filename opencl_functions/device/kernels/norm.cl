@@ -18,13 +18,24 @@
 //   bn_backward_input   NDRange as bn_apply: training: dx = w·invstd/n · (n·dy - Σdy - x̂·Σdy·x̂);
 //                     eval: dx = dy · w · invstd.
 // Layer norm: x and y are (M, D), each row normalised on its own.
-//   ln_forward        one work-group per row: mean, rstd = 1/sqrt(var + eps), y = x̂·w + b.
+//   ln_forward        one work-group per row: mean, rstd = 1/sqrt(var + eps), y = x̂·w + b;
+//                     x and y of type -DT=, w and b of -DTW= (dtypes.h names, float by
+//                     default: float16 and bfloat16 read directly), mean, rstd and the
+//                     arithmetic float32.
 //   ln_backward_input one work-group per row: g = dy·w, dx = rstd·(g - mean(g) - x̂·mean(g·x̂)).
 //   ln_backward_params one work-item per column j: dw[j] = Σ_rows dy·x̂, db[j] = Σ_rows dy.
 // Work-groups have GROUP work-items (build option), reducing through local memory.
 
+#include "dtypes.h"
+
 #ifndef GROUP
 #define GROUP 256
+#endif
+#ifndef T
+#define T float
+#endif
+#ifndef TW
+#define TW T
 #endif
 #ifndef CHUNK
 #define CHUNK 1  // pixels per work-item in bn_apply and bn_backward_input (16 on CPUs)
@@ -32,6 +43,8 @@
 
 #define BUF(name) __global float *restrict name, const int name##_off
 #define CBUF(name) __global const float *restrict name, const int name##_off
+#define TBUF(type, name) __global type *restrict name, const int name##_off
+#define CTBUF(type, name) __global const type *restrict name, const int name##_off
 
 // Sum of `value` over the work-group; every work-item gets the result.
 inline float group_sum(float value, __local float* scratch) {
@@ -154,24 +167,26 @@ __kernel void bn_backward_input(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), CBU
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
-void ln_forward(CBUF(x), BUF(y), CBUF(w), CBUF(b), BUF(mean), BUF(rstd), const int has_w, const int has_b,
-                const int D, const float eps) {
+void ln_forward(CTBUF(T, x), TBUF(T, y), CTBUF(TW, w), CTBUF(TW, b), BUF(mean), BUF(rstd), const int has_w,
+                const int has_b, const int D, const float eps) {
   __local float scratch[GROUP];
   const int row = get_group_id(0);
   const int lid = get_local_id(0);
-  __global const float* xr = x + x_off + (size_t)row * D;
+  const size_t xr = x_off + (size_t)row * D, yr = y_off + (size_t)row * D;  // the row's first elements
   float s = 0.0f;
-  for (int j = lid; j < D; j += GROUP) s += xr[j];
+  for (int j = lid; j < D; j += GROUP) s += (float)READ(T, x, xr + j);
   const float m = group_sum(s, scratch) / D;
   float q = 0.0f;
-  for (int j = lid; j < D; j += GROUP) q += (xr[j] - m) * (xr[j] - m);
-  const float r = rsqrt(group_sum(q, scratch) / D + eps);
-  __global float* yr = y + y_off + (size_t)row * D;
   for (int j = lid; j < D; j += GROUP) {
-    float v = (xr[j] - m) * r;
-    if (has_w) v *= w[w_off + j];
-    if (has_b) v += b[b_off + j];
-    yr[j] = v;
+    const float d = (float)READ(T, x, xr + j) - m;
+    q += d * d;
+  }
+  const float r = rsqrt(group_sum(q, scratch) / D + eps);
+  for (int j = lid; j < D; j += GROUP) {
+    float v = ((float)READ(T, x, xr + j) - m) * r;
+    if (has_w) v *= (float)READ(TW, w, w_off + j);
+    if (has_b) v += (float)READ(TW, b, b_off + j);
+    WRITE(T, y, yr + j, v);
   }
   if (lid == 0) {
     mean[mean_off + row] = m;

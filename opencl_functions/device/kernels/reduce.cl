@@ -13,8 +13,10 @@
 //   reduce_item:  one work-item per output element, a loop over r (R small, many outputs).
 //
 // Build options: -DOP_<sum|prod|max|min|argmax|argmin|all|any|norm2>, -DTI= input type,
-// -DTO= output type, -DACC= accumulator type, -DLOWEST= and -DHIGHEST= the accumulator
-// type's extremes, -DGROUP= work-group size of reduce_group. Mean is sum with scale 1/R.
+// -DTO= output type (dtypes.h names), -DACC= accumulator type (float for half and bfloat:
+// torch's accumulation), -DLOWEST= and -DHIGHEST= the accumulator type's extremes, -DGROUP= work-group size of reduce_group. Mean is sum with scale 1/R.
+
+#include "dtypes.h"
 
 #define MAX_DIMS 6
 #ifndef GROUP
@@ -97,18 +99,18 @@ inline int offset_of(int index, const Dims d) {
 #define STORE(o, acc, ai) idx[idx_off + (o)] = (ai)
 #elif defined(OP_max) || defined(OP_min)
 #define STORE(o, acc, ai)         \
-  out[out_off + (o)] = (TO)(acc); \
+  WRITE(TO, out, out_off + (o), acc); \
   if (with_index) idx[idx_off + (o)] = (ai)
 #elif defined(OP_sum) || defined(OP_norm2)
-#define STORE(o, acc, ai) out[out_off + (o)] = (TO)FINAL(acc)
+#define STORE(o, acc, ai) WRITE(TO, out, out_off + (o), FINAL(acc))
 #else
-#define STORE(o, acc, ai) out[out_off + (o)] = (TO)(acc)
+#define STORE(o, acc, ai) WRITE(TO, out, out_off + (o), acc)
 #endif
 
 #define ARGS                                                                                     \
   __global const TI *x, const int x_off, __global TO *out, const int out_off, __global long *idx, \
       const int idx_off, const int with_index, const Dims kept, const Dims red, const int R,        \
-      const int outputs, const float scale
+      const int outputs, const ACC scale
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_group(ARGS) {
   const int o = get_group_id(0);
@@ -117,7 +119,7 @@ __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_group(AR
   ACC acc = INIT;
   int ai = 0x7fffffff;
   for (int r = lid; r < R; r += GROUP) {
-    const ACC v = (ACC)x[base + offset_of(r, red)];
+    const ACC v = (ACC)READ(TI, x, base + offset_of(r, red));
     COMBINE(acc, ai, v, r);
   }
   __local ACC part[GROUP];
@@ -149,7 +151,7 @@ __kernel void reduce_item(ARGS) {
   ACC acc = INIT;
   int ai = 0x7fffffff;
   for (int r = 0; r < R; ++r) {
-    const ACC v = (ACC)x[base + offset_of(r, red)];
+    const ACC v = (ACC)READ(TI, x, base + offset_of(r, red));
     COMBINE(acc, ai, v, r);
   }
   STORE(o, acc, ai);

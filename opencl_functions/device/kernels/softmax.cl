@@ -1,5 +1,7 @@
 // Softmax, log-softmax and the negative log-likelihood loss of the opencl device.
-// float32, contiguous; tensor arguments are a buffer and an offset in elements.
+// Contiguous; tensor arguments are a buffer and an offset in elements. The NLL loss is
+// float32; softmax reads x (dy, y) of type -DT= and writes y (dx) of type -DTY= (dtypes.h
+// names, float by default), computing in float32: float16 and bfloat16 are read directly.
 //
 // Softmax over dimension d of x viewed as (outer, D, inner): row (o, k) holds the D
 // elements x[(o·D + j)·inner + k], j < D. One work-group of GROUP work-items per row.
@@ -11,12 +13,22 @@
 //   nll_backward       one work-item per sample: dx[i, t_i] = -w[t_i]·g (dx zeroed before), g the
 //                      incoming gradient (per sample, or scalar / total weight for the mean).
 
+#include "dtypes.h"
+
 #ifndef GROUP
 #define GROUP 256
+#endif
+#ifndef T
+#define T float
+#endif
+#ifndef TY
+#define TY T
 #endif
 
 #define BUF(name) __global float *restrict name, const int name##_off
 #define CBUF(name) __global const float *restrict name, const int name##_off
+#define TBUF(type, name) __global type *restrict name, const int name##_off
+#define CTBUF(type, name) __global const type *restrict name, const int name##_off
 
 inline float group_reduce(float value, __local float* scratch, const int is_max) {
   const int lid = get_local_id(0);
@@ -34,33 +46,33 @@ inline float group_reduce(float value, __local float* scratch, const int is_max)
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
-void softmax_forward(CBUF(x), BUF(y), const int D, const int inner) {
+void softmax_forward(CTBUF(T, x), TBUF(TY, y), const int D, const int inner) {
   __local float scratch[GROUP];
   const int row = get_group_id(0);
   const int lid = get_local_id(0);
   const int o = row / inner, k = row - o * inner;
   const size_t base = (size_t)o * D * inner + k;
   float m = -INFINITY;
-  for (int j = lid; j < D; j += GROUP) m = fmax(m, x[x_off + base + (size_t)j * inner]);
+  for (int j = lid; j < D; j += GROUP) m = fmax(m, (float)READ(T, x, x_off + base + (size_t)j * inner));
   m = group_reduce(m, scratch, 1);
   float s = 0.0f;
-  for (int j = lid; j < D; j += GROUP) s += exp(x[x_off + base + (size_t)j * inner] - m);
+  for (int j = lid; j < D; j += GROUP) s += exp((float)READ(T, x, x_off + base + (size_t)j * inner) - m);
   s = group_reduce(s, scratch, 0);
 #ifdef LOG
   const float shift = m + log(s);
   for (int j = lid; j < D; j += GROUP) {
-    y[y_off + base + (size_t)j * inner] = x[x_off + base + (size_t)j * inner] - shift;
+    WRITE(TY, y, y_off + base + (size_t)j * inner, (float)READ(T, x, x_off + base + (size_t)j * inner) - shift);
   }
 #else
   const float scale = 1.0f / s;
   for (int j = lid; j < D; j += GROUP) {
-    y[y_off + base + (size_t)j * inner] = exp(x[x_off + base + (size_t)j * inner] - m) * scale;
+    WRITE(TY, y, y_off + base + (size_t)j * inner, exp((float)READ(T, x, x_off + base + (size_t)j * inner) - m) * scale);
   }
 #endif
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
-void softmax_backward(CBUF(dy), CBUF(y), BUF(dx), const int D, const int inner) {
+void softmax_backward(CTBUF(T, dy), CTBUF(T, y), TBUF(TY, dx), const int D, const int inner) {
   __local float scratch[GROUP];
   const int row = get_group_id(0);
   const int lid = get_local_id(0);
@@ -70,18 +82,18 @@ void softmax_backward(CBUF(dy), CBUF(y), BUF(dx), const int D, const int inner) 
   for (int j = lid; j < D; j += GROUP) {
     const size_t at = base + (size_t)j * inner;
 #ifdef LOG
-    s += dy[dy_off + at];
+    s += (float)READ(T, dy, dy_off + at);
 #else
-    s += dy[dy_off + at] * y[y_off + at];
+    s += (float)READ(T, dy, dy_off + at) * (float)READ(T, y, y_off + at);
 #endif
   }
   s = group_reduce(s, scratch, 0);
   for (int j = lid; j < D; j += GROUP) {
     const size_t at = base + (size_t)j * inner;
 #ifdef LOG
-    dx[dx_off + at] = dy[dy_off + at] - exp(y[y_off + at]) * s;
+    WRITE(TY, dx, dx_off + at, (float)READ(T, dy, dy_off + at) - exp((float)READ(T, y, y_off + at)) * s);
 #else
-    dx[dx_off + at] = y[y_off + at] * (dy[dy_off + at] - s);
+    WRITE(TY, dx, dx_off + at, (float)READ(T, y, y_off + at) * ((float)READ(T, dy, dy_off + at) - s));
 #endif
   }
 }

@@ -71,8 +71,11 @@ int64_t sdpa_max_keys() {
 // Whether sdpa_forward computes this attention (else torch's math path does).
 bool sdpa_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
                double dropout_p, bool enable_gqa) {
+  // q, k and v of one dtype: float32, float16 or bfloat16 (read directly).
+  const at::ScalarType type = q.scalar_type();
+  if (type != at::kFloat && type != at::kHalf && type != at::kBFloat16) return false;
   for (const at::Tensor* t : {&q, &k, &v})
-    if (!is_device(*t) || t->scalar_type() != at::kFloat || t->dim() != 4) return false;
+    if (!is_device(*t) || t->scalar_type() != type || t->dim() != 4) return false;
   if (dropout_p > 0.0) return false;
   if (c10::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())) return false;
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3), Hk = k.size(1);
@@ -84,7 +87,8 @@ bool sdpa_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
   for (const at::Tensor* t : {&q, &k, &v})
     if (t->numel() >= INT_MAX) return false;
   if (mask && mask->defined()) {
-    if (!is_device(*mask) || (mask->scalar_type() != at::kBool && mask->scalar_type() != at::kFloat)) return false;
+    const at::ScalarType m = mask->scalar_type();
+    if (!is_device(*mask) || (m != at::kBool && m != at::kFloat && m != type)) return false;
     if (!at::is_expandable_to(mask->sizes(), {B, H, L, S})) return false;
   }
   return true;
@@ -116,7 +120,7 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
               "opencl: scaled_dot_product_attention: these inputs take torch's math path (shapes ", q.sizes(), ", ",
               k.sizes(), ", ", v.sizes(), ")");
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3), E = v.size(3);
-  at::Tensor out = empty_device({B, H, L, E}, at::kFloat);
+  at::Tensor out = empty_device({B, H, L, E}, q.scalar_type());
   at::Tensor lse = empty_device({B, H, L}, at::kFloat);
   const bool has_mask = attn_bias && attn_bias->defined();
   const at::Tensor mask = has_mask ? attn_bias->expand({B, H, L, S}) : q;
@@ -125,7 +129,9 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   if (E > 0) {
     const std::string options = "-DGROUP=" + std::to_string(kSdpaGroup) + " -DMASK=" + std::to_string(kind) +
                                 " -DMAX_S=" + std::to_string(sdpa_max_keys()) +
-                                " -DMAX_D=" + std::to_string(kSdpaMaxD) + (is_causal ? " -DCAUSAL" : "");
+                                " -DMAX_D=" + std::to_string(kSdpaMaxD) + (is_causal ? " -DCAUSAL" : "") +
+                                " -DT=" + cl_storage_type(q.scalar_type()) +
+                                (kind == 2 ? std::string(" -DTM=") + cl_storage_type(mask.scalar_type()) : "");
     const cl_int4 qs = strides4(q), ks = strides4(k), vs = strides4(v), ms = strides4(mask);
     const size_t global[1] = {size_t(B * H * L) * kSdpaGroup};
     const size_t local[1] = {size_t(kSdpaGroup)};
@@ -140,7 +146,7 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("_native_multi_head_attention", multi_head_attention);
   m.impl("_scaled_dot_product_fused_attention_overrideable", sdpa_overrideable);
 }

@@ -20,8 +20,35 @@ const char* cl_type(at::ScalarType dtype, const char* what) {
     case at::kBool: return "uchar";
     default: break;
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "opencl: ", what, " has dtype ", dtype,
-                              "; the device's kernels take float32, int64, int32, int16, int8, uint8 and bool");
+  OCLF_DTYPE_CHECK(false, "opencl: ", what, " has dtype ", dtype,
+                   "; this kernel takes float32, int64, int32, int16, int8, uint8 and bool");
+  return nullptr;
+}
+
+const char* cl_storage_type(at::ScalarType dtype, const char* what) {
+  switch (dtype) {
+    case at::kHalf: return "half";
+    case at::kBFloat16: return "bfloat";
+    case at::kDouble:
+      OCLF_DTYPE_CHECK(Device::get().has_fp64(), "opencl: ", what,
+                       " has dtype Double and the device has no cl_khr_fp64");
+      return "double";
+    default: return cl_type(dtype, what);
+  }
+}
+
+const char* cl_move_type(at::ScalarType dtype, const char* what) {
+  switch (dtype) {
+    case at::kHalf:
+    case at::kBFloat16: return "ushort";
+    case at::kDouble:
+    case at::kComplexFloat: return "ulong";
+    default: return cl_type(dtype, what);
+  }
+}
+
+at::ScalarType compute_type(at::ScalarType dtype) {
+  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
 }
 
 bool is_device(const at::Tensor& t) { return t.defined() && t.device().type() == kType; }
@@ -33,7 +60,7 @@ void check_device(const at::Tensor& t, const char* what) {
 
 void check_float(const at::Tensor& t, const char* what) {
   check_device(t, what);
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "opencl: ", what, " must be float32, got ", t.scalar_type());
+  OCLF_DTYPE_CHECK(t.scalar_type() == at::kFloat, "opencl: ", what, " must be float32, got ", t.scalar_type());
 }
 
 DeviceSpan span(const at::Tensor& t) {
@@ -133,6 +160,11 @@ ScalarArg::ScalarArg(double value, at::ScalarType type) {
       size = sizeof(v);
       break;
     }
+    case at::kDouble: {
+      std::memcpy(bytes, &value, sizeof(value));
+      size = sizeof(value);
+      break;
+    }
     case at::kLong: {
       const cl_long v = static_cast<cl_long>(value);
       std::memcpy(bytes, &v, sizeof(v));
@@ -160,7 +192,7 @@ ScalarArg::ScalarArg(double value, at::ScalarType type) {
       break;
     }
     default:
-      TORCH_CHECK_TYPE(false, "opencl: cannot compute in ", type);
+      OCLF_DTYPE_CHECK(false, "opencl: cannot compute in ", type);
   }
 }
 
@@ -251,14 +283,15 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   TORCH_CHECK(contig || csize.size() <= size_t(kMaxDims), "opencl: ", op, " over ", csize.size(),
               " non-mergeable dimensions; at most ", kMaxDims, " are supported");
 
-  const char* ct = cl_type(compute);
+  compute = compute_type(compute);
+  const char* ct = cl_storage_type(compute);
   std::string options = "-DOP_" + op + " -DNIN=" + std::to_string(ins.size()) + " -DCT=" + ct;
-  options += std::string(" -DTO=") + cl_type(out.scalar_type(), "output");
+  options += std::string(" -DTO=") + cl_storage_type(out.scalar_type(), "output");
   const char* names[3] = {"A", "B", "C"};
   for (size_t k = 0; k < 3; ++k) {
     const bool present = k < ins.size();
     const bool number = present && ins[k].number.has_value();
-    const char* type = present && !number ? cl_type(ins[k].tensor.scalar_type(), "input") : ct;
+    const char* type = present && !number ? cl_storage_type(ins[k].tensor.scalar_type(), "input") : ct;
     options += std::string(" -DT") + names[k] + "=" + type;
     if (number) options += std::string(" -D") + names[k] + "_SCALAR";
   }

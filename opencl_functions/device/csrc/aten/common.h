@@ -16,17 +16,43 @@
 
 #include "../runtime/allocator.h"
 #include "../runtime/device.h"
+#include "dispatch.h"
 
 namespace oclf::device {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
-// The OpenCL C name of a dtype's elements ("float", "long", "uchar" for bool, ...);
-// throws a TypeError-like c10 error naming `what` for dtypes the device does not hold.
+// Thrown (before anything is enqueued) where a kernel does not take a tensor's dtype. The
+// operator registration (dispatch.h) catches it and runs the operator on float32 copies
+// of float16/bfloat16 tensors, or on the CPU; elsewhere it reaches Python as a
+// NotImplementedError.
+class DtypeError : public c10::NotImplementedError {
+ public:
+  using c10::NotImplementedError::NotImplementedError;
+};
+#define OCLF_DTYPE_CHECK(cond, ...)                                                                \
+  if (C10_UNLIKELY(!(cond)))                                                                       \
+  throw ::oclf::device::DtypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},          \
+                                   c10::str(__VA_ARGS__))
+
+// The OpenCL C name of a dtype's elements ("float", "long", "uchar" for bool, ...) for
+// kernels that take the device's computing types: float32 and the integers. Throws
+// DtypeError naming `what` for other dtypes.
 const char* cl_type(at::ScalarType dtype, const char* what = "tensor");
+// The same, for kernels that read and write through kernels/dtypes.h (READ / WRITE):
+// also "double" (where the device has cl_khr_fp64), "half" and "bfloat".
+const char* cl_storage_type(at::ScalarType dtype, const char* what = "tensor");
+// For kernels that only move elements (index_select, cat, gather, tril/triu's zeros):
+// cl_type() for the device's computing types, else an unsigned integer of the element's
+// size ("ushort" for float16/bfloat16, "ulong" for float64/complex64).
+const char* cl_move_type(at::ScalarType dtype, const char* what = "tensor");
+// The type arithmetic on a dtype runs in: float32 for float16 and bfloat16, else itself.
+at::ScalarType compute_type(at::ScalarType dtype);
 bool is_device(const at::Tensor& t);
 // Throws unless t is a device tensor of one of the given dtypes; `what` names it.
 void check_device(const at::Tensor& t, const char* what);
+// Throws unless t is a float32 device tensor (DtypeError for other dtypes: the
+// registration then runs the operator on float32 copies or on the CPU).
 void check_float(const at::Tensor& t, const char* what);
 
 // The buffer of a device tensor and the offset of its first element, in elements.
@@ -60,7 +86,7 @@ struct TensorArg {
 };
 TensorArg arg(const at::Tensor& t);
 
-// A number the size of the compute type it is passed as (float, long, int or uchar).
+// A number the size of the compute type it is passed as (float, double, long, int, short or uchar).
 struct ScalarArg {
   unsigned char bytes[8] = {0};
   size_t size = 4;

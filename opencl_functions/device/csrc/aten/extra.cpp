@@ -15,6 +15,8 @@ namespace oclf::device {
 namespace {
 
 std::string typed(const at::Tensor& t) { return std::string("-DT=") + cl_type(t.scalar_type()); }
+// For kernels that only move elements: any dtype of up to 8 bytes.
+std::string moved(const at::Tensor& t) { return std::string("-DT=") + cl_move_type(t.scalar_type()); }
 
 // ---- variance, MSE -------------------------------------------------------------------------
 
@@ -169,7 +171,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   at::Tensor y = out.is_contiguous() ? out : empty_device(idx.sizes(), self.scalar_type());
   if (y.numel() > 0) {
     const Coords c = coords(idx, self, at::Tensor(), "gather");
-    launch(Device::get().kernel("gather.cl", "gather", typed(self)), NDRange::linear(size_t(y.numel())), arg(self),
+    launch(Device::get().kernel("gather.cl", "gather", moved(self)), NDRange::linear(size_t(y.numel())), arg(self),
            arg(idx), arg(y), c, int(d), int(y.numel()));
   }
   if (!y.is_same(out)) out.copy_(y);
@@ -303,7 +305,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("var.correction", var);
   m.impl("var_mean.correction", var_mean);
   m.impl("std.correction", std_);

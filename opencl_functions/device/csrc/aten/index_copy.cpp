@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "dispatch.h"
 #include "fallback.h"
 
 namespace oclf::device {
@@ -47,6 +48,6 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("index_copy.out", index_copy_out); }
+OCLF_DEVICE_OPS(m) { m.impl("index_copy.out", index_copy_out); }
 
 }  // namespace oclf::device

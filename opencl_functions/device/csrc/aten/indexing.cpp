@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "dispatch.h"
 #include "fallback.h"
 
 namespace oclf::device {
@@ -336,7 +337,7 @@ at::Tensor scalar_isin(const at::Scalar& element, const at::Tensor& test, bool a
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("index.Tensor", index);
   m.impl("_index_put_impl_", index_put);
   m.impl("nonzero", nonzero);

@@ -1,11 +1,13 @@
 // What creating, copying and viewing opencl tensors needs: empty, empty_strided, the view
-// ops (as_strided, view, _reshape_alias), resize_ and set_, copies between the host and
+// ops (as_strided, view, _reshape_alias, view_as_real/complex), resize_ and set_, copies between the host and
 // the device (any strides and dtypes), item(), fill_ and zero_.
 #include <ATen/EmptyTensor.h>
 #include <ATen/InferSize.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorShape.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <torch/library.h>
 
 #include "common.h"
@@ -110,6 +112,8 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 // Bytes a dense tensor's elements span, from its first element.
 size_t dense_bytes(const at::Tensor& t) { return size_t(t.numel()) * t.element_size(); }
 
+void copy_on_device(const at::Tensor& src, const at::Tensor& dst);
+
 // Host to device: the source, broadcast and converted on the host, is written in place
 // when dst is dense (any order of dimensions), else through a contiguous device tensor.
 void copy_to_device(const at::Tensor& src, const at::Tensor& dst) {
@@ -127,7 +131,7 @@ void copy_to_device(const at::Tensor& src, const at::Tensor& dst) {
   }
   at::Tensor packed = empty_device(dst.sizes(), dst.scalar_type());
   copy_to_device(host, packed);
-  elementwise("copy", dst, {packed}, dst.scalar_type());
+  copy_on_device(packed, dst);
 }
 
 // Device to host: a dense source is read in one piece (waiting for the queue), else it is
@@ -149,11 +153,34 @@ void copy_to_host(const at::Tensor& src, const at::Tensor& dst) {
   dst.copy_(staged);
 }
 
-// Whether the device's kernels hold this dtype (others, float64 say, are stored and
-// copied as bytes but converted on the host).
+// Whether the device's kernels read and write this dtype (kernels/dtypes.h): complex
+// tensors are copied as pairs of reals, float64 ones need cl_khr_fp64.
 bool kernel_dtype(at::ScalarType t) {
-  return t == at::kFloat || t == at::kLong || t == at::kInt || t == at::kShort || t == at::kChar ||
-         t == at::kByte || t == at::kBool;
+  switch (t) {
+    case at::kFloat:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kLong:
+    case at::kInt:
+    case at::kShort:
+    case at::kChar:
+    case at::kByte:
+    case at::kBool: return true;
+    case at::kDouble: return Device::get().has_fp64();
+    default: return false;
+  }
+}
+
+// The same bytes as integers of the element's size (complex ones as pairs), so any dtype
+// is moved by the integer copy kernels without converting.
+at::Tensor as_bits(const at::Tensor& t) {
+  const at::Tensor real = t.is_complex() ? at::view_as_real(t) : t;
+  switch (real.element_size()) {
+    case 1: return real.view(at::kByte);
+    case 2: return real.view(at::kShort);
+    case 4: return real.view(at::kInt);
+    default: return real.view(at::kLong);
+  }
 }
 
 void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
@@ -164,6 +191,17 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
     const DeviceSpan from = span(src), to = span(dst);
     const size_t item = dst.element_size();
     Device::get().copy(from.mem, to.mem, size_t(from.offset) * item, size_t(to.offset) * item, dense_bytes(dst));
+    return;
+  }
+  if (src.scalar_type() == dst.scalar_type()) {
+    const at::Tensor to = as_bits(dst);
+    elementwise("copy", to, {as_bits(src).expand(to.sizes())}, to.scalar_type());
+    return;
+  }
+  if (src.is_complex() && dst.is_complex() && kernel_dtype(c10::toRealValueType(src.scalar_type())) &&
+      kernel_dtype(c10::toRealValueType(dst.scalar_type()))) {
+    const at::Tensor to = at::view_as_real(dst);
+    elementwise("copy", to, {at::view_as_real(src).expand(to.sizes())}, to.scalar_type());
     return;
   }
   if (!kernel_dtype(src.scalar_type()) || !kernel_dtype(dst.scalar_type())) {
@@ -179,6 +217,16 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "opencl: copy of an undefined tensor");
+  // torch's lazy conjugate and negative views (x.conj() of a complex tensor) reach here (the
+  // Conjugate and Negative keys fall through): the stored values are copied, then the view's
+  // operation is applied to dst.
+  if (is_device(self) && (self.is_conj() || self.is_neg()) && !dst.is_conj() && !dst.is_neg()) {
+    const at::Tensor stored = self.is_conj() ? at::_conj(self) : self;
+    copy_from(stored.is_neg() ? at::_neg_view(stored) : stored, dst, non_blocking);
+    if (self.is_conj()) at::view_as_real(dst).select(-1, 1).neg_();  // imaginary parts
+    if (self.is_neg()) (dst.is_complex() ? at::view_as_real(dst) : dst).neg_();
+    return dst;
+  }
   if (is_device(self) && is_device(dst)) {
     copy_on_device(self, dst);
   } else if (is_device(dst)) {
@@ -235,13 +283,15 @@ bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
@@ -253,5 +303,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Tensor", fill_tensor);
   m.impl("zero_", zero_);
 }
+
+// Copies from conjugate and negative views are resolved by copy_from itself: through
+// these keys' fallback (which materialises the view with a copy) they would recurse.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
 
 }  // namespace oclf::device

@@ -35,37 +35,56 @@ std::string softmax_options(bool log) {
   return "-DGROUP=" + std::to_string(group_size()) + (log ? " -DLOG" : "");
 }
 
+// Softmax reads float32, float16 and bfloat16 directly (it computes in float32).
+void check_softmax_dtype(const at::Tensor& t, const char* what) {
+  check_device(t, what);
+  const at::ScalarType type = t.scalar_type();
+  OCLF_DTYPE_CHECK(type == at::kFloat || type == at::kHalf || type == at::kBFloat16, "opencl: softmax: ", what,
+                   " must be float32, float16 or bfloat16, got ", type);
+}
+
+// Options naming the element types: T read, TY written.
+std::string softmax_types(at::ScalarType in, at::ScalarType out) {
+  return std::string(" -DT=") + cl_storage_type(in) + " -DTY=" + cl_storage_type(out);
+}
+
 template <bool Log>
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-  check_float(self, "input");
+  check_softmax_dtype(self, "input");
+  check_softmax_dtype(out, "output");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   if (self.numel() == 0) return out;
   const at::Tensor x = contiguous(self);
-  at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), at::kFloat);
+  at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), out.scalar_type());
   const auto [outer, D, inner] = around(x, d);
-  launch(Device::get().kernel("softmax.cl", "softmax_forward", softmax_options(Log)), rows_range(outer * inner), arg(x),
-         arg(y), int(D), int(inner));
+  const std::string options = softmax_options(Log) + softmax_types(x.scalar_type(), y.scalar_type());
+  launch(Device::get().kernel("softmax.cl", "softmax_forward", options), rows_range(outer * inner), arg(x), arg(y),
+         int(D), int(inner));
   if (!y.is_same(out)) out.copy_(y);
   return out;
 }
 
 template <bool Log>
 at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  at::Tensor out = empty_device(self.sizes(), at::kFloat);
+  at::Tensor out = empty_device(self.sizes(), half_to_float ? at::kFloat : self.scalar_type());
   return softmax_out<Log>(self, dim, half_to_float, out);
 }
 
 template <bool Log>
 at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                  at::ScalarType input_dtype, at::Tensor& grad_input) {
-  check_float(output, "output");
+  check_softmax_dtype(output, "output");
+  check_softmax_dtype(grad_input, "grad_input");
+  OCLF_DTYPE_CHECK(grad_output.scalar_type() == output.scalar_type(), "opencl: softmax backward: grad_output is ",
+                   grad_output.scalar_type(), ", output ", output.scalar_type());
   const int64_t d = at::maybe_wrap_dim(dim, output.dim());
   at::native::resize_output(grad_input, output.sizes());
   if (output.numel() == 0) return grad_input;
-  at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(output.sizes(), at::kFloat);
+  at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(output.sizes(), grad_input.scalar_type());
   const auto [outer, D, inner] = around(output, d);
-  launch(Device::get().kernel("softmax.cl", "softmax_backward", softmax_options(Log)), rows_range(outer * inner),
+  const std::string options = softmax_options(Log) + softmax_types(output.scalar_type(), dx.scalar_type());
+  launch(Device::get().kernel("softmax.cl", "softmax_backward", options), rows_range(outer * inner),
          arg(contiguous(grad_output)), arg(contiguous(output)), arg(dx), int(D), int(inner));
   if (!dx.is_same(grad_input)) grad_input.copy_(dx);
   return grad_input;
@@ -74,7 +93,7 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
 template <bool Log>
 at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                             at::ScalarType input_dtype) {
-  at::Tensor grad_input = empty_device(output.sizes(), at::kFloat);
+  at::Tensor grad_input = empty_device(output.sizes(), input_dtype);
   return softmax_backward_out<Log>(grad_output, output, dim, input_dtype, grad_input);
 }
 
@@ -137,6 +156,8 @@ at::Tensor nll_backward(const at::Tensor& grad_output, const at::Tensor& self, c
 // ---- indexing -----------------------------------------------------------------------------
 
 std::string typed(const at::Tensor& t) { return std::string("-DT=") + cl_type(t.scalar_type()); }
+// For kernels that only move elements: any dtype of up to 8 bytes.
+std::string moved(const at::Tensor& t) { return std::string("-DT=") + cl_move_type(t.scalar_type()); }
 
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   check_device(self, "self");
@@ -150,7 +171,7 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   if (y.numel() == 0) return y;
   const at::Tensor x = contiguous(self);
   const auto [outer, D, inner] = around(x, d);
-  launch(Device::get().kernel("index.cl", "index_select", typed(x)), NDRange::linear(size_t(y.numel())), arg(x),
+  launch(Device::get().kernel("index.cl", "index_select", moved(x)), NDRange::linear(size_t(y.numel())), arg(x),
          arg(idx), arg(y), int(D), int(idx.numel()), int(inner), int(y.numel()));
   return y;
 }
@@ -220,7 +241,7 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
         b.dim() == out.dim() && !out.is_alias_of(a) && !out.is_alias_of(b)) {
       int64_t inner = 1;
       for (size_t i = size_t(d) + 1; i < shape.size(); ++i) inner *= shape[i];
-      launch(Device::get().kernel("index.cl", "cat2", typed(out)), NDRange::linear(size_t(out.numel())), arg(a),
+      launch(Device::get().kernel("index.cl", "cat2", moved(out)), NDRange::linear(size_t(out.numel())), arg(a),
              arg(b), arg(out), int(a.size(d)), int(b.size(d)), int(inner), int(out.numel()));
       return out;
     }
@@ -294,7 +315,7 @@ at::Tensor& triangle_out(const at::Tensor& self, c10::SymInt diagonal, at::Tenso
   at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), self.scalar_type());
   if (y.numel() == 0) return out;
   const at::Tensor x = contiguous(self);
-  launch(Device::get().kernel("index.cl", "triangle", typed(x) + (Lower ? " -DLOWER" : "")),
+  launch(Device::get().kernel("index.cl", "triangle", moved(x) + (Lower ? " -DLOWER" : "")),
          NDRange::linear(size_t(y.numel())), arg(x), arg(y), int(x.size(-2)), int(x.size(-1)),
          int(diagonal.expect_int()), int(y.numel()));
   if (!y.is_same(out)) out.copy_(y);
@@ -309,7 +330,7 @@ at::Tensor triangle(const at::Tensor& self, c10::SymInt diagonal) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("_softmax", softmax<false>);
   m.impl("_softmax.out", softmax_out<false>);
   m.impl("_log_softmax", softmax<true>);

@@ -137,17 +137,28 @@ std::vector<int64_t> stat_shape(const at::Tensor& x, size_t normalized) {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input, c10::SymIntArrayRef shape,
                                                           const std::optional<at::Tensor>& weight,
                                                           const std::optional<at::Tensor>& bias, double eps) {
-  check_float(input, "input");
+  // x, y, w and b in float32, float16 or bfloat16 (read directly); mean and rstd in float32.
+  check_device(input, "input");
+  const auto readable = [](const at::Tensor& t) {
+    const at::ScalarType type = t.scalar_type();
+    return type == at::kFloat || type == at::kHalf || type == at::kBFloat16;
+  };
+  OCLF_DTYPE_CHECK(readable(input), "opencl: layer_norm: input must be float32, float16 or bfloat16, got ",
+                   input.scalar_type());
   const at::IntArrayRef normalized = C10_AS_INTARRAYREF_SLOW(shape);
   const at::Tensor x = contiguous(input);
   const auto [M, D] = rows(x, normalized);
-  at::Tensor y = empty_device(x.sizes(), at::kFloat);
+  at::Tensor y = empty_device(x.sizes(), x.scalar_type());
   at::Tensor mean = empty_device(stat_shape(x, normalized.size()), at::kFloat);
   at::Tensor rstd = empty_device(stat_shape(x, normalized.size()), at::kFloat);
   if (M == 0 || D == 0) return {y, mean, rstd};
-  const at::Tensor w = given(weight) ? contiguous(*weight) : x, b = given(bias) ? contiguous(*bias) : x;
-  launch(norm_kernel("ln_forward"), groups_range(size_t(M)), arg(x), arg(y), arg(w), arg(b), arg(mean), arg(rstd),
-         int(given(weight)), int(given(bias)), int(D), float(eps));
+  const at::Tensor w = given(weight) ? contiguous(*weight) : x, b = given(bias) ? contiguous(*bias) : w;
+  OCLF_DTYPE_CHECK(is_device(w) && is_device(b) && readable(w) && w.scalar_type() == b.scalar_type(),
+                   "opencl: layer_norm: weight and bias must be device tensors of one floating dtype");
+  const std::string types =
+      std::string(" -DT=") + cl_storage_type(x.scalar_type()) + " -DTW=" + cl_storage_type(w.scalar_type());
+  launch(Device::get().kernel("norm.cl", "ln_forward", options() + types), groups_range(size_t(M)), arg(x), arg(y),
+         arg(w), arg(b), arg(mean), arg(rstd), int(given(weight)), int(given(bias)), int(D), float(eps));
   return {y, mean, rstd};
 }
 
@@ -182,7 +193,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("native_batch_norm", batch_norm);
   m.impl("native_batch_norm_backward", batch_norm_backward);
   m.impl("native_layer_norm", layer_norm);

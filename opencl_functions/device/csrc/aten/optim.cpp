@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "common.h"
+#include "dispatch.h"
 #include "fallback.h"
 
 namespace oclf::device {
@@ -267,7 +268,7 @@ void foreach_add_scalar(at::TensorList tensors, const at::Scalar& value) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("_fused_adam_", fused_adam<false>);
   m.impl("_fused_adam_.tensor_lr", fused_adam_tensor_lr<false>);
   m.impl("_fused_adamw_", fused_adam<true>);

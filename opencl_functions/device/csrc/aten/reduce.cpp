@@ -49,7 +49,8 @@ Dims merged(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strid
 
 const char* lowest(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "(-INFINITY)";
+    case at::kFloat:
+    case at::kDouble: return "(-INFINITY)";
     case at::kLong: return "LONG_MIN";
     case at::kInt: return "INT_MIN";
     default: return "0";
@@ -58,12 +59,21 @@ const char* lowest(at::ScalarType t) {
 
 const char* highest(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "INFINITY";
+    case at::kFloat:
+    case at::kDouble: return "INFINITY";
     case at::kLong: return "LONG_MAX";
     case at::kInt: return "INT_MAX";
     case at::kBool: return "1";
     default: return "255";
   }
+}
+
+// The type a reduction accumulates in, given the one its caller asks for: float for
+// float16 and bfloat16 (as torch accumulates them), float64 where float64 is read or written.
+at::ScalarType accumulate_type(at::ScalarType acc, at::ScalarType in, at::ScalarType out) {
+  if (acc == at::kHalf || acc == at::kBFloat16) return at::kFloat;
+  if (acc == at::kFloat && (in == at::kDouble || out == at::kDouble)) return at::kDouble;
+  return acc;
 }
 
 // Reduces `self` over `dims` (all when empty) into `values` (and `indices` for max/min
@@ -91,12 +101,13 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
 
   const at::ScalarType in_type = self.scalar_type();
   const at::ScalarType out_type = values.defined() ? values.scalar_type() : in_type;
+  acc = accumulate_type(acc, in_type, out_type);
   const bool group = count >= 64 && outputs < 4096;
-  std::string options = "-DOP_" + op + " -DTI=" + cl_type(in_type) + " -DTO=" + cl_type(out_type) +
-                        " -DACC=" + cl_type(acc) + " -DLOWEST=" + lowest(acc) + " -DHIGHEST=" + highest(acc) +
+  std::string options = "-DOP_" + op + " -DTI=" + cl_storage_type(in_type) + " -DTO=" + cl_storage_type(out_type) +
+                        " -DACC=" + cl_storage_type(acc) + " -DLOWEST=" + lowest(acc) + " -DHIGHEST=" + highest(acc) +
                         " -DGROUP=" + std::to_string(kGroup);
   const Dims kept = merged(kept_size, kept_stride), red = merged(red_size, red_stride);
-  const float scale = scale_by_count ? 1.0f / static_cast<float>(std::max<int64_t>(count, 1)) : 1.0f;
+  const ScalarArg scale(scale_by_count ? 1.0 / static_cast<double>(std::max<int64_t>(count, 1)) : 1.0, acc);
 
   const size_t global[1] = {size_t(outputs) * kGroup};
   const size_t local[1] = {kGroup};
@@ -127,6 +138,11 @@ at::ScalarType sum_type(at::ScalarType in, std::optional<at::ScalarType> dtype) 
   return at::isIntegralType(in, /*includeBool=*/true) ? at::kLong : in;
 }
 
+// What sum and prod accumulate in (reduce() widens float to float64 where needed).
+at::ScalarType sum_accumulator(at::ScalarType in, std::optional<at::ScalarType> dtype) {
+  return at::isFloatingType(sum_type(in, dtype)) ? at::kFloat : at::kLong;
+}
+
 // Writes through a contiguous result when `out` is not contiguous.
 template <typename Fill>
 at::Tensor& into(at::Tensor& out, const std::vector<int64_t>& shape, Fill fill) {
@@ -144,7 +160,7 @@ at::Tensor& into(at::Tensor& out, const std::vector<int64_t>& shape, Fill fill) 
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
-  const at::ScalarType acc = sum_type(self.scalar_type(), dtype) == at::kFloat ? at::kFloat : at::kLong;
+  const at::ScalarType acc = sum_accumulator(self.scalar_type(), dtype);
   return into(out, result_shape(self, dims, keepdim), [&](const at::Tensor& v) {
     reduce("sum", self, dims, v, at::Tensor(), acc);
   });
@@ -173,7 +189,7 @@ at::Tensor mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
 
 at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
                      at::Tensor& out) {
-  const at::ScalarType acc = sum_type(self.scalar_type(), dtype) == at::kFloat ? at::kFloat : at::kLong;
+  const at::ScalarType acc = sum_accumulator(self.scalar_type(), dtype);
   return into(out, result_shape(self, {dim}, keepdim), [&](const at::Tensor& v) {
     reduce("prod", self, {dim}, v, at::Tensor(), acc);
   });
@@ -182,7 +198,7 @@ at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::opt
 at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   const at::ScalarType type = sum_type(self.scalar_type(), dtype);
   at::Tensor out = empty_device({}, type);
-  reduce("prod", self, {}, out, at::Tensor(), type == at::kFloat ? at::kFloat : at::kLong);
+  reduce("prod", self, {}, out, at::Tensor(), sum_accumulator(self.scalar_type(), dtype));
   return out;
 }
 
@@ -240,11 +256,13 @@ at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
 
 at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<at::ScalarType> dtype) {
-  check_float(self, "input");
+  check_device(self, "input");
+  TORCH_CHECK_TYPE(at::isFloatingType(self.scalar_type()), "opencl: linalg_vector_norm: input must be floating point, got ",
+                   self.scalar_type());
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
   const double p = ord.toDouble();
   const std::vector<int64_t> shape = result_shape(self, dims, keepdim);
-  at::Tensor out = empty_device(shape, at::kFloat);
+  at::Tensor out = empty_device(shape, dtype.value_or(self.scalar_type()));
   if (p == 2.0) {
     reduce("norm2", self, dims, out, at::Tensor(), at::kFloat);
   } else if (p == 1.0) {
@@ -260,7 +278,7 @@ at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::Option
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("sum.dim_IntList", sum);
   m.impl("sum.IntList_out", sum_out);
   m.impl("mean.dim", mean);

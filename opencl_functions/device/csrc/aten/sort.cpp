@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "dispatch.h"
 
 namespace oclf::device {
 
@@ -139,7 +140,7 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t num_samples, bool re
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+OCLF_DEVICE_OPS(m) {
   m.impl("sort.stable", sort);
   m.impl("sort.values_stable", sort_out);
   m.impl("topk", topk);

@@ -59,6 +59,11 @@ Device::Device()
       device_(Runtime::get().device()),
       programs_(context_, device_, Runtime::get().info().device) {
   is_cpu_ = Runtime::get().info().type == "CPU";
+  size_t size = 0;
+  CL_CHECK(clGetDeviceInfo(device_, CL_DEVICE_EXTENSIONS, 0, nullptr, &size));
+  std::string extensions(size, '\0');
+  CL_CHECK(clGetDeviceInfo(device_, CL_DEVICE_EXTENSIONS, size, extensions.data(), nullptr));
+  has_fp64_ = extensions.find("cl_khr_fp64") != std::string::npos;
   // A queue of our own, in order. Profiling is on so that markers carry timestamps for
   // torch.opencl.Event; launches create no events, so it costs no measurable time.
   cl_int status = CL_SUCCESS;
@@ -71,7 +76,8 @@ Device::Device()
 const DeviceInfo& Device::info() const { return Runtime::get().info(); }
 
 cl_kernel Device::kernel(const std::string& file, const std::string& name, const std::string& options) {
-  return cached(kernels_dir() + "/" + file, name, options);
+  static const std::string common = " -I" + kernels_dir() + (has_fp64_ ? " -DHAS_FP64" : "");
+  return cached(kernels_dir() + "/" + file, name, options + common);
 }
 
 cl_kernel Device::library_kernel(const std::string& file, const std::string& name, const std::string& options) {

@@ -41,6 +41,8 @@ class Device {
   cl_command_queue* queue_ptr() { return &queue_; }
   const DeviceInfo& info() const;
   bool is_cpu() const { return is_cpu_; }
+  // Whether the device computes in double precision (it reports cl_khr_fp64).
+  bool has_fp64() const { return has_fp64_; }
   // One lock for every enqueue: cached cl_kernel objects are shared, and setting their
   // arguments and enqueueing them must not interleave between threads (autograd runs the
   // backward pass on a thread of its own).
@@ -48,7 +50,8 @@ class Device {
 
   // A kernel of a device file, e.g. kernel("elementwise.cl", "ew_contig", "-DOP_add ..."):
   // programs are built once per (file, options) from kernels_dir() and kept for the
-  // process. Throws BuildError with the build log.
+  // process, with -I kernels_dir() (for dtypes.h) and -DHAS_FP64 on fp64 devices added.
+  // Throws BuildError with the build log.
   cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options);
   // A kernel of one of the student-facing files next to the library (conv2d.cl,
   // conv2d_backward.cl), read from OCLF_KERNEL_DIR when set, else the library's folder.
@@ -100,6 +103,7 @@ class Device {
   Programs programs_;  // a cache of its own: the library's runtime runs on other threads
   cl_command_queue queue_ = nullptr;
   bool is_cpu_ = false;
+  bool has_fp64_ = false;
   bool sync_each_ = false;
   std::recursive_mutex mutex_;
   std::map<std::string, cl_kernel> kernels_;  // by path + options + name

@@ -1,0 +1,215 @@
+// The dtype-aware registration of the device's operators (see dispatch.h).
+#include "dispatch.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "common.h"
+#include "fallback.h"
+
+namespace oclf::device {
+
+namespace {
+
+// How an operator runs for a set of dtypes.
+enum class Route { Native, Widened, Cpu };
+
+struct Registry {
+  std::mutex mutex;
+  std::unordered_map<c10::OperatorName, c10::KernelFunction> native;
+  // (operator, dtypes) -> the route that worked, for sets with dtypes beyond the kernels' own.
+  std::unordered_map<c10::OperatorName, std::unordered_map<uint64_t, Route>> learned;
+};
+
+Registry& registry() {
+  static auto* r = new Registry();  // never destroyed: operators may run during exit
+  return *r;
+}
+
+bool is_16bit_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+// The dtypes of the device tensors among the n arguments on top of the stack, one bit each.
+uint64_t dtype_mask(const torch::jit::Stack& stack, size_t n) {
+  uint64_t mask = 0;
+  const auto note = [&](const at::Tensor& t) {
+    if (is_device(t)) mask |= uint64_t(1) << static_cast<int>(t.scalar_type());
+  };
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      note(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) note(t);
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList().vec())
+        if (t) note(*t);
+    }
+  }
+  return mask;
+}
+
+constexpr uint64_t bit(at::ScalarType t) { return uint64_t(1) << static_cast<int>(t); }
+constexpr uint64_t kKernelTypes = bit(at::kFloat) | bit(at::kLong) | bit(at::kInt) | bit(at::kShort) |
+                                  bit(at::kChar) | bit(at::kByte) | bit(at::kBool);
+constexpr uint64_t k16Bit = bit(at::kHalf) | bit(at::kBFloat16);
+
+// A float32 copy of a 16-bit device tensor. Parameters (leaves that require grad) keep
+// theirs while their version is unchanged, so inference converts each weight once.
+at::Tensor widen(const at::Tensor& t) {
+  const auto make = [&] { return t.to(at::kFloat); };
+  if (!(t.is_leaf() && t.requires_grad())) return make();
+  const std::string layout = "float32 " + c10::str(t.sizes()) + " " + c10::str(t.strides());
+  return derived_from(t, layout, make);
+}
+
+// Runs the native kernel with the float16/bfloat16 tensors of the arguments replaced by
+// float32 copies; tensors the operator writes get the results back, and float32 results
+// become the arguments' 16-bit dtype.
+void call_widened(const c10::KernelFunction& native, const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                  torch::jit::Stack* stack, size_t n) {
+  const std::vector<c10::Argument>& schema = op.schema().arguments();
+  const size_t base = stack->size() - n;
+  at::ScalarType narrow = at::kHalf;
+  bool found = false;
+  const auto convert = [&](const at::Tensor& t) {
+    if (!is_device(t) || !is_16bit_float(t.scalar_type())) return t;
+    if (!found) narrow = t.scalar_type();
+    found = true;
+    return widen(t);
+  };
+  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (argument, its float32 copy)
+  for (size_t i = 0; i < n; ++i) {
+    c10::IValue& v = (*stack)[base + i];
+    if (v.isTensor()) {
+      const at::Tensor t = v.toTensor();
+      const at::Tensor w = convert(t);
+      if (w.is_same(t)) continue;
+      const c10::AliasInfo* alias = schema[i].alias_info();
+      if (alias && alias->isWrite()) written.emplace_back(t, w);
+      v = w;
+    } else if (v.isTensorList()) {
+      std::vector<at::Tensor> list = v.toTensorList().vec();
+      for (at::Tensor& t : list) t = convert(t);
+      v = c10::List<at::Tensor>(list);
+    } else if (v.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList().vec())
+        list.push_back(t ? std::optional<at::Tensor>(convert(*t)) : std::nullopt);
+      v = list;
+    }
+  }
+  native.callBoxed(op, keys, stack);
+  for (auto& [argument, copy] : written) argument.copy_(copy);
+  const auto narrowed = [&](const at::Tensor& r) {
+    for (const auto& [argument, copy] : written)
+      if (r.is_same(copy)) return argument;
+    return is_device(r) && r.scalar_type() == at::kFloat ? r.to(narrow) : r;
+  };
+  for (size_t i = base; i < stack->size(); ++i) {
+    c10::IValue& r = (*stack)[i];
+    if (r.isTensor()) {
+      r = narrowed(r.toTensor());
+    } else if (r.isTensorList()) {
+      std::vector<at::Tensor> list = r.toTensorList().vec();
+      for (at::Tensor& t : list) t = narrowed(t);
+      r = c10::List<at::Tensor>(list);
+    }
+  }
+}
+
+// The CPU fallback of an operator. The convolution hooks a backend overrides have no CPU
+// kernel: their CPU form is aten::convolution (the same arguments) and
+// aten::convolution_backward (which also takes the bias's sizes).
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string& name = op.operator_name().name;
+  if (name == "aten::convolution_overrideable") {
+    static const c10::OperatorHandle cpu = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+    fallback_boxed(cpu, stack);
+    return;
+  }
+  if (name == "aten::convolution_backward_overrideable") {
+    static const c10::OperatorHandle cpu =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+    // (grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
+    // groups, output_mask): bias_sizes goes after weight.
+    const size_t weight = stack->size() - op.schema().arguments().size() + 2;
+    const at::Tensor& w = (*stack)[weight].toTensor();
+    const bool transposed = (*stack)[weight + 4].toBool();
+    const int64_t channels = transposed ? w.size(1) * (*stack)[weight + 6].toInt() : w.size(0);
+    stack->insert(stack->begin() + weight + 1, c10::IValue(std::vector<int64_t>{channels}));
+    fallback_boxed(cpu, stack);
+    return;
+  }
+  fallback_boxed(op, stack);
+}
+
+void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  Registry& r = registry();
+  const c10::OperatorName& name = op.operator_name();
+  const c10::KernelFunction* native = nullptr;
+  Route route = Route::Native;
+  const size_t n = op.schema().arguments().size();
+  const uint64_t mask = dtype_mask(*stack, n);
+  const bool unusual = (mask & ~kKernelTypes) != 0;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    native = &r.native.at(name);
+    if (unusual) {
+      auto& learned = r.learned[name];
+      auto found = learned.find(mask);
+      if (found != learned.end()) route = found->second;
+    }
+  }
+  const auto learn = [&](Route chosen) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.learned[name][mask] = chosen;
+  };
+  // The arguments, to start again from them where a route gives up.
+  const size_t depth = stack->size() - n;
+  const torch::jit::Stack arguments(stack->end() - n, stack->end());
+  const auto restore = [&] {
+    stack->resize(depth);
+    stack->insert(stack->end(), arguments.begin(), arguments.end());
+  };
+  if (route == Route::Native) {
+    try {
+      native->callBoxed(op, keys, stack);
+      return;
+    } catch (const DtypeError&) {
+      restore();
+      const bool only_16bit_extra = (mask & ~(kKernelTypes | k16Bit)) == 0 && (mask & k16Bit) != 0;
+      route = only_16bit_extra ? Route::Widened : Route::Cpu;
+    }
+  }
+  if (route == Route::Widened) {
+    try {
+      call_widened(*native, op, keys, stack, n);
+      learn(Route::Widened);
+      return;
+    } catch (const DtypeError&) {
+      restore();
+    }
+  }
+  learn(Route::Cpu);
+  run_on_cpu(op, stack);
+}
+
+}  // namespace
+
+void register_native(torch::Library& library, const char* name, c10::KernelFunction native) {
+  // "add.Tensor" is the operator aten::add, overload Tensor.
+  const std::string full(name);
+  const size_t dot = full.find('.');
+  const std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+  const c10::OperatorName op("aten::" + full.substr(0, dot), overload);
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().native.insert_or_assign(op, std::move(native));
+  }
+  library.impl(name, torch::CppFunction::makeFromBoxedFunction<&dtype_dispatch>());
+}
+
+}  // namespace oclf::device

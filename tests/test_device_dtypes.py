@@ -1,0 +1,374 @@
+"""Dtypes on the opencl device beyond float32: float64 (native elementwise and reductions on
+cl_khr_fp64 devices, the CPU fallback elsewhere), complex64/complex128 (stored and copied;
+arithmetic on the CPU), and float16/bfloat16 (16-bit storage, float32 arithmetic inside
+the kernels), each against torch on the CPU.
+
+Float16 and bfloat16 run with OCL_FALLBACK=error: every operator runs on the device. Where
+torch's own CPU result at that dtype is inexact (products, convolutions, attention,
+normalisation, gradients), ours must be no worse than twice torch's error against a
+float64 reference (plus one unit in the last place of the result's scale)."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+HALVES = [torch.float16, torch.bfloat16]
+FLOATS = [torch.float64, *HALVES]
+EPS = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7, torch.float64: 2.0**-52, torch.float32: 2.0**-23}
+
+
+@pytest.fixture(autouse=True)
+def device(opencl_device, monkeypatch):
+    # 16-bit operators must all run natively; float64 may fall back (silently) where the
+    # device has no kernel for it, and complex arithmetic always does.
+    monkeypatch.setenv("OCL_FALLBACK", "error")
+    return opencl_device
+
+
+def allow_fallback(monkeypatch, dtype):
+    if dtype in (torch.float64, torch.complex64, torch.complex128):
+        monkeypatch.setenv("OCL_FALLBACK", "silent")
+
+
+def dev(*tensors):
+    return [t.to("opencl") for t in tensors]
+
+
+def same(got, ref):
+    """Equal to torch's CPU result at the dtype, within torch's default tolerance for it."""
+    got = got.cpu()
+    assert got.dtype == ref.dtype, f"dtype {got.dtype} != {ref.dtype}"
+    torch.testing.assert_close(got, ref, equal_nan=True)
+
+
+def no_worse(got, cpu, ref64):
+    """got (ours) is no worse than twice torch's CPU error against the float64 reference
+    (float64 results: equal to torch's within its default tolerance)."""
+    got = got.cpu()
+    if got.dtype == torch.float64:
+        same(got, cpu)
+        return
+    assert got.dtype == cpu.dtype, f"dtype {got.dtype} != {cpu.dtype}"
+    assert got.shape == ref64.shape
+    ours = (got.double() - ref64).abs().max().item()
+    theirs = (cpu.double() - ref64).abs().max().item()
+    ulp = EPS[got.dtype] * ref64.abs().max().item()
+    assert ours <= 2 * theirs + ulp, f"error {ours:.3e}, torch's {theirs:.3e} (ulp {ulp:.3e})"
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=torch.float64).to(dtype)
+
+
+# ---- storage and copies --------------------------------------------------------------------
+
+ALL = [torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128]
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_creation_and_round_trip(dtype, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    x = randn(5, 7, 3, dtype=dtype)
+    (d,) = dev(x)
+    assert d.dtype == dtype and d.device.type == "opencl"
+    assert torch.equal(d.cpu(), x)
+    assert torch.equal(torch.zeros_like(d).cpu(), torch.zeros_like(x))
+    assert torch.equal(torch.full((4, 3), 2.5, dtype=dtype, device="opencl").cpu(), torch.full((4, 3), 2.5, dtype=dtype))
+    assert d[1, 2, 0].item() == x[1, 2, 0].item()
+    printed = "".join(repr(d).split())  # printing reads the values back (line breaks differ)
+    assert printed.replace(",device='opencl:0'", "") == "".join(repr(x).split())
+    e = torch.empty(0, dtype=dtype, device="opencl")
+    assert e.cpu().shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_copies_with_odd_strides(dtype, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    x = randn(6, 9, 5, dtype=dtype)
+    (d,) = dev(x)
+    # device -> host from views, host -> device into views, device -> device between views
+    assert torch.equal(d[1::2, ::3, 1:].cpu(), x[1::2, ::3, 1:])
+    assert torch.equal(d.permute(2, 0, 1).contiguous().cpu(), x.permute(2, 0, 1).contiguous())
+    target = torch.zeros(5, 9, 6, dtype=dtype, device="opencl")
+    target.permute(2, 1, 0)[:, 2:7].copy_(x[:, :5])
+    expected = torch.zeros(5, 9, 6, dtype=dtype)
+    expected.permute(2, 1, 0)[:, 2:7].copy_(x[:, :5])
+    assert torch.equal(target.cpu(), expected)
+    host = torch.zeros(9, 6, dtype=dtype).t()
+    host.copy_(d[:, :, 3])
+    assert torch.equal(host, x[:, :, 3])
+    back = torch.zeros(3, 9, dtype=dtype, device="opencl")
+    back[:, ::2] = x[::2, ::2, 0].to("opencl")
+    expected = torch.zeros(3, 9, dtype=dtype)
+    expected[:, ::2] = x[::2, ::2, 0]
+    assert torch.equal(back.cpu(), expected)
+
+
+PAIRS = [(a, b) for a in [torch.float32, torch.int64, torch.bool, *ALL] for b in [torch.float32, torch.int32, *ALL]
+         if a != b and not (a.is_complex and not b.is_complex)]
+
+
+@pytest.mark.parametrize("src, dst", PAIRS, ids=lambda t: str(t).replace("torch.", ""))
+def test_conversions_on_the_device(src, dst, monkeypatch):
+    monkeypatch.setenv("OCL_FALLBACK", "silent")
+    x = (randn(4, 7) * 3).to(src) if src != torch.bool else torch.rand(4, 7) > 0.5
+    (d,) = dev(x)
+    got = d.t().to(dst)
+    assert got.device.type == "opencl"
+    assert torch.equal(got.cpu(), x.t().to(dst))
+
+
+def test_bfloat16_rounds_to_nearest_even_and_keeps_nan():
+    # float32 values half-way between two bfloat16 ones, and specials
+    bits = torch.tensor([0x3F808000, 0x3F818000, 0x3F80C000, 0x7FC00001, 0xFF800000, 0x7F7FFFFF, 0x00010000],
+                        dtype=torch.int64).to(torch.int32)
+    x = bits.view(torch.float32)
+    (d,) = dev(x)
+    got, ref = d.to(torch.bfloat16).cpu(), x.to(torch.bfloat16)
+    assert torch.equal(got.view(torch.int16)[:3], ref.view(torch.int16)[:3])
+    assert got[3].isnan() and got[4] == float("-inf")
+    assert torch.equal(got[4:], ref[4:])
+
+
+def test_half_conversion_rounds_and_saturates_like_torch():
+    x = torch.tensor([1 + 2**-11, 1 + 3 * 2**-11, 65520.0, -70000.0, 6e-8, float("nan")])
+    (d,) = dev(x)
+    same(d.half(), x.half())
+
+
+# ---- elementwise and reductions --------------------------------------------------------------
+
+UNARY = [torch.neg, torch.abs, torch.exp, torch.tanh, torch.sigmoid, torch.relu, torch.sqrt, torch.rsqrt, torch.log,
+         torch.erf, torch.floor, torch.reciprocal, F.gelu, F.silu, F.hardswish,
+         lambda t: F.gelu(t, approximate="tanh"), lambda t: t.clamp(-0.5, 0.7), lambda t: t.pow(2), torch.isnan]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_elementwise(dtype, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    a, b = randn(7, 33, dtype=dtype), randn(33, dtype=dtype)
+    pos = a.abs() + 0.5
+    da, db, dpos = dev(a, b, pos)
+    for f in UNARY:
+        arg, darg = (pos, dpos) if f in (torch.sqrt, torch.rsqrt, torch.log) else (a, da)
+        same(f(darg), f(arg))
+    same(da + db, a + b)
+    same(da * 2.5 - db, a * 2.5 - b)
+    same(da / (db.abs() + 1), a / (b.abs() + 1))
+    same(torch.maximum(da, db), torch.maximum(a, b))
+    same(torch.where(da > db, da, db * 3), torch.where(a > b, a, b * 3))
+    same(da[:, ::2].t() * db[::2, None], a[:, ::2].t() * b[::2, None])
+    same(da == da, a == a)
+    same(torch.addcmul(da, da, db, value=0.5), torch.addcmul(a, a, b, value=0.5))
+    same(da + 1, a + 1)  # a Python number keeps the tensor's dtype
+    # mixed with float32: promotion to the wider type
+    f32 = torch.randn(33)
+    (df32,) = dev(f32)
+    same(da + df32, a + f32)
+    inplace = da.clone()
+    inplace.mul_(db).add_(1)
+    same(inplace, a * b + 1)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_reductions(dtype, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    x = randn(6, 130, 5, dtype=dtype)
+    (d,) = dev(x)
+    ref = x.double()
+    for dims in [(1,), (0, 2), (2,), None]:
+        kw = {} if dims is None else {"dim": dims}
+        no_worse(d.sum(**kw), x.sum(**kw), ref.sum(**kw))
+        no_worse(d.mean(**kw), x.mean(**kw), ref.mean(**kw))
+        same(d.amax(**kw), x.amax(**kw))
+    values, indices = d.max(dim=1)
+    same(values, x.max(dim=1).values)
+    assert torch.equal(indices.cpu(), x.max(dim=1).indices)
+    assert torch.equal(d.argmin(dim=2).cpu(), x.argmin(dim=2))
+    no_worse(d.permute(2, 0, 1).norm(dim=(0, 2)), x.permute(2, 0, 1).norm(dim=(0, 2)), ref.permute(2, 0, 1).norm(dim=(0, 2)))
+    same((d > 0).any(dim=1), (x > 0).any(dim=1))
+
+
+# ---- the nn paths ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m, k, n", [(7, 33, 9), (1, 40, 6), (17, 5, 3)])
+def test_matmul_and_linear(dtype, m, k, n, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    a, b, w, bias = randn(2, m, k, dtype=dtype), randn(k, n, dtype=dtype), randn(n, k, dtype=dtype), randn(n, dtype=dtype)
+    da, db, dw, dbias = dev(a, b, w, bias)
+    ref = lambda t: t.double()  # noqa: E731
+    no_worse(da @ db, a @ b, ref(a) @ ref(b))
+    no_worse(F.linear(da, dw, dbias), F.linear(a, w, bias), F.linear(ref(a), ref(w), ref(bias)))
+    no_worse(da[0].t() @ da[1], a[0].t() @ a[1], ref(a[0]).t() @ ref(a[1]))
+
+
+CONVS = [  # (batch, c_in, h, w, c_out, k, stride, padding, groups)
+    (2, 3, 9, 7, 5, 3, 1, 1, 1),
+    (1, 4, 11, 13, 6, 3, 2, 0, 2),
+    (3, 6, 5, 8, 6, 1, 1, 0, 6),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", CONVS)
+def test_conv2d(dtype, shape, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    batch, c_in, h, w, c_out, k, stride, padding, groups = shape
+    x, wt, b = randn(batch, c_in, h, w, dtype=dtype), randn(c_out, c_in // groups, k, k, dtype=dtype), randn(c_out, dtype=dtype)
+    dx, dwt, db = dev(x, wt, b)
+    kw = dict(stride=stride, padding=padding, groups=groups)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), **kw)
+    no_worse(F.conv2d(dx, dwt, db, **kw), F.conv2d(x, wt, b, **kw), ref)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_norms_and_softmax(dtype, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    x, w, b = randn(3, 5, 37, dtype=dtype) * 2 + 1, randn(37, dtype=dtype), randn(37, dtype=dtype)
+    dx, dw, db = dev(x, w, b)
+    r = lambda t: t.double()  # noqa: E731
+    no_worse(F.layer_norm(dx, (37,), dw, db), F.layer_norm(x, (37,), w, b), F.layer_norm(r(x), (37,), r(w), r(b)))
+    no_worse(F.softmax(dx, -1), F.softmax(x, -1), F.softmax(r(x), -1))
+    no_worse(F.log_softmax(dx, 1), F.log_softmax(x, 1), F.log_softmax(r(x), 1))
+    # RMSNorm as Llama writes it: float32 variance, then the 16-bit weight
+    def rms(t, weight):
+        wide = t.to(torch.float32) if t.dtype in HALVES else t
+        v = wide.pow(2).mean(-1, keepdim=True)
+        return weight * (wide * torch.rsqrt(v + 1e-6)).to(t.dtype)
+    no_worse(rms(dx, dw), rms(x, w), r(w) * r(x) * torch.rsqrt(r(x).pow(2).mean(-1, keepdim=True) + 1e-6))
+    xb = randn(4, 6, 5, 3, dtype=dtype)
+    (dxb,) = dev(xb)
+    wb, bb = randn(6, dtype=dtype), randn(6, dtype=dtype)
+    dwb, dbb = dev(wb, bb)
+    no_worse(F.batch_norm(dxb, None, None, dwb, dbb, training=True), F.batch_norm(xb, None, None, wb, bb, training=True),
+             F.batch_norm(r(xb), None, None, r(wb), r(bb), training=True))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("mask", ["none", "causal", "additive", "bool"])
+def test_attention(dtype, mask, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    q, k, v = randn(2, 3, 7, 16, dtype=dtype), randn(2, 3, 9, 16, dtype=dtype), randn(2, 3, 9, 16, dtype=dtype)
+    bias = randn(7, 9, dtype=dtype)
+    kw = {"none": {}, "causal": {"is_causal": True}, "additive": {"attn_mask": bias}, "bool": {"attn_mask": bias > 0}}[mask]
+    dq, dk, dv = dev(q, k, v)
+    dkw = {name: value.to("opencl") if torch.is_tensor(value) else value for name, value in kw.items()}
+    wide = {name: value.double() if torch.is_tensor(value) and value.is_floating_point() else value
+            for name, value in kw.items()}
+    r = lambda t: t.double()  # noqa: E731
+    sdpa = F.scaled_dot_product_attention
+    no_worse(sdpa(dq, dk, dv, **dkw), sdpa(q, k, v, **kw), sdpa(r(q), r(k), r(v), **wide))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_embedding(dtype, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    table, idx = randn(11, 6, dtype=dtype), torch.tensor([[3, 0, 10], [3, 7, 1]])
+    dtable, didx = dev(table, idx)
+    same(F.embedding(didx, dtable), F.embedding(idx, table))
+    same(dtable[didx[0]], table[idx[0]])
+    same(torch.cat([dtable, dtable[:2]]), torch.cat([table, table[:2]]))
+
+
+# ---- backward ----------------------------------------------------------------------------------
+
+def grads_no_worse(model, inputs, dtype):
+    """Gradients of model at `dtype` on the device, against torch's at `dtype` and float64."""
+    results = []
+    for where, dt in [("opencl", dtype), ("cpu", dtype), ("cpu", torch.float64)]:
+        m = copy.deepcopy(model).to(dt).to(where)
+        out = m(inputs.to(dt).to(where))
+        out.float().square().mean().backward() if dt != torch.float64 else out.square().mean().backward()
+        results.append([p.grad.cpu() for p in m.parameters()])
+    for ours, theirs, ref in zip(*results):
+        if dtype == torch.float64:
+            same(ours, theirs)
+        else:
+            no_worse(ours, theirs, ref)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_mlp_backward(dtype, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    torch.manual_seed(1)
+    mlp = torch.nn.Sequential(torch.nn.Linear(13, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 5))
+    grads_no_worse(mlp, torch.randn(7, 13), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv_net_backward(dtype, monkeypatch):
+    allow_fallback(monkeypatch, dtype)
+    torch.manual_seed(2)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(6, 4, 3, stride=2),
+                              torch.nn.Flatten(), torch.nn.Linear(4 * 4 * 4, 3))
+    grads_no_worse(net, torch.randn(2, 3, 9, 10), dtype)
+
+
+# ---- float64 and complex without kernels --------------------------------------------------------
+
+def test_complex_arithmetic_runs_on_the_cpu_fallback(monkeypatch):
+    monkeypatch.setenv("OCL_FALLBACK", "silent")
+    x = torch.randn(4, 5, dtype=torch.complex64)
+    (d,) = dev(x)
+    same(d * d + 1, x * x + 1)
+    same(d.abs(), x.abs())
+    # torch's lazy conjugate and negative views are resolved on copies
+    same(d.conj(), x.conj())
+    same(d * d.conj(), x * x.conj())
+    same(d.conj().t().contiguous(), x.conj().t().contiguous())
+    same(d.conj().imag, x.conj().imag)
+    monkeypatch.setenv("OCL_FALLBACK", "error")
+    with pytest.raises(NotImplementedError, match="aten::mul.Tensor has no OpenCL kernel"):
+        d * d
+
+
+# ---- whole models in 16 bits --------------------------------------------------------------------
+
+def language_models():
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=500, n_positions=64,
+                                      bos_token_id=0, eos_token_id=1))
+    llama = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                                         num_attention_heads=4, num_key_value_heads=2, vocab_size=500,
+                                         max_position_embeddings=64, bos_token_id=0, eos_token_id=1))
+    return {"gpt2": gpt2.eval(), "llama": llama.eval()}
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+@pytest.mark.parametrize("dtype", HALVES)
+def test_language_model_forward_in_16_bits(name, dtype):
+    model = language_models()[name]
+    ids = torch.randint(0, 500, (2, 13), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = copy.deepcopy(model).double()(ids).logits
+        cpu = copy.deepcopy(model).to(dtype)(ids).logits
+        ours = copy.deepcopy(model).to(dtype).to("opencl")(ids.to("opencl")).logits
+    assert ours.dtype == dtype
+    no_worse(ours, cpu, ref)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_16bit_kernels_read_16_bits_without_a_float32_copy(dtype):
+    x, w, b = randn(3, 37, dtype=dtype), randn(37, dtype=dtype), randn(37, dtype=dtype)
+    q = randn(1, 2, 5, 8, dtype=dtype)
+    dx, dw, db, dq = dev(x, w, b, q)
+    ids = torch.tensor([2, 0, 2], device="opencl")
+    torch.ops.oclf.launch_log_start()
+    try:
+        F.softmax(dx, -1), F.log_softmax(dx, 0), F.layer_norm(dx, (37,), dw, db)
+        F.scaled_dot_product_attention(dq, dq, dq, is_causal=True)
+        F.embedding(ids, dx), (dx * dw + 1).sum(-1), dx.amax(0)
+        launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
+    finally:
+        torch.ops.oclf.launch_log_stop()
+    name = {torch.float16: "half", torch.bfloat16: "bfloat"}[dtype]
+    kernels = {kernel for _, kernel, *_ in launches}
+    assert {"softmax_forward", "ln_forward", "sdpa_forward", "index_select", "ew_contig"} <= kernels
+    for _, kernel, options, *_ in launches:
+        assert "-DTO=float" not in options or f"-DTA={name}" not in options, f"{kernel} widened: {options}"
+        if kernel in ("softmax_forward", "ln_forward", "sdpa_forward"):
+            assert f"-DT={name}" in options.split(), f"{kernel}: {options}"
