@@ -22,6 +22,7 @@ weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks. On a CUD
 torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to it.
 
     python -m bench.models [--mode patched|device|replay|all] [--model NAME|all] [--rounds N] [--threads N]
+                           [--dtype float32|float16|bfloat16]
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ from utils.info import host_cpu
 from utils.patching import opencl_layers
 
 PROMPT_TOKENS, NEW_TOKENS = 8, 16
+# GPT-2's weights and activations off the CPU (--dtype): float16 and bfloat16 halve the
+# memory traffic of each decoding step; torch on the CPU, the reference, stays float32.
+GPT2_DTYPE = torch.float32
 
 # A model maker takes a device ("cpu", "opencl", "cuda") and returns a function that runs
 # the workload once there and returns its result on that device.
@@ -92,6 +96,8 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
 
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config()).eval().to(device)
+    if device != "cpu":
+        model = model.to(GPT2_DTYPE)
     prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT_TOKENS)).to(device)
 
     def generate() -> torch.Tensor:
@@ -100,7 +106,7 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
             for _ in range(NEW_TOKENS):
                 out = model(input_ids=x, past_key_values=past, use_cache=True)
                 past, step = out.past_key_values, out.logits[0, -1]
-                logits.append(step)
+                logits.append(step.float())
                 x = step.argmax().view(1, 1)
         return torch.stack(logits)
 
@@ -210,13 +216,14 @@ def compare_device(name: str, rounds: int, replay: bool = False) -> Dict[str, fl
 def report(name: str, mode: str, times: Dict[str, List[float]], first: float, error: float,
            rounds: int) -> Dict[str, float]:
     spec = MODELS[name]
+    label = spec["label"] + (f" {str(GPT2_DTYPE).removeprefix('torch.')}" if name == "gpt2" else "")
     result = {key: statistics.median(values) for key, values in times.items()}
     result.update({f"{key}_min": min(values) for key, values in times.items()})
     result["first_call"] = first
     result["max_rel_error"] = error
     where = {"device": "on the opencl device", "replay": "on the opencl device, replayed",
              "patched": "with the patched layers"}[mode]
-    line = (f"{spec['label']} {where} ({opencl_functions.device_info()['device']}): "
+    line = (f"{label} {where} ({opencl_functions.device_info()['device']}): "
             f"fastest (median) of {rounds} rounds: "
             f"torch CPU {result['torch_min'] * 1e3:.1f} ({result['torch'] * 1e3:.1f}) ms, "
             f"OpenCL {result['opencl_min'] * 1e3:.1f} ({result['opencl'] * 1e3:.1f}) ms, "
@@ -234,7 +241,9 @@ def cuda_seconds(name: str, rounds: int) -> float:
     """Median time of the same workload on the GPU with CUDA torch, TF32 off, measured in a
     process of its own: one that also holds the opencl device trips an assertion of torch's
     autograd engine on CUDA backward passes (two accelerator backends in one process)."""
-    proc = subprocess.run([sys.executable, "-m", "bench.models", "--cuda-only", name, "--rounds", str(rounds)],
+    dtype = str(GPT2_DTYPE).removeprefix("torch.")
+    proc = subprocess.run([sys.executable, "-m", "bench.models", "--cuda-only", name, "--rounds", str(rounds),
+                           "--dtype", dtype],
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode:
         raise RuntimeError(f"timing {name} on CUDA failed:\n{proc.stderr[-3000:]}")
@@ -261,8 +270,12 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
     p.add_argument("--rounds", type=int, default=9, help="alternating torch/OpenCL rounds (default 9)")
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
+                   help="GPT-2's dtype on the OpenCL device and on CUDA (the CPU reference stays float32)")
     p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's CUDA time as JSON")
     args = p.parse_args(argv)
+    global GPT2_DTYPE
+    GPT2_DTYPE = getattr(torch, args.dtype)
     if args.cuda_only:
         print(json.dumps({"seconds": _cuda_seconds_here(MODELS[args.cuda_only]["make"], args.rounds)}))
         return {}
