@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import timedelta
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import Backend, ProcessGroupGloo, PrefixStore, Work
+from torch._C._distributed_c10d import Backend, PrefixStore, ProcessGroup, ProcessGroupGloo, Work
 
 NAME = "oclf"
 DEVICE = "opencl"
@@ -70,14 +70,18 @@ _WRITTEN = {
 _FLAT = {"_allgather_base", "all_gather_single", "_reduce_scatter_base", "reduce_scatter_single"}
 
 
-class OpenCLBackend(Backend):
-    """Collectives on opencl tensors, run by gloo on host copies (see the module's text)."""
+class _Staging:
+    """Collectives on opencl tensors, run by gloo on host copies (see the module's text).
+    Host tensors pass through to gloo as they are."""
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
         self._gloo = ProcessGroupGloo(PrefixStore(f"{NAME}/", store), rank, size, timeout)
 
     def getBackendName(self) -> str:  # noqa: N802 (torch's name)
+        return NAME
+
+    def _get_backend_name(self) -> str:
         return NAME
 
     def _staged(self, name: str, written, args):
@@ -97,6 +101,22 @@ class OpenCLBackend(Backend):
         torch.opencl.synchronize()
         self._gloo.barrier(opts).wait()
         return _done([])
+
+
+def _base() -> type:
+    """torch's Backend where Python may derive from it (recent torch); else ProcessGroup,
+    whose Python subclasses serve every device of the group (older torch)."""
+    class Probe(Backend):
+        pass
+
+    try:
+        Probe(0, 1)
+        return Backend
+    except TypeError:  # "No constructor defined"
+        return ProcessGroup
+
+
+OpenCLBackend = type("OpenCLBackend", (_Staging, _base()), {"__doc__": _Staging.__doc__})
 
 
 def _staging(name: str, written):
