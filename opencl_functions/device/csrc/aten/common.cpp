@@ -1,6 +1,7 @@
 // Helpers shared by the opencl device's operators (see common.h).
 #include "common.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/TypeProperties.h>
 
 #include <climits>
@@ -42,6 +43,17 @@ DeviceSpan span(const at::Tensor& t) {
   const Location where = Allocator::get().locate(first);
   TORCH_CHECK(where.offset / item <= size_t(INT_MAX), "opencl: tensor offset past 2^31 elements");
   return DeviceSpan{where.mem, static_cast<int>(where.offset / item)};
+}
+
+bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative) {
+  TORCH_CHECK_INDEX(at::isIntegralType(index.scalar_type(), /*includeBool=*/false), "opencl: ", op,
+                    ": indices must be an integer tensor, got ", index.scalar_type());
+  if (index.numel() == 0) return false;
+  const int64_t low = index.min().item<int64_t>(), high = index.max().item<int64_t>();
+  const int64_t floor = negative ? -size : 0;
+  TORCH_CHECK_INDEX(low >= floor && high < size, "opencl: ", op, ": index ", low < floor ? low : high,
+                    " is out of bounds for a dimension of size ", size);
+  return low < 0;
 }
 
 at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype) {
@@ -208,6 +220,14 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   TORCH_CHECK(out.numel() <= INT_MAX, "opencl: ", op, " on more than 2^31 elements is not supported");
   const std::vector<Operand> ins(inputs);
   TORCH_CHECK(ins.size() <= 3, "opencl: elementwise ops take at most 3 inputs");
+  // Work-items write their elements in no order: an output element must be one memory
+  // location, and an input either the output itself (in-place) or apart from it.
+  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, "opencl: ", op,
+              ": the output has elements that share memory (an expanded view); clone() it first");
+  for (const Operand& in : ins) {
+    TORCH_CHECK(in.number || at::get_overlap_status(out, in.tensor) != at::MemOverlapStatus::Partial, "opencl: ",
+                op, ": the output partly overlaps an input; clone() the input first");
+  }
   const int64_t nd = out.dim();
 
   // Strides of every operand in the output's shape (0 where broadcast or a number).

@@ -4,6 +4,7 @@
 // random fills (randn, rand, bernoulli) and linspace. Kernels: kernels/gather.cl. Cases
 // not covered go to the CPU fallback (with its warning).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/TensorShape.h>
 #include <torch/library.h>
@@ -143,10 +144,22 @@ struct Coords {
   cl_int stride_idx[kMaxDims] = {0};
 };
 
-Coords coords(const at::Tensor& index, const at::Tensor& x, const at::Tensor& src, const char* op) {
+// The walk over index's elements for gather (src undefined) and scatter along dimension d;
+// checks what the kernels assume: index no larger than x outside d nor than src anywhere,
+// and its values inside x's dimension d.
+Coords coords(const at::Tensor& index, const at::Tensor& x, const at::Tensor& src, int64_t d, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(index.dim() <= kMaxDims, "opencl: ", op, " on more than ", kMaxDims, " dimensions");
   TORCH_CHECK(index.dim() == x.dim(), "opencl: ", op, ": index must have as many dimensions as self, got ",
               index.sizes(), " and ", x.sizes());
+  TORCH_CHECK(!src.defined() || src.dim() == x.dim(), "opencl: ", op,
+              ": src must have as many dimensions as self, got ", src.sizes(), " and ", x.sizes());
+  for (int64_t e = 0; e < index.dim(); ++e) {
+    TORCH_CHECK(e == d || index.size(e) <= x.size(e), "opencl: ", op, ": index of shape ", index.sizes(),
+                " is larger than self of shape ", x.sizes(), " in dimension ", e);
+    TORCH_CHECK(!src.defined() || index.size(e) <= src.size(e), "opencl: ", op, ": index of shape ",
+                index.sizes(), " is larger than src of shape ", src.sizes(), " in dimension ", e);
+  }
+  check_index_range(op, index, x.size(d));
   Coords c;
   c.ndim = cl_int(index.dim());
   for (int64_t d = 0; d < index.dim(); ++d) {
@@ -166,14 +179,18 @@ at::Tensor long_index(const at::Tensor& index) {
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                        at::Tensor& out) {
   check_device(self, "self");
+  check_device(out, "gather's out");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  // A 0-d self or index: the same walk over one dimension of one element.
+  const at::Tensor x = self.dim() == 0 ? self.view({1}) : self;
   const at::Tensor idx = long_index(index);
   at::native::resize_output(out, idx.sizes());
   at::Tensor y = out.is_contiguous() ? out : empty_device(idx.sizes(), self.scalar_type());
   if (y.numel() > 0) {
-    const Coords c = coords(idx, self, at::Tensor(), "gather");
-    launch(Device::get().kernel("gather.cl", "gather", typed(self)), NDRange::linear(size_t(y.numel())), arg(self),
-           arg(idx), arg(y), c, int(d), int(y.numel()));
+    const at::Tensor i = idx.dim() == 0 ? idx.view({1}) : idx;
+    const Coords c = coords(i, x, at::Tensor(), d, "gather");
+    launch(Device::get().kernel("gather.cl", "gather", typed(x)), NDRange::linear(size_t(y.numel())), arg(x),
+           arg(i), arg(y), c, int(d), int(y.numel()));
   }
   if (!y.is_same(out)) out.copy_(y);
   return out;
@@ -191,12 +208,16 @@ at::Tensor& scatter_into(at::Tensor& self, int64_t dim, const at::Tensor& index,
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor idx = long_index(index);
   if (idx.numel() == 0) return self;
+  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, "opencl: scatter: self has elements that share "
+              "memory (an expanded view); clone() it first");
   at::Tensor x = self.is_contiguous() ? self : self.contiguous();
-  const at::Tensor s = src.defined() ? src.to(self.scalar_type()) : at::Tensor();
-  const Coords c = coords(idx, x, s, add ? "scatter_add" : "scatter");
+  // 0-d tensors: the same walk over one dimension of one element.
+  const auto one_d = [](const at::Tensor& t) { return t.defined() && t.dim() == 0 ? t.view({1}) : t; };
+  const at::Tensor s = src.defined() ? one_d(src.to(self.scalar_type())) : at::Tensor();
+  const Coords c = coords(one_d(idx), one_d(x), s, d, add ? "scatter_add" : "scatter");
   std::string options = typed(x) + (add ? " -DADD" : "") + (src.defined() ? "" : " -DVALUE");
   const ScalarArg v(value.toDouble(), x.scalar_type());
-  const int64_t lines = idx.numel() / idx.size(d);
+  const int64_t lines = idx.numel() / (idx.dim() == 0 ? 1 : idx.size(d));
   launch(Device::get().kernel("gather.cl", "scatter", options), NDRange::linear(size_t(lines)), arg(x), arg(idx),
          arg(s.defined() ? s : x), v, c, int(d), int(lines));
   if (!x.is_same(self)) self.copy_(x);
@@ -274,7 +295,9 @@ int64_t single_integer_index(const c10::List<std::optional<at::Tensor>>& indices
 at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
   const int64_t p = single_integer_index(indices);
   if (p < 0) return at::native::call_fallback_fn<&fallback_boxed, at::_ops::index_Tensor>::call(self, indices);
-  const at::Tensor idx = long_index(*indices.get(p));
+  at::Tensor idx = long_index(*indices.get(p));
+  TORCH_CHECK_INDEX(p < self.dim(), "opencl: index: too many indices for a tensor of dimension ", self.dim());
+  if (check_index_range("index", idx, self.size(p), /*negative=*/true)) idx = idx.remainder(self.size(p));
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().begin() + p);
   shape.insert(shape.end(), idx.sizes().begin(), idx.sizes().end());
   shape.insert(shape.end(), self.sizes().begin() + p + 1, self.sizes().end());
@@ -288,7 +311,9 @@ at::Tensor& index_put(at::Tensor& self, const c10::List<std::optional<at::Tensor
     return at::native::call_fallback_fn<&fallback_boxed, at::_ops::_index_put_impl_>::call(self, indices, values,
                                                                                           accumulate, unsafe);
   }
-  const at::Tensor idx = long_index(*indices.get(p)).reshape({-1});
+  TORCH_CHECK_INDEX(p < self.dim(), "opencl: index_put_: too many indices for a tensor of dimension ", self.dim());
+  at::Tensor idx = long_index(*indices.get(p)).reshape({-1});
+  if (check_index_range("index_put_", idx, self.size(p), /*negative=*/true)) idx = idx.remainder(self.size(p));
   // The rows idx[j] of dimension p take values broadcast to the selected shape.
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   shape[p] = idx.numel();

@@ -1,0 +1,54 @@
+"""torch's OpInfo database on the opencl device (utils/opdb.py): every float32 sample of the
+default part (ops with a native registration, and every 4th other op) runs in child
+processes, and none crashes, hangs or gives a wrong answer; the whole database is the slow
+test. The README's table of native operators is the one the registrations and the recorded
+run (docs/opdb.json) give."""
+import json
+
+import pytest
+
+from utils import opdb
+
+
+def _check(report: opdb.Report) -> None:
+    print(report.summary())
+    problems = "\n".join(f"{r.verdict}: {r.op} sample {r.sample} ({r.variant}): {r.detail}" for r in report.problems())
+    assert not problems, problems
+
+
+def test_default_part_of_op_db(opencl_device):
+    ops = opdb.select(opdb.float32_ops(), opdb.native_aten_names())
+    report = opdb.run([opdb.op_key(op) for op in ops])
+    _check(report)
+    counts = report.counts()
+    assert counts["right"] > 10 * counts["refused"], "the fallback serves most of what the device's kernels refuse"
+
+
+@pytest.mark.slow
+def test_whole_op_db(opencl_device):
+    _check(opdb.run([opdb.op_key(op) for op in opdb.float32_ops()]))
+
+
+def test_a_crash_is_caught_and_blamed_on_its_sample(opencl_device):
+    records = opdb.run_chunk(["abs", "neg"], crash_at="abs#1")
+    crashed = [r for r in records if r.verdict == "crashed"]
+    assert [(r.op, r.sample, r.variant) for r in crashed] == [("abs", 1, "fn")], crashed
+    assert "SIGSEGV" in crashed[0].detail
+    # The chunk went on after it: the rest of abs's samples and all of neg's have verdicts.
+    assert any(r.op == "abs" and r.sample == 1 and r.variant == "inplace" for r in records)
+    assert any(r.op == "neg" for r in records)
+
+
+def test_select_takes_every_native_op_and_a_spread_of_the_others():
+    ops = opdb.float32_ops()
+    chosen = {opdb.op_key(op) for op in opdb.select(ops, {"sum", "cat"})}
+    assert {"sum", "cat"} <= chosen
+    assert len(ops) // 5 < len(chosen) < len(ops) // 3
+
+
+def test_readme_table_is_current(opencl_device):
+    block = opdb.readme_block()
+    assert block, "the device README lacks its table: python -m utils.opdb --readme"
+    record = json.loads(opdb.RECORD.read_text())
+    assert block == opdb.render(opdb.registrations(), record), \
+        "the device's registrations changed: python -m utils.opdb --readme (or --all --record)"
