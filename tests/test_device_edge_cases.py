@@ -149,3 +149,20 @@ def test_cat_refuses_an_out_that_is_one_of_its_inputs():
 def test_avg_pool2d_divisor_override_of_any_sign(divisor):
     x = torch.randn(1, 1, 4, 4)
     close(F.avg_pool2d(x.to("opencl"), 2, divisor_override=divisor), F.avg_pool2d(x, 2, divisor_override=divisor))
+
+
+# ---- values at the edges of a kernel's arithmetic -----------------------------------------------
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.all(), lambda x: x.all(1), lambda x: x.any(0), lambda x: x.any(),
+    lambda x: torch.linalg.vector_norm(x, 0), lambda x: torch.linalg.vector_norm(x, 0, dim=1),
+    lambda x: x[:, :0].mean(1), lambda x: x[:0].mean(),
+])
+def test_truth_counts_and_means_of_nothing(fn):
+    x = torch.tensor([[0.5, -0.25, float("nan")], [0.0, 3.0, 0.125]])
+    close(fn(x.to("opencl")), fn(x))
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 7])
+def test_linspace_of_few_steps(steps):
+    close(torch.linspace(1, 3, steps, device="opencl"), torch.linspace(1, 3, steps))

@@ -1,5 +1,6 @@
 """torch's OpInfo database on the opencl device (utils/opdb.py): every float32 sample of the
-default part (ops with a native registration, and every 4th other op) runs in child
+default part (ops with a native registration and every 4th other op, at most 40 samples
+each) runs in child
 processes, and none crashes, hangs or gives a wrong answer; the whole database is the slow
 test. The README's table of native operators is the one the registrations and the recorded
 run (docs/opdb.json) give."""
@@ -18,7 +19,7 @@ def _check(report: opdb.Report) -> None:
 
 def test_default_part_of_op_db(opencl_device):
     ops = opdb.select(opdb.float32_ops(), opdb.native_aten_names())
-    report = opdb.run([opdb.op_key(op) for op in ops])
+    report = opdb.run([opdb.op_key(op) for op in ops], max_samples=opdb.DEFAULT_MAX_SAMPLES)
     _check(report)
     counts = report.counts()
     assert counts["right"] > 10 * counts["refused"], "the fallback serves most of what the device's kernels refuse"

@@ -1,6 +1,7 @@
 """torch's OpInfo database (op_db) on the `opencl` device, in child processes a crash cannot hide in.
 
-    python -m utils.opdb                     the default part of the database (see select())
+    python -m utils.opdb                     the default part of the database (see select()),
+                                             at most DEFAULT_MAX_SAMPLES samples per op
     python -m utils.opdb --all               every op with float32 samples
     python -m utils.opdb --ops cat,sum -v    named ops, each sample's verdict printed
     python -m utils.opdb --all --json F      the counts and per-op verdicts as JSON too
@@ -50,6 +51,9 @@ ATOL, RTOL = 1e-5, 1.3e-6
 # A miss passes when the device is no further from the float64 result than this many times
 # the CPU's float32 result (plus a small floor), i.e. as accurate as float32 arithmetic allows.
 DRIFT_FACTOR, DRIFT_ATOL, DRIFT_RTOL = 4.0, 1e-5, 1e-4
+# The default part runs at most this many samples of an op (max_pool2d's backward has over a
+# thousand), spread over its list.
+DEFAULT_MAX_SAMPLES = 40
 SAMPLE_TIMEOUT_S = 180.0   # one run past this is "hung" (a first kernel build can take seconds)
 
 
@@ -308,7 +312,16 @@ def run_one(op, variant: str, sample, reached: Optional[set] = None) -> Tuple[st
     return "right", native, detail
 
 
-def child(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]], crash_at: str = "") -> None:
+def spread(samples: list, most: int) -> List[tuple]:
+    """(index, sample) pairs: all of them, or `most` spread evenly over the list (0: no limit)."""
+    if not most or len(samples) <= most:
+        return list(enumerate(samples))
+    picked = sorted({round(k * (len(samples) - 1) / (most - 1)) for k in range(most)}) if most > 1 else [0]
+    return [(k, samples[k]) for k in picked]
+
+
+def child(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]], crash_at: str = "",
+          max_samples: int = 0) -> None:
     """Runs the given ops' samples from `resume` (op, sample, variant positions) on, one log line
     before each run and one after. `crash_at` ("op#sample"): that sample's process kills itself
     with SIGSEGV (how the tests prove that a crash is caught and blamed on its sample)."""
@@ -331,7 +344,7 @@ def child(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]], cr
                                       "native": True, "detail": f"no samples: {error}"[:300]}) + "\n")
                 continue
             variants = _variants(op)
-            for s, sample in enumerate(samples):
+            for s, sample in spread(samples, max_samples):
                 for v, variant in enumerate(variants):
                     if resume and (o, s, v) <= resume:
                         continue
@@ -453,7 +466,7 @@ def _death(returncode: int, stderr: str) -> str:
 
 
 def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: bool = False,
-              crash_at: str = "") -> List[Record]:
+              crash_at: str = "", max_samples: int = 0) -> List[Record]:
     """Runs one chunk of ops in children until every run has a verdict."""
     env = dict(os.environ, OCLF_FALLBACK="silent", PYTHONUNBUFFERED="1")
     env.pop("OCL_FALLBACK", None)
@@ -467,6 +480,8 @@ def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: boo
                 command += ["--resume", ",".join(map(str, resume))]
             if crash_at:
                 command += ["--crash-at", crash_at]
+            if max_samples:
+                command += ["--max-samples", str(max_samples)]
             proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, text=True)
             seen, last_change, hung = -1, time.monotonic(), False
@@ -507,16 +522,17 @@ def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: boo
             resume = (last_start["o"], last_start["s"], last_start["vi"])
 
 
-def run(keys: List[str], jobs: int = 2, chunk: int = 0, verbose: bool = False) -> Report:
+def run(keys: List[str], jobs: int = 2, chunk: int = 0, max_samples: int = 0, verbose: bool = False) -> Report:
     """Runs the ops named by `keys` (op_key) in chunks of `chunk` ops (0: one chunk per job, as
-    each child pays for importing torch and op_db), `jobs` children at a time."""
+    each child pays for importing torch and op_db), `jobs` children at a time; at most
+    `max_samples` samples of an op, spread over its list (0: all)."""
     start = time.monotonic()
     jobs = max(1, jobs)
     chunk = chunk or max(1, -(-len(keys) // jobs))
     chunks = [keys[i:i + chunk] for i in range(0, len(keys), chunk)]
     report = Report()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for records in pool.map(lambda c: run_chunk(c, verbose=verbose), chunks):
+        for records in pool.map(lambda c: run_chunk(c, verbose=verbose, max_samples=max_samples), chunks):
             report.records.extend(records)
     report.seconds = time.monotonic() - start
     return report
@@ -605,11 +621,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--log", help=argparse.SUPPRESS)
     parser.add_argument("--resume", help=argparse.SUPPRESS)
     parser.add_argument("--crash-at", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--max-samples", type=int, default=None,
+                        help=f"samples per op, spread over its list (default: {DEFAULT_MAX_SAMPLES} for the default part, "
+                             "all with --all or --ops; 0: all)")
     args = parser.parse_args(argv)
 
     if args.child:
         resume = tuple(int(x) for x in args.resume.split(",")) if args.resume else None
-        child(args.keys.split(","), Path(args.log), resume, args.crash_at)
+        child(args.keys.split(","), Path(args.log), resume, args.crash_at, args.max_samples or 0)
         return 0
 
     if args.readme:
@@ -624,7 +643,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         keys = [op_key(op) for op in ops]
     else:
         keys = [op_key(op) for op in select(ops, native_aten_names())]
-    report = run(keys, jobs=args.jobs, chunk=args.chunk, verbose=args.verbose)
+    most = args.max_samples if args.max_samples is not None else 0 if (args.all or args.ops) else DEFAULT_MAX_SAMPLES
+    report = run(keys, jobs=args.jobs, chunk=args.chunk, max_samples=most, verbose=args.verbose)
     print(report.summary())
     for r in report.problems():
         print(f"  {r.verdict}: {r.op} sample {r.sample} ({r.variant}): {r.detail}")

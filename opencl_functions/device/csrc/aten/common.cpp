@@ -119,6 +119,8 @@ at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
 
 TensorArg arg(const at::Tensor& t) {
   if (t.numel() == 0 || t.storage().data() == nullptr) return {};  // nothing is read or written
+  TORCH_CHECK(is_device(t), "opencl: expected all tensors on the opencl device, got one on ", t.device(),
+              " (an out= tensor, or an argument torch did not move)");
   const DeviceSpan s = span(t);
   return {s.mem, s.offset};
 }

@@ -30,7 +30,10 @@ std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::Optional
   if (dims.empty()) {
     n = self.numel();
   } else {
-    for (int64_t d : dims) n *= self.size(at::maybe_wrap_dim(d, self.dim()));
+    for (int64_t d : dims) {
+      const int64_t w = at::maybe_wrap_dim(d, self.dim());
+      n *= self.dim() == 0 ? 1 : self.size(w);  // a 0-d tensor's dim 0 holds its one element
+    }
   }
   const double dof = std::max(0.0, double(n) - (correction ? correction->toDouble() : 1.0));
   const at::Tensor mean = self.mean(dims, /*keepdim=*/true);
@@ -82,6 +85,7 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   at::Tensor out = self;
   for (int64_t d : dims) {
     const int64_t w = at::maybe_wrap_dim(d, self.dim());
+    if (self.dim() == 0) continue;  // one element: flipped, it is itself
     const at::TensorOptions options = at::TensorOptions().device(kType, 0).dtype(at::kLong);
     const at::Tensor reversed = at::arange(self.size(w) - 1, -1, -1, options);
     out = out.index_select(w, reversed);
@@ -98,7 +102,9 @@ at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts_sym, at::IntA
   TORCH_CHECK(shifts.size() == dims.size(), "opencl: roll: shifts and dims must have the same length");
   at::Tensor out = self;
   for (size_t k = 0; k < dims.size(); ++k) {
-    const int64_t d = at::maybe_wrap_dim(dims[k], self.dim()), n = self.size(d);
+    const int64_t d = at::maybe_wrap_dim(dims[k], self.dim());
+    if (self.dim() == 0) continue;  // one element: rolled, it is itself
+    const int64_t n = self.size(d);
     if (n == 0) continue;
     const int64_t s = ((shifts[k] % n) + n) % n;
     if (s == 0) continue;
@@ -368,7 +374,8 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   at::Tensor y = out.is_contiguous() ? out : empty_device({steps}, out.scalar_type());
-  const double a = start.toDouble(), b = end.toDouble();
+  // One step is the start alone (the kernel walks the second half back from the end).
+  const double a = start.toDouble(), b = steps > 1 ? end.toDouble() : a;
   const double step = steps > 1 ? (b - a) / double(steps - 1) : 0.0;
   launch(Device::get().kernel("gather.cl", "linspace", typed(y)), NDRange::linear(size_t(steps)), arg(y), float(a),
          float(b), float(step), int(steps));

@@ -257,6 +257,8 @@ at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
 at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<at::ScalarType> dtype) {
   check_float(self, "input");
+  TORCH_CHECK_NOT_IMPLEMENTED(!dtype || *dtype == at::kFloat, "opencl: linalg_vector_norm: computes in float32, got dtype=",
+                              *dtype);
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
   const double p = ord.toDouble();
   const std::vector<int64_t> shape = result_shape("linalg_vector_norm", self, dims, keepdim);
@@ -265,6 +267,8 @@ at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::Option
     reduce("norm2", self, dims, out, at::Tensor(), at::kFloat);
   } else if (p == 1.0) {
     reduce("sum", self.abs(), dims, out, at::Tensor(), at::kFloat);
+  } else if (p == 0.0) {  // the count of nonzero elements
+    reduce("sum", self.ne(0), dims, out, at::Tensor(), at::kFloat);
   } else if (std::isinf(p)) {
     reduce(p > 0 ? "max" : "min", self.abs(), dims, out, at::Tensor(), at::kFloat);
   } else {
