@@ -129,11 +129,23 @@ def test_elementwise_refuses_an_expanded_or_partly_overlapping_output():
     a = torch.randn(4, 4, device="opencl")
     with pytest.raises(RuntimeError, match="add: the output has elements that share memory"):
         torch.add(a, 1, out=torch.zeros(4, device="opencl").expand(4, 4))
-    with pytest.raises(RuntimeError, match="partly overlaps"):
-        torch.mul(a[:, :3], 2, out=a[:, 1:])
+    flat = a.clone().view(-1)
+    with pytest.raises(RuntimeError, match="mul: the output partly overlaps an input"):
+        torch.mul(flat[:12], 2, out=flat[4:])
     b = a.clone()
     b.mul_(2)  # the output is the input itself: in place, allowed
     close(b, a.cpu() * 2)
+
+
+def test_elementwise_reads_a_strided_view_of_its_output_before_writing():
+    a = torch.randn(5, 6)
+    ref, got = a.clone(), a.to("opencl")
+    torch.mul(ref[:, :5].clone(), 2, out=ref[:, 1:])  # every input element read before any is written
+    torch.mul(got[:, :5], 2, out=got[:, 1:])
+    close(got, ref)
+    square = a[:5, :5].to("opencl")
+    with pytest.raises(RuntimeError, match="add: the output partly overlaps an input"):
+        square.add_(square.t())  # as torch on the CPU
 
 
 def test_cat_refuses_an_out_that_is_one_of_its_inputs():
@@ -166,3 +178,16 @@ def test_truth_counts_and_means_of_nothing(fn):
 @pytest.mark.parametrize("steps", [0, 1, 2, 7])
 def test_linspace_of_few_steps(steps):
     close(torch.linspace(1, 3, steps, device="opencl"), torch.linspace(1, 3, steps))
+
+
+# ---- torch's lazy views: conjugate and negative bits --------------------------------------------
+
+def test_conjugate_and_negative_views_copy_back_resolved(monkeypatch):
+    monkeypatch.setenv("OCL_FALLBACK", "silent")  # complex numbers have no OpenCL kernels
+    c = torch.randn(5, 6, dtype=torch.complex64)
+    d = c.to("opencl")
+    close(d.conj().cpu(), c.conj().resolve_conj())
+    close(d.conj().clone().cpu(), c.conj().resolve_conj())
+    close(d._neg_view().cpu(), -c)
+    x = torch.randn(5, 6, 7)
+    close(torch.fft.ihfftn(x.to("opencl"), s=(8,)), torch.fft.ihfftn(x, s=(8,)))  # a conjugate view

@@ -220,15 +220,23 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   check_device(out, "output");
   if (out.numel() == 0) return;
   TORCH_CHECK(out.numel() <= INT_MAX, "opencl: ", op, " on more than 2^31 elements is not supported");
-  const std::vector<Operand> ins(inputs);
+  std::vector<Operand> ins(inputs);
   TORCH_CHECK(ins.size() <= 3, "opencl: elementwise ops take at most 3 inputs");
   // Work-items write their elements in no order: an output element must be one memory
-  // location, and an input either the output itself (in-place) or apart from it.
+  // location, and an input either the output itself (in-place) or apart from it. A partial
+  // overlap is refused, as torch refuses it; views of the output's storage that torch cannot
+  // tell apart from it (strided ones) are read from a copy.
   TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, "opencl: ", op,
               ": the output has elements that share memory (an expanded view); clone() it first");
-  for (const Operand& in : ins) {
-    TORCH_CHECK(in.number || at::get_overlap_status(out, in.tensor) != at::MemOverlapStatus::Partial, "opencl: ",
-                op, ": the output partly overlaps an input; clone() the input first");
+  for (Operand& in : ins) {
+    if (in.number) continue;
+    const at::MemOverlapStatus overlap = at::get_overlap_status(out, in.tensor);
+    TORCH_CHECK(overlap != at::MemOverlapStatus::Partial, "opencl: ", op,
+                ": the output partly overlaps an input; clone() the input first");
+    const bool same_view = in.tensor.data_ptr() == out.data_ptr() && in.tensor.strides() == out.strides();
+    if (overlap == at::MemOverlapStatus::TooHard && in.tensor.is_alias_of(out) && !same_view) {
+      in.tensor = in.tensor.clone();
+    }
   }
   const int64_t nd = out.dim();
 

@@ -196,6 +196,20 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+// A conjugate or negative view (x.conj(), torch's lazy bits) reaches _copy_from with its bit
+// set, and the fallback of those dispatch keys would materialise it by copying it, which
+// calls _copy_from again, without end (a stack overflow). Here its plain data is copied, then
+// the bit applied to that copy on the host (the device has no complex kernels), and the
+// result copied into dst.
+at::Tensor copy_from_lazy_view(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!dst.is_conj() && !dst.is_neg(), "opencl: copy into a conjugate or negative view");
+  if (!self.is_conj() && !self.is_neg()) return at::_copy_from(self, dst, non_blocking);
+  const at::Tensor plain = self.is_conj() ? self.conj() : self._neg_view();
+  const at::Tensor host = plain.to(at::kCPU);
+  dst.copy_(self.is_conj() ? host.conj_physical() : host.neg());
+  return dst;
+}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (is_device(dst)) {
     resize_(dst, self.sym_sizes(), std::nullopt);
@@ -237,6 +251,9 @@ bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
 }
 
 }  // namespace
+
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", copy_from_lazy_view); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", copy_from_lazy_view); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
