@@ -191,3 +191,11 @@ def test_conjugate_and_negative_views_copy_back_resolved(monkeypatch):
     close(d._neg_view().cpu(), -c)
     x = torch.randn(5, 6, 7)
     close(torch.fft.ihfftn(x.to("opencl"), s=(8,)), torch.fft.ihfftn(x, s=(8,)))  # a conjugate view
+
+
+def test_index_add_into_a_0d_tensor():
+    x, i, src = torch.tensor(1.5), torch.tensor([0]), torch.tensor(2.0)
+    close(x.to("opencl").index_add(0, i.to("opencl"), src.to("opencl"), alpha=2), x.index_add(0, i, src, alpha=2))
+    got = x.to("opencl")
+    got.index_add_(0, i.to("opencl"), src.to("opencl"))
+    close(got, x.clone().index_add_(0, i, src))

@@ -162,7 +162,15 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   check_device(self, "self");
   check_device(source, "source");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(self.dim() > 0 && source.dim() == self.dim() && index.dim() <= 1 &&
+  if (self.dim() == 0) {  // one element: as a 1-D tensor of one (source and index alike)
+    TORCH_CHECK(source.numel() == 1 && index.numel() == 1, "opencl: index_add: a 0-d self takes one index and one ",
+                "source element, got ", index.numel(), " and ", source.numel());
+    at::native::resize_output(out, {});
+    at::Tensor flat = out.view({1});
+    index_add_out(out.is_same(self) ? flat : self.view({1}), 0, index.reshape({1}), source.reshape({1}), alpha, flat);
+    return out;
+  }
+  TORCH_CHECK(source.dim() == self.dim() && index.dim() <= 1 &&
                   source.size(d) == index.numel(),
               "opencl: index_add: source must have self's dimensions (", self.sizes(), ") with index's length (",
               index.numel(), ") in dimension ", d, ", got ", source.sizes());
