@@ -189,7 +189,10 @@ def test_conjugate_and_negative_views_copy_back_resolved(monkeypatch):
     close(d.conj().cpu(), c.conj().resolve_conj())
     close(d.conj().clone().cpu(), c.conj().resolve_conj())
     close(d._neg_view().cpu(), -c)
+    close(d[1:, ::2].cpu(), c[1:, ::2])  # strided, of a dtype without kernels: read back as its span
+    close(d[1:, ::2].conj().contiguous().cpu(), c[1:, ::2].conj().resolve_conj())
     x = torch.randn(5, 6, 7)
+    close(torch.fft.hfft(x.to("opencl"), n=7), torch.fft.hfft(x, n=7))
     close(torch.fft.ihfftn(x.to("opencl"), s=(8,)), torch.fft.ihfftn(x, s=(8,)))  # a conjugate view
 
 
