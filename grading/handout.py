@@ -29,6 +29,7 @@ STAFF_ONLY = (
     "bench/profile_device.py",
     "bench/tune.py",
     "docs/PERFORMANCE.md",
+    "docs/opdb.json",
     "grading/",
     "opencl_functions/device/",
     "opencl_functions/reference/",
@@ -37,9 +38,11 @@ STAFF_ONLY = (
     "tests/test_architecture.py",
     "tests/test_conv_paths.py",
     "tests/test_device_autograd.py",
+    "tests/test_device_edge_cases.py",
     "tests/test_device_memory.py",
     "tests/test_device_models.py",
     "tests/test_device_nn.py",
+    "tests/test_device_opdb.py",
     "tests/test_device_ops.py",
     "tests/test_device_registration.py",
     "tests/test_device_tools.py",
@@ -52,6 +55,7 @@ STAFF_ONLY = (
     "tests/test_oclgrind.py",
     "tests/test_sandbox.py",
     "tests/test_tuning.py",
+    "utils/opdb.py",
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need

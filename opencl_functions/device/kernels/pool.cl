@@ -7,7 +7,7 @@
 // Window of output (oh, ow) for max and average pooling: rows oh·SH - PH + kh·DH,
 // kh < KH (columns alike), positions outside the input skipped. Max pooling stores the
 // index ih·W + iw of the maximum (the first on ties; the last NaN wins), as torch does.
-// Average pooling divides by divisor (when > 0), else by the window's size clipped to the
+// Average pooling divides by divisor (divisor_override, any sign; 0: none), else by the window's size clipped to the
 // padded input (count_include_pad), else by the count of positions inside the input.
 // Adaptive average: rows [⌊oh·H/OH⌋, ⌈(oh+1)·H/OH⌉), columns alike.
 
@@ -117,7 +117,7 @@ __kernel void max_pool_backward(CBUF(dy), __global const long* idx, const int id
 inline float avg_divisor(const int oh, const int ow, const int H, const int W, const int KH, const int KW,
                          const int SH, const int SW, const int PH, const int PW, const int include_pad,
                          const int divisor) {
-  if (divisor > 0) return (float)divisor;
+  if (divisor != 0) return (float)divisor;
   int h0 = oh * SH - PH, w0 = ow * SW - PW;
   int h1 = min(h0 + KH, H + PH), w1 = min(w0 + KW, W + PW);
   const int padded = (h1 - h0) * (w1 - w0);

@@ -82,6 +82,13 @@ inline int offset_of(int index, const Dims d) {
     ai = (i);                      \
   }
 #endif
+// An input element in the accumulator's type; all/any keep its truth (0.5 and NaN are true)
+// rather than converting it (0.5 would become 0).
+#if defined(OP_all) || defined(OP_any)
+#define LOAD(value) ((ACC)((value) != 0))
+#else
+#define LOAD(value) ((ACC)(value))
+#endif
 // Partial results of two work-items merged (v, i from the other one).
 #if defined(OP_sum) || defined(OP_norm2)
 #define MERGE(acc, ai, v, i) acc += (v)
@@ -119,7 +126,7 @@ __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_group(AR
   ACC acc = INIT;
   int ai = 0x7fffffff;
   for (int r = lid; r < R; r += GROUP) {
-    const ACC v = (ACC)READ(TI, x, base + offset_of(r, red));
+    const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
     COMBINE(acc, ai, v, r);
   }
   __local ACC part[GROUP];
@@ -151,7 +158,7 @@ __kernel void reduce_item(ARGS) {
   ACC acc = INIT;
   int ai = 0x7fffffff;
   for (int r = 0; r < R; ++r) {
-    const ACC v = (ACC)READ(TI, x, base + offset_of(r, red));
+    const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
     COMBINE(acc, ai, v, r);
   }
   STORE(o, acc, ai);

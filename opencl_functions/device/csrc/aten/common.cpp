@@ -1,6 +1,7 @@
 // Helpers shared by the opencl device's operators (see common.h).
 #include "common.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/TypeProperties.h>
 
 #include <climits>
@@ -71,6 +72,20 @@ DeviceSpan span(const at::Tensor& t) {
   return DeviceSpan{where.mem, static_cast<int>(where.offset / item)};
 }
 
+bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative) {
+  TORCH_CHECK_INDEX(at::isIntegralType(index.scalar_type(), /*includeBool=*/false), "opencl: ", op,
+                    ": indices must be an integer tensor, got ", index.scalar_type());
+  // While a graph records nothing may wait for the device: a recorded step's indices are
+  // not checked (graph.h). Otherwise one read brings both bounds back.
+  if (index.numel() == 0 || Device::get().recording() != nullptr) return false;
+  const at::Tensor bounds = at::stack({index.min(), index.max()}).to(at::kLong).cpu();
+  const int64_t low = bounds[0].item<int64_t>(), high = bounds[1].item<int64_t>();
+  const int64_t floor = negative ? -size : 0;
+  TORCH_CHECK_INDEX(low >= floor && high < size, "opencl: ", op, ": index ", low < floor ? low : high,
+                    " is out of bounds for a dimension of size ", size);
+  return low < 0;
+}
+
 at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype) {
   return at::empty(sizes, at::TensorOptions().device(kType, 0).dtype(dtype));
 }
@@ -134,6 +149,8 @@ at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
 
 TensorArg arg(const at::Tensor& t) {
   if (t.numel() == 0 || t.storage().data() == nullptr) return {};  // nothing is read or written
+  TORCH_CHECK(is_device(t), "opencl: expected all tensors on the opencl device, got one on ", t.device(),
+              " (an out= tensor, or an argument torch did not move)");
   const DeviceSpan s = span(t);
   return {s.mem, s.offset};
 }
@@ -238,8 +255,24 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   check_device(out, "output");
   if (out.numel() == 0) return;
   TORCH_CHECK(out.numel() <= INT_MAX, "opencl: ", op, " on more than 2^31 elements is not supported");
-  const std::vector<Operand> ins(inputs);
+  std::vector<Operand> ins(inputs);
   TORCH_CHECK(ins.size() <= 3, "opencl: elementwise ops take at most 3 inputs");
+  // Work-items write their elements in no order: an output element must be one memory
+  // location, and an input either the output itself (in-place) or apart from it. A partial
+  // overlap is refused, as torch refuses it; views of the output's storage that torch cannot
+  // tell apart from it (strided ones) are read from a copy.
+  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, "opencl: ", op,
+              ": the output has elements that share memory (an expanded view); clone() it first");
+  for (Operand& in : ins) {
+    if (in.number) continue;
+    const at::MemOverlapStatus overlap = at::get_overlap_status(out, in.tensor);
+    TORCH_CHECK(overlap != at::MemOverlapStatus::Partial, "opencl: ", op,
+                ": the output partly overlaps an input; clone() the input first");
+    const bool same_view = in.tensor.data_ptr() == out.data_ptr() && in.tensor.strides() == out.strides();
+    if (overlap == at::MemOverlapStatus::TooHard && in.tensor.is_alias_of(out) && !same_view) {
+      in.tensor = in.tensor.clone();
+    }
+  }
   const int64_t nd = out.dim();
 
   // Strides of every operand in the output's shape (0 where broadcast or a number).

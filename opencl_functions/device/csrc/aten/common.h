@@ -62,6 +62,13 @@ struct DeviceSpan {
 };
 DeviceSpan span(const at::Tensor& t);
 
+// Integer index values addressing a dimension of `size` elements: throws an IndexError naming
+// `op` unless every value lies in [-size, size) where `negative` ones count from the end, else
+// in [0, size). Returns whether a negative one was found. Reads the smallest and largest
+// value back (one wait for the queue): kernels must not read or write outside a tensor.
+// Not while a graph records (no wait is possible there): recorded indices go unchecked.
+bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative = false);
+
 // New device tensors.
 at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype);
 // Contiguous copy on the device (t itself when already contiguous).
@@ -115,10 +122,14 @@ struct NDRange {
 };
 
 // Sets a kernel's arguments in order (set_args) and enqueues it over `range` on the device's
-// queue, both under the device lock (cached kernels are shared between threads).
+// queue, both under the device lock (cached kernels are shared between threads). An empty
+// range launches nothing.
 template <typename... Args>
 void launch(cl_kernel kernel, const NDRange& range, const Args&... args) {
   static_assert(!(std::is_same_v<Args, bool> || ...), "pass flags as int, as the kernels declare them");
+  for (cl_uint d = 0; d < range.dims; ++d) {
+    if (range.global[d] == 0) return;  // an empty tensor: nothing to compute (OpenCL refuses a 0-size range)
+  }
   Device& dev = Device::get();
   std::lock_guard<std::recursive_mutex> lock(dev.mutex());
   set_args(kernel, args...);

@@ -3,6 +3,8 @@
 // scatter/scatter_add, random fills (randn, rand, bernoulli) and linspace. Kernels:
 // kernels/gather.cl. (Indexing, x[i, j] and x[mask]: indexing.cpp.)
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/TensorShape.h>
 #include <torch/library.h>
 
@@ -28,7 +30,10 @@ std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::Optional
   if (dims.empty()) {
     n = self.numel();
   } else {
-    for (int64_t d : dims) n *= self.size(at::maybe_wrap_dim(d, self.dim()));
+    for (int64_t d : dims) {
+      const int64_t w = at::maybe_wrap_dim(d, self.dim());
+      n *= self.dim() == 0 ? 1 : self.size(w);  // a 0-d tensor's dim 0 holds its one element
+    }
   }
   const double dof = std::max(0.0, double(n) - (correction ? correction->toDouble() : 1.0));
   const at::Tensor mean = self.mean(dims, /*keepdim=*/true);
@@ -80,6 +85,7 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   at::Tensor out = self;
   for (int64_t d : dims) {
     const int64_t w = at::maybe_wrap_dim(d, self.dim());
+    if (self.dim() == 0) continue;  // one element: flipped, it is itself
     const at::TensorOptions options = at::TensorOptions().device(kType, 0).dtype(at::kLong);
     const at::Tensor reversed = at::arange(self.size(w) - 1, -1, -1, options);
     out = out.index_select(w, reversed);
@@ -96,7 +102,9 @@ at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts_sym, at::IntA
   TORCH_CHECK(shifts.size() == dims.size(), "opencl: roll: shifts and dims must have the same length");
   at::Tensor out = self;
   for (size_t k = 0; k < dims.size(); ++k) {
-    const int64_t d = at::maybe_wrap_dim(dims[k], self.dim()), n = self.size(d);
+    const int64_t d = at::maybe_wrap_dim(dims[k], self.dim());
+    if (self.dim() == 0) continue;  // one element: rolled, it is itself
+    const int64_t n = self.size(d);
     if (n == 0) continue;
     const int64_t s = ((shifts[k] % n) + n) % n;
     if (s == 0) continue;
@@ -142,10 +150,22 @@ struct Coords {
   cl_int stride_idx[kMaxDims] = {0};
 };
 
-Coords coords(const at::Tensor& index, const at::Tensor& x, const at::Tensor& src, const char* op) {
+// The walk over index's elements for gather (src undefined) and scatter along dimension d;
+// checks what the kernels assume: index no larger than x outside d nor than src anywhere,
+// and its values inside x's dimension d.
+Coords coords(const at::Tensor& index, const at::Tensor& x, const at::Tensor& src, int64_t d, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(index.dim() <= kMaxDims, "opencl: ", op, " on more than ", kMaxDims, " dimensions");
   TORCH_CHECK(index.dim() == x.dim(), "opencl: ", op, ": index must have as many dimensions as self, got ",
               index.sizes(), " and ", x.sizes());
+  TORCH_CHECK(!src.defined() || src.dim() == x.dim(), "opencl: ", op,
+              ": src must have as many dimensions as self, got ", src.sizes(), " and ", x.sizes());
+  for (int64_t e = 0; e < index.dim(); ++e) {
+    TORCH_CHECK(e == d || index.size(e) <= x.size(e), "opencl: ", op, ": index of shape ", index.sizes(),
+                " is larger than self of shape ", x.sizes(), " in dimension ", e);
+    TORCH_CHECK(!src.defined() || index.size(e) <= src.size(e), "opencl: ", op, ": index of shape ",
+                index.sizes(), " is larger than src of shape ", src.sizes(), " in dimension ", e);
+  }
+  check_index_range(op, index, x.size(d));
   Coords c;
   c.ndim = cl_int(index.dim());
   for (int64_t d = 0; d < index.dim(); ++d) {
@@ -165,14 +185,18 @@ at::Tensor long_index(const at::Tensor& index) {
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                        at::Tensor& out) {
   check_device(self, "self");
+  check_device(out, "gather's out");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  // A 0-d self or index: the same walk over one dimension of one element.
+  const at::Tensor x = self.dim() == 0 ? self.view({1}) : self;
   const at::Tensor idx = long_index(index);
   at::native::resize_output(out, idx.sizes());
   at::Tensor y = out.is_contiguous() ? out : empty_device(idx.sizes(), self.scalar_type());
   if (y.numel() > 0) {
-    const Coords c = coords(idx, self, at::Tensor(), "gather");
-    launch(Device::get().kernel("gather.cl", "gather", moved(self)), NDRange::linear(size_t(y.numel())), arg(self),
-           arg(idx), arg(y), c, int(d), int(y.numel()));
+    const at::Tensor i = idx.dim() == 0 ? idx.view({1}) : idx;
+    const Coords c = coords(i, x, at::Tensor(), d, "gather");
+    launch(Device::get().kernel("gather.cl", "gather", moved(x)), NDRange::linear(size_t(y.numel())), arg(x),
+           arg(i), arg(y), c, int(d), int(y.numel()));
   }
   if (!y.is_same(out)) out.copy_(y);
   return out;
@@ -190,12 +214,16 @@ at::Tensor& scatter_into(at::Tensor& self, int64_t dim, const at::Tensor& index,
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor idx = long_index(index);
   if (idx.numel() == 0) return self;
+  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, "opencl: scatter: self has elements that share "
+              "memory (an expanded view); clone() it first");
   at::Tensor x = self.is_contiguous() ? self : self.contiguous();
-  const at::Tensor s = src.defined() ? src.to(self.scalar_type()) : at::Tensor();
-  const Coords c = coords(idx, x, s, add ? "scatter_add" : "scatter");
+  // 0-d tensors: the same walk over one dimension of one element.
+  const auto one_d = [](const at::Tensor& t) { return t.defined() && t.dim() == 0 ? t.view({1}) : t; };
+  const at::Tensor s = src.defined() ? one_d(src.to(self.scalar_type())) : at::Tensor();
+  const Coords c = coords(one_d(idx), one_d(x), s, d, add ? "scatter_add" : "scatter");
   std::string options = typed(x) + (add ? " -DADD" : "") + (src.defined() ? "" : " -DVALUE");
   const ScalarArg v(value.toDouble(), x.scalar_type());
-  const int64_t lines = idx.numel() / idx.size(d);
+  const int64_t lines = idx.numel() / (idx.dim() == 0 ? 1 : idx.size(d));
   launch(Device::get().kernel("gather.cl", "scatter", options), NDRange::linear(size_t(lines)), arg(x), arg(idx),
          arg(s.defined() ? s : x), v, c, int(d), int(lines));
   if (!x.is_same(self)) self.copy_(x);
@@ -295,7 +323,8 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   at::Tensor y = out.is_contiguous() ? out : empty_device({steps}, out.scalar_type());
-  const double a = start.toDouble(), b = end.toDouble();
+  // One step is the start alone (the kernel walks the second half back from the end).
+  const double a = start.toDouble(), b = steps > 1 ? end.toDouble() : a;
   const double step = steps > 1 ? (b - a) / double(steps - 1) : 0.0;
   launch(Device::get().kernel("gather.cl", "linspace", typed(y)), NDRange::linear(size_t(steps)), arg(y), float(a),
          float(b), float(step), int(steps));

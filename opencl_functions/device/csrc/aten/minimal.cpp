@@ -134,11 +134,31 @@ void copy_to_device(const at::Tensor& src, const at::Tensor& dst) {
   copy_on_device(packed, dst);
 }
 
+// Whether the device's kernels hold this dtype (others, float64 say, are stored and
+// copied as bytes but converted on the host).
+bool kernel_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kLong || t == at::kInt || t == at::kShort || t == at::kChar ||
+         t == at::kByte || t == at::kBool;
+}
+
 // Device to host: a dense source is read in one piece (waiting for the queue), else it is
-// made contiguous on the device first; the host then converts and scatters it into dst.
+// made contiguous on the device first (by a kernel; a dtype without kernels, complex say, is
+// read as the span of storage it covers and viewed with its strides on the host, as making
+// it contiguous would copy it through here again); the host then converts and scatters it
+// into dst.
 void copy_to_host(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
   at::Tensor from = src.expand(dst.sizes());
+  if (!from.is_non_overlapping_and_dense() && !kernel_dtype(from.scalar_type())) {
+    int64_t extent = 1;  // elements from the first to the last one it addresses (strides are >= 0)
+    for (int64_t d = 0; d < from.dim(); ++d) extent += (from.size(d) - 1) * from.stride(d);
+    at::Tensor span_host = at::empty({extent}, dst.options().dtype(from.scalar_type()));
+    const DeviceSpan at_src = span(from);
+    Device::get().read(at_src.mem, size_t(at_src.offset) * from.element_size(), span_host.data_ptr(),
+                       size_t(extent) * from.element_size());
+    dst.copy_(span_host.as_strided(from.sizes(), from.strides()));
+    return;
+  }
   if (!from.is_non_overlapping_and_dense()) from = from.contiguous();
   const DeviceSpan at_src = span(from);
   const size_t offset = size_t(at_src.offset) * from.element_size();

@@ -2,6 +2,7 @@
 // index_select (so embedding) and the embedding's backward, cat, tril/triu and the
 // infinity tests, on the opencl device (kernels/softmax.cl, kernels/index.cl).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
@@ -164,6 +165,7 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   check_device(index, "index");
   TORCH_CHECK(index.dim() <= 1, "opencl: index_select: index must be 0-D or 1-D, got ", index.sizes());
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  check_index_range("index_select", index, self.dim() == 0 ? 1 : self.size(d));
   const at::Tensor idx = contiguous(index.scalar_type() == at::kLong ? index : index.to(at::kLong));
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   if (!shape.empty()) shape[d] = idx.numel();
@@ -181,6 +183,23 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   check_device(self, "self");
   check_device(source, "source");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (self.dim() == 0) {  // one element: as a 1-D tensor of one (source and index alike)
+    TORCH_CHECK(source.numel() == 1 && index.numel() == 1, "opencl: index_add: a 0-d self takes one index and one ",
+                "source element, got ", index.numel(), " and ", source.numel());
+    at::native::resize_output(out, {});
+    at::Tensor flat = out.view({1});
+    index_add_out(out.is_same(self) ? flat : self.view({1}), 0, index.reshape({1}), source.reshape({1}), alpha, flat);
+    return out;
+  }
+  TORCH_CHECK(source.dim() == self.dim() && index.dim() <= 1 &&
+                  source.size(d) == index.numel(),
+              "opencl: index_add: source must have self's dimensions (", self.sizes(), ") with index's length (",
+              index.numel(), ") in dimension ", d, ", got ", source.sizes());
+  for (int64_t e = 0; e < self.dim(); ++e) {
+    TORCH_CHECK(e == d || source.size(e) == self.size(e), "opencl: index_add: source of shape ", source.sizes(),
+                " does not match self of shape ", self.sizes(), " outside dimension ", d);
+  }
+  check_index_range("index_add", index, self.size(d));
   if (!out.is_same(self)) {
     at::native::resize_output(out, self.sizes());
     out.copy_(self);
@@ -212,6 +231,7 @@ at::Tensor embedding_backward(const at::Tensor& grad_output, const at::Tensor& i
   TORCH_CHECK_NOT_IMPLEMENTED(!scale_grad_by_freq, "opencl: embedding with scale_grad_by_freq has no OpenCL kernel");
   check_float(grad_output, "grad_output");
   const int64_t E = grad_output.size(-1), V = num_weights.expect_int();
+  check_index_range("embedding_backward", indices, V);
   const at::Tensor idx = contiguous(indices.scalar_type() == at::kLong ? indices : indices.to(at::kLong));
   at::Tensor dw = empty_device({V, E}, at::kFloat);
   dw.zero_();
@@ -221,17 +241,44 @@ at::Tensor embedding_backward(const at::Tensor& grad_output, const at::Tensor& i
 }
 
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  TORCH_CHECK(tensors.size() > 0, "opencl: cat: expected a non-empty list of tensors");
+  check_device(out, "cat's out");
   std::vector<at::Tensor> parts;
+  int64_t position = 0;
   for (const at::Tensor& t : tensors) {
+    check_device(t, "every tensor of cat's list");
+    TORCH_CHECK(t.dim() > 0, "opencl: cat: a zero-dimensional tensor (at position ", position,
+                ") cannot be concatenated");
+    ++position;
     if (t.dim() == 1 && t.numel() == 0) continue;  // torch skips legacy empty tensors
     parts.push_back(t);
   }
-  TORCH_CHECK(!parts.empty(), "opencl: cat: expected a non-empty list of tensors");
+  if (parts.empty()) {  // only legacy empty tensors: an empty result
+    at::native::resize_output(out, {0});
+    return out;
+  }
   const int64_t d = at::maybe_wrap_dim(dim, parts[0].dim());
   std::vector<int64_t> shape(parts[0].sizes().begin(), parts[0].sizes().end());
   shape[d] = 0;
-  for (const at::Tensor& t : parts) shape[d] += t.size(d);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const at::Tensor& t = parts[k];
+    TORCH_CHECK(t.dim() == parts[0].dim(), "opencl: cat: tensors must have the same number of dimensions: got ",
+                parts[0].dim(), " and ", t.dim());
+    for (int64_t e = 0; e < t.dim(); ++e) {
+      TORCH_CHECK(e == d || t.size(e) == shape[e], "opencl: cat: sizes of tensors must match except in dimension ",
+                  d, ". Expected size ", shape[e], " but got size ", t.size(e), " in dimension ", e, " for tensor ",
+                  t.sizes());
+    }
+    shape[d] += t.size(d);
+  }
   at::native::resize_output(out, shape);
+  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes,
+              "opencl: cat: out has elements that share memory (an expanded view)");
+  for (const at::Tensor& t : parts) {
+    const at::MemOverlapStatus overlap = at::get_overlap_status(out, t);
+    TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial,
+                "opencl: cat: out overlaps one of the inputs; clone() the input first");
+  }
   // Two contiguous parts of the output's dtype (a key/value cache growing by a step, say)
   // in one launch.
   if (parts.size() == 2 && out.is_contiguous() && out.numel() > 0 && out.numel() <= INT_MAX) {

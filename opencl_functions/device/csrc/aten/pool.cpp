@@ -3,6 +3,8 @@
 #include <ATen/native/Pool.h>
 #include <torch/library.h>
 
+#include <climits>
+
 #include "common.h"
 
 namespace oclf::device {
@@ -38,6 +40,13 @@ Window window(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef strid
   w.ow = at::native::pooling_output_shape<int64_t>(wd, w.kw, w.pw, w.sw, w.dw, ceil_mode);
   TORCH_CHECK(w.oh > 0 && w.ow > 0, "opencl: ", op, ": output size is too small for input ", x.sizes());
   return w;
+}
+
+// divisor_override: any nonzero int (negative ones too, as torch divides by them); the
+// kernels read 0 as "none".
+void check_divisor(std::optional<int64_t> divisor, const char* op) {
+  TORCH_CHECK(!divisor || (*divisor != 0 && std::abs(*divisor) <= INT_MAX), "opencl: ", op,
+              ": divisor_override must be a nonzero 32-bit integer, got ", *divisor);
 }
 
 std::vector<int64_t> out_shape(const at::Tensor& x, int64_t oh, int64_t ow) {
@@ -123,6 +132,7 @@ at::Tensor& avg_pool_out(const at::Tensor& self, at::IntArrayRef kernel, at::Int
                          at::IntArrayRef padding, bool ceil_mode, bool include_pad, std::optional<int64_t> divisor,
                          at::Tensor& out) {
   const Window w = window(self, kernel, stride, padding, {}, ceil_mode, "avg_pool2d");
+  check_divisor(divisor, "avg_pool2d");
   const std::vector<int64_t> shape = out_shape(self, w.oh, w.ow);
   at::native::resize_output(out, shape);
   at::Tensor y = out.is_contiguous() ? out : empty_device(shape, at::kFloat);
@@ -143,6 +153,7 @@ at::Tensor& avg_pool_backward_out(const at::Tensor& grad_output, const at::Tenso
                                   at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool include_pad,
                                   std::optional<int64_t> divisor, at::Tensor& grad_input) {
   const Window w = window(self, kernel, stride, padding, {}, ceil_mode, "avg_pool2d_backward");
+  check_divisor(divisor, "avg_pool2d_backward");
   at::native::resize_output(grad_input, self.sizes());
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), at::kFloat);
   launch(pool_kernel("avg_pool_backward", w), NDRange::linear(size_t(dx.numel())), arg(contiguous(grad_output)),

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <climits>
+#include <cmath>
 
 #include "pointwise.h"
 
@@ -47,6 +48,22 @@ Dims merged(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strid
   return out;
 }
 
+// Which of self's dimensions a reduction over `dims` (all when empty) covers, read as torch
+// reads them: negative dimensions wrap, a repeated one is an error, and a 0-d tensor (one
+// element, no dimensions) takes dim 0 or -1 and reduces nothing away: its result is 0-d.
+std::vector<bool> reduced_dims(const std::string& op, const at::Tensor& self, at::IntArrayRef dims) {
+  const int64_t nd = self.dim();
+  std::vector<bool> reduced(nd, dims.empty());
+  std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
+  for (int64_t d : dims) {
+    const int64_t w = at::maybe_wrap_dim(d, nd);  // IndexError naming the valid range
+    TORCH_CHECK(!seen[w], "opencl: ", op, "(): dim ", w, " appears multiple times in the list of dims");
+    seen[w] = true;
+    if (w < nd) reduced[w] = true;
+  }
+  return reduced;
+}
+
 const char* lowest(at::ScalarType t) {
   switch (t) {
     case at::kFloat:
@@ -83,8 +100,7 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
             const at::Tensor& indices, at::ScalarType acc, bool scale_by_count = false) {
   check_device(self, "input");
   const int64_t nd = self.dim();
-  std::vector<bool> reduced(nd, dims.empty());
-  for (int64_t d : dims) reduced[at::maybe_wrap_dim(d, nd)] = true;
+  const std::vector<bool> reduced = reduced_dims(op, self, dims);
   std::vector<int64_t> kept_size, kept_stride, red_size, red_stride;
   for (int64_t d = 0; d < nd; ++d) {
     (reduced[d] ? red_size : kept_size).push_back(self.size(d));
@@ -107,7 +123,8 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
                         " -DACC=" + cl_storage_type(acc) + " -DLOWEST=" + lowest(acc) + " -DHIGHEST=" + highest(acc) +
                         " -DGROUP=" + std::to_string(kGroup);
   const Dims kept = merged(kept_size, kept_stride), red = merged(red_size, red_stride);
-  const ScalarArg scale(scale_by_count ? 1.0 / static_cast<double>(std::max<int64_t>(count, 1)) : 1.0, acc);
+  // The mean of nothing is 0/0, NaN, as in torch.
+  const ScalarArg scale(!scale_by_count ? 1.0 : count > 0 ? 1.0 / static_cast<double>(count) : NAN, acc);
 
   const size_t global[1] = {size_t(outputs) * kGroup};
   const size_t local[1] = {kGroup};
@@ -118,10 +135,9 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
 }
 
 // The result's shape: reduced dimensions dropped, or kept as size 1.
-std::vector<int64_t> result_shape(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {
+std::vector<int64_t> result_shape(const char* op, const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {
   const int64_t nd = self.dim();
-  std::vector<bool> reduced(nd, dims.empty());
-  for (int64_t d : dims) reduced[at::maybe_wrap_dim(d, nd)] = true;
+  const std::vector<bool> reduced = reduced_dims(op, self, dims);
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < nd; ++d) {
     if (!reduced[d]) {
@@ -161,7 +177,7 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
   const at::ScalarType acc = sum_accumulator(self.scalar_type(), dtype);
-  return into(out, result_shape(self, dims, keepdim), [&](const at::Tensor& v) {
+  return into(out, result_shape("sum", self, dims, keepdim), [&](const at::Tensor& v) {
     reduce("sum", self, dims, v, at::Tensor(), acc);
   });
 }
@@ -176,7 +192,7 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
   TORCH_CHECK_TYPE(at::isFloatingType(out.scalar_type()), "opencl: mean(): needs a floating point result, got ",
                    out.scalar_type());
-  return into(out, result_shape(self, dims, keepdim), [&](const at::Tensor& v) {
+  return into(out, result_shape("mean", self, dims, keepdim), [&](const at::Tensor& v) {
     reduce("sum", self, dims, v, at::Tensor(), at::kFloat, /*scale_by_count=*/true);
   });
 }
@@ -190,7 +206,7 @@ at::Tensor mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
 at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
                      at::Tensor& out) {
   const at::ScalarType acc = sum_accumulator(self.scalar_type(), dtype);
-  return into(out, result_shape(self, {dim}, keepdim), [&](const at::Tensor& v) {
+  return into(out, result_shape("prod", self, {dim}, keepdim), [&](const at::Tensor& v) {
     reduce("prod", self, {dim}, v, at::Tensor(), acc);
   });
 }
@@ -204,7 +220,7 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
 
 template <const char* op>
 at::Tensor& extreme_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  return into(out, result_shape(self, dim, keepdim), [&](const at::Tensor& v) {
+  return into(out, result_shape(op, self, dim, keepdim), [&](const at::Tensor& v) {
     reduce(op, self, dim, v, at::Tensor(), self.scalar_type());
   });
 }
@@ -222,7 +238,7 @@ at::Tensor extreme_all(const at::Tensor& self) {
 
 template <const char* op>
 std::tuple<at::Tensor, at::Tensor> extreme_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  const std::vector<int64_t> shape = result_shape(self, {dim}, keepdim);
+  const std::vector<int64_t> shape = result_shape(op, self, {dim}, keepdim);
   at::Tensor values = empty_device(shape, self.scalar_type());
   at::Tensor indices = empty_device(shape, at::kLong);
   reduce(op, self, {dim}, values, indices, self.scalar_type());
@@ -233,7 +249,7 @@ template <const char* op>
 at::Tensor arg_extreme(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   const at::Tensor input = dim ? self : self.reshape({-1});
   const int64_t d = dim.value_or(0);
-  std::vector<int64_t> shape = result_shape(input, {d}, keepdim && dim.has_value());
+  std::vector<int64_t> shape = result_shape(op, input, {d}, keepdim && dim.has_value());
   if (!dim && keepdim) shape.assign(self.dim(), 1);
   at::Tensor indices = empty_device(shape, at::kLong);
   reduce(op, input, {d}, at::Tensor(), indices, input.scalar_type());
@@ -249,7 +265,7 @@ at::Tensor logical_all(const at::Tensor& self) {
 
 template <const char* op>
 at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  at::Tensor out = empty_device(result_shape(self, {dim}, keepdim), at::kBool);
+  at::Tensor out = empty_device(result_shape(op, self, {dim}, keepdim), at::kBool);
   reduce(op, self, {dim}, out, at::Tensor(), at::kInt);
   return out;
 }
@@ -261,12 +277,14 @@ at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::Option
                    self.scalar_type());
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
   const double p = ord.toDouble();
-  const std::vector<int64_t> shape = result_shape(self, dims, keepdim);
+  const std::vector<int64_t> shape = result_shape("sum", self, dims, keepdim);
   at::Tensor out = empty_device(shape, dtype.value_or(self.scalar_type()));
   if (p == 2.0) {
     reduce("norm2", self, dims, out, at::Tensor(), at::kFloat);
   } else if (p == 1.0) {
     reduce("sum", self.abs(), dims, out, at::Tensor(), at::kFloat);
+  } else if (p == 0.0) {  // the count of nonzero elements
+    reduce("sum", self.ne(0), dims, out, at::Tensor(), at::kFloat);
   } else if (std::isinf(p)) {
     reduce(p > 0 ? "max" : "min", self.abs(), dims, out, at::Tensor(), at::kFloat);
   } else {
