@@ -134,11 +134,22 @@ void copy_to_device(const at::Tensor& src, const at::Tensor& dst) {
   copy_on_device(packed, dst);
 }
 
-// Whether the device's kernels hold this dtype (others, float64 say, are stored and
-// copied as bytes but converted on the host).
+// Whether the device's kernels read and write this dtype (kernels/dtypes.h): complex
+// tensors are copied as pairs of reals, float64 ones need cl_khr_fp64.
 bool kernel_dtype(at::ScalarType t) {
-  return t == at::kFloat || t == at::kLong || t == at::kInt || t == at::kShort || t == at::kChar ||
-         t == at::kByte || t == at::kBool;
+  switch (t) {
+    case at::kFloat:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kLong:
+    case at::kInt:
+    case at::kShort:
+    case at::kChar:
+    case at::kByte:
+    case at::kBool: return true;
+    case at::kDouble: return Device::get().has_fp64();
+    default: return false;
+  }
 }
 
 // Device to host: a dense source is read in one piece (waiting for the queue), else it is
@@ -171,24 +182,6 @@ void copy_to_host(const at::Tensor& src, const at::Tensor& dst) {
   at::Tensor staged = at::empty_strided(from.sizes(), from.strides(), dst.options().dtype(from.scalar_type()));
   Device::get().read(at_src.mem, offset, staged.data_ptr(), dense_bytes(from));
   dst.copy_(staged);
-}
-
-// Whether the device's kernels read and write this dtype (kernels/dtypes.h): complex
-// tensors are copied as pairs of reals, float64 ones need cl_khr_fp64.
-bool kernel_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-    case at::kHalf:
-    case at::kBFloat16:
-    case at::kLong:
-    case at::kInt:
-    case at::kShort:
-    case at::kChar:
-    case at::kByte:
-    case at::kBool: return true;
-    case at::kDouble: return Device::get().has_fp64();
-    default: return false;
-  }
 }
 
 // The same bytes as integers of the element's size (complex ones as pairs), so any dtype
