@@ -73,6 +73,9 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "opencl_functions.device", ("OCL_FALLBACK",), staff=True),
     Setting("DEVICE_SYNC", "0", "the opencl device: 1 waits for every kernel (to profile operators one by one)",
             "opencl_functions.device", staff=True),
+    Setting("GRAPH_COMMAND_BUFFERS", "1",
+            "the opencl device's recorded steps: 0 replays them as plain enqueues where the device has "
+            "cl_khr_command_buffer", "opencl_functions.device", staff=True),
     Setting("DEVICE_CONV", "auto",
             "the opencl device's convolutions: gpu runs the GPU kernels on any device and computes "
             "gradients as forward convolutions, direct computes gradients with the direct backward kernels",

@@ -13,8 +13,8 @@
 //                       (T itself; float for half and bfloat)
 //   WRITE(T, p, i, v)   stores the number v (any type) as element i of p
 
-#ifndef OCLF_DTYPES_H
-#define OCLF_DTYPES_H
+#ifndef DEVICE_DTYPES_H
+#define DEVICE_DTYPES_H
 
 #ifdef HAS_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -55,4 +55,4 @@ inline ushort float_to_bfloat(const float f) {
 #define write_half(p, i, v) vstore_half_rte((float)(v), (i), (p))
 #define write_bfloat(p, i, v) ((p)[i] = float_to_bfloat((float)(v)))
 
-#endif  // OCLF_DTYPES_H
+#endif  // DEVICE_DTYPES_H

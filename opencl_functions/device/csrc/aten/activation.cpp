@@ -92,7 +92,7 @@ at::Tensor& leaky_relu_backward_out(const at::Tensor& grad_output, const at::Ten
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("relu", unary<opname::relu, Out::Same>);
   m.impl("relu_", unary_<opname::relu, Out::Same>);
   m.impl("threshold_backward", threshold_backward);

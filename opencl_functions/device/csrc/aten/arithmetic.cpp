@@ -210,7 +210,7 @@ at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::op
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("add.Tensor", alpha_binary<opname::add>);
   m.impl("add_.Tensor", alpha_binary_<opname::add>);
   m.impl("add.out", alpha_binary_out<opname::add>);

@@ -146,7 +146,7 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("_native_multi_head_attention", multi_head_attention);
   m.impl("_scaled_dot_product_fused_attention_overrideable", sdpa_overrideable);
 }

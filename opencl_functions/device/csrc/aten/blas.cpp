@@ -298,7 +298,7 @@ at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("mm", mm);
   m.impl("mm.out", mm_out);
   m.impl("addmm", addmm);

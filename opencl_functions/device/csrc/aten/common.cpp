@@ -21,7 +21,7 @@ const char* cl_type(at::ScalarType dtype, const char* what) {
     case at::kBool: return "uchar";
     default: break;
   }
-  OCLF_DTYPE_CHECK(false, "opencl: ", what, " has dtype ", dtype,
+  DEVICE_DTYPE_CHECK(false, "opencl: ", what, " has dtype ", dtype,
                    "; this kernel takes float32, int64, int32, int16, int8, uint8 and bool");
   return nullptr;
 }
@@ -31,7 +31,7 @@ const char* cl_storage_type(at::ScalarType dtype, const char* what) {
     case at::kHalf: return "half";
     case at::kBFloat16: return "bfloat";
     case at::kDouble:
-      OCLF_DTYPE_CHECK(Device::get().has_fp64(), "opencl: ", what,
+      DEVICE_DTYPE_CHECK(Device::get().has_fp64(), "opencl: ", what,
                        " has dtype Double and the device has no cl_khr_fp64");
       return "double";
     default: return cl_type(dtype, what);
@@ -61,7 +61,7 @@ void check_device(const at::Tensor& t, const char* what) {
 
 void check_float(const at::Tensor& t, const char* what) {
   check_device(t, what);
-  OCLF_DTYPE_CHECK(t.scalar_type() == at::kFloat, "opencl: ", what, " must be float32, got ", t.scalar_type());
+  DEVICE_DTYPE_CHECK(t.scalar_type() == at::kFloat, "opencl: ", what, " must be float32, got ", t.scalar_type());
 }
 
 DeviceSpan span(const at::Tensor& t) {
@@ -209,7 +209,7 @@ ScalarArg::ScalarArg(double value, at::ScalarType type) {
       break;
     }
     default:
-      OCLF_DTYPE_CHECK(false, "opencl: cannot compute in ", type);
+      DEVICE_DTYPE_CHECK(false, "opencl: cannot compute in ", type);
   }
 }
 

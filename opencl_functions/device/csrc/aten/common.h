@@ -30,7 +30,7 @@ class DtypeError : public c10::NotImplementedError {
  public:
   using c10::NotImplementedError::NotImplementedError;
 };
-#define OCLF_DTYPE_CHECK(cond, ...)                                                                \
+#define DEVICE_DTYPE_CHECK(cond, ...)                                                                \
   if (C10_UNLIKELY(!(cond)))                                                                       \
   throw ::oclf::device::DtypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},          \
                                    c10::str(__VA_ARGS__))

@@ -147,7 +147,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
 
 namespace oclf::device {
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("convolution_overrideable", conv::convolution);
 }
 

@@ -200,7 +200,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
 
 namespace oclf::device {
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("convolution_backward_overrideable", conv::convolution_backward);
 }
 

@@ -1,14 +1,14 @@
 // How the device's operators are registered: every kernel goes through one dtype-aware
 // wrapper, so each operator handles every dtype a tensor on the device can have.
 //
-//   OCLF_DEVICE_OPS(m) {            // in place of TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
+//   REGISTER_DEVICE_OPS(m) {            // in place of TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 //     m.impl("add.Tensor", add);    // as with torch::Library::impl
 //   }
 //
 // A call runs the native kernel. Where a kernel does not take a dtype it throws DtypeError
 // before enqueueing anything (common.h); the wrapper then runs the operator
 //   - on float32 copies of its float16 and bfloat16 tensors (one conversion kernel each,
-//     parameters converted once per version), the float32 results stored back in 16 bits,
+//     parameters too, each call), the float32 results stored back in 16 bits,
 //     where the tensors are otherwise of the kernel's dtypes; else
 //   - on the CPU, through the fallback (fallback.h: float64 on devices without
 //     cl_khr_fp64, complex arithmetic, ...).
@@ -45,8 +45,8 @@ class DeviceOps {
 }  // namespace oclf::device
 
 // TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) with each impl() going through the dtype wrapper.
-#define OCLF_DEVICE_OPS(m) OCLF_DEVICE_OPS_(m, C10_UID)
-#define OCLF_DEVICE_OPS_(m, uid)                                                       \
+#define REGISTER_DEVICE_OPS(m) REGISTER_DEVICE_OPS_(m, C10_UID)
+#define REGISTER_DEVICE_OPS_(m, uid)                                                       \
   static void C10_CONCATENATE(oclf_device_ops_, uid)(::oclf::device::DeviceOps&);      \
   TORCH_LIBRARY_IMPL(aten, PrivateUse1, library) {                                     \
     ::oclf::device::DeviceOps ops(library);                                            \

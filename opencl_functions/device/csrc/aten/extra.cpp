@@ -334,7 +334,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("var.correction", var);
   m.impl("var_mean.correction", var_mean);
   m.impl("std.correction", std_);

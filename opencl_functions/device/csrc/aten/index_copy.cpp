@@ -48,6 +48,6 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) { m.impl("index_copy.out", index_copy_out); }
+REGISTER_DEVICE_OPS(m) { m.impl("index_copy.out", index_copy_out); }
 
 }  // namespace oclf::device

@@ -337,7 +337,7 @@ at::Tensor scalar_isin(const at::Scalar& element, const at::Tensor& test, bool a
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("index.Tensor", index);
   m.impl("_index_put_impl_", index_put);
   m.impl("nonzero", nonzero);

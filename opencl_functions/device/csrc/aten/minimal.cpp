@@ -296,7 +296,7 @@ bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);

@@ -40,7 +40,7 @@ std::string softmax_options(bool log) {
 void check_softmax_dtype(const at::Tensor& t, const char* what) {
   check_device(t, what);
   const at::ScalarType type = t.scalar_type();
-  OCLF_DTYPE_CHECK(type == at::kFloat || type == at::kHalf || type == at::kBFloat16, "opencl: softmax: ", what,
+  DEVICE_DTYPE_CHECK(type == at::kFloat || type == at::kHalf || type == at::kBFloat16, "opencl: softmax: ", what,
                    " must be float32, float16 or bfloat16, got ", type);
 }
 
@@ -77,7 +77,7 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
                                  at::ScalarType input_dtype, at::Tensor& grad_input) {
   check_softmax_dtype(output, "output");
   check_softmax_dtype(grad_input, "grad_input");
-  OCLF_DTYPE_CHECK(grad_output.scalar_type() == output.scalar_type(), "opencl: softmax backward: grad_output is ",
+  DEVICE_DTYPE_CHECK(grad_output.scalar_type() == output.scalar_type(), "opencl: softmax backward: grad_output is ",
                    grad_output.scalar_type(), ", output ", output.scalar_type());
   const int64_t d = at::maybe_wrap_dim(dim, output.dim());
   at::native::resize_output(grad_input, output.sizes());
@@ -377,7 +377,7 @@ at::Tensor triangle(const at::Tensor& self, c10::SymInt diagonal) {
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("_softmax", softmax<false>);
   m.impl("_softmax.out", softmax_out<false>);
   m.impl("_log_softmax", softmax<true>);

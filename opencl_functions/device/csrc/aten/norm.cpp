@@ -143,7 +143,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
     const at::ScalarType type = t.scalar_type();
     return type == at::kFloat || type == at::kHalf || type == at::kBFloat16;
   };
-  OCLF_DTYPE_CHECK(readable(input), "opencl: layer_norm: input must be float32, float16 or bfloat16, got ",
+  DEVICE_DTYPE_CHECK(readable(input), "opencl: layer_norm: input must be float32, float16 or bfloat16, got ",
                    input.scalar_type());
   const at::IntArrayRef normalized = C10_AS_INTARRAYREF_SLOW(shape);
   const at::Tensor x = contiguous(input);
@@ -153,7 +153,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   at::Tensor rstd = empty_device(stat_shape(x, normalized.size()), at::kFloat);
   if (M == 0 || D == 0) return {y, mean, rstd};
   const at::Tensor w = given(weight) ? contiguous(*weight) : x, b = given(bias) ? contiguous(*bias) : w;
-  OCLF_DTYPE_CHECK(is_device(w) && is_device(b) && readable(w) && w.scalar_type() == b.scalar_type(),
+  DEVICE_DTYPE_CHECK(is_device(w) && is_device(b) && readable(w) && w.scalar_type() == b.scalar_type(),
                    "opencl: layer_norm: weight and bias must be device tensors of one floating dtype");
   const std::string types =
       std::string(" -DT=") + cl_storage_type(x.scalar_type()) + " -DTW=" + cl_storage_type(w.scalar_type());
@@ -193,7 +193,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("native_batch_norm", batch_norm);
   m.impl("native_batch_norm_backward", batch_norm_backward);
   m.impl("native_layer_norm", layer_norm);

@@ -268,7 +268,7 @@ void foreach_add_scalar(at::TensorList tensors, const at::Scalar& value) {
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("_fused_adam_", fused_adam<false>);
   m.impl("_fused_adam_.tensor_lr", fused_adam_tensor_lr<false>);
   m.impl("_fused_adamw_", fused_adam<true>);

@@ -193,7 +193,7 @@ at::Tensor adaptive_avg_backward(const at::Tensor& grad_output, const at::Tensor
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("max_pool2d_with_indices", max_pool);
   m.impl("max_pool2d_with_indices.out", max_pool_out);
   m.impl("max_pool2d_with_indices_backward", max_pool_backward);

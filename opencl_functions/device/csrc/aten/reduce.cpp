@@ -296,7 +296,7 @@ at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::Option
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("sum.dim_IntList", sum);
   m.impl("sum.IntList_out", sum_out);
   m.impl("mean.dim", mean);

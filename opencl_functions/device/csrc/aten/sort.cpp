@@ -140,7 +140,7 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t num_samples, bool re
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("sort.stable", sort);
   m.impl("sort.values_stable", sort_out);
   m.impl("topk", topk);

@@ -116,7 +116,7 @@ at::Tensor batch_norm_backward_elemt(const at::Tensor& grad_out, const at::Tenso
 
 }  // namespace
 
-OCLF_DEVICE_OPS(m) {
+REGISTER_DEVICE_OPS(m) {
   m.impl("batch_norm_stats", batch_norm_stats);
   m.impl("batch_norm_gather_stats_with_counts", batch_norm_gather_stats_with_counts);
   m.impl("batch_norm_elemt", batch_norm_elemt);
