@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 #include "common.h"
@@ -85,47 +86,54 @@ void check_sizes(int64_t numel, const char* op) {
               " elements is over the kernels' 2^31 limit");
 }
 
+// Launches `kernel` once per batch of launches(params): slot k takes the N tensor arguments
+// tensors(i) gives for its parameter i and the parameter's element count (slots past the
+// batch: null buffers and 0); shared(kernel, &index) then sets the arguments after the slots.
+template <size_t N, typename Tensors, typename Shared>
+void launch_slots(cl_kernel kernel, at::TensorList params, const char* op, const Tensors& tensors,
+                  const Shared& shared) {
+  Device& dev = Device::get();
+  for (const std::vector<size_t>& batch : launches(params)) {
+    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+    cl_uint index = 0;
+    for (size_t slot = 0; slot < kSlots; ++slot) {
+      const bool used = slot < batch.size();
+      const int64_t numel = used ? params[batch[slot]].numel() : 0;
+      check_sizes(numel, op);
+      const std::array<TensorArg, N> args = used ? tensors(batch[slot]) : std::array<TensorArg, N>{};
+      for (const TensorArg& a : args) set_arg_at(kernel, &index, a);
+      oclf::set_arg_at(kernel, &index, int(numel));
+    }
+    shared(kernel, &index);
+    const NDRange range = slots_range(params[batch.front()].numel());
+    dev.launch(kernel, range.dims, range.global, range.local);
+  }
+}
+
 void adam_launches(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                    at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr, const TensorArg& lr_tensor,
                    double beta1, double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
                    bool decoupled, const std::optional<at::Tensor>& grad_scale,
                    const std::optional<at::Tensor>& found_inf) {
-  Device& dev = Device::get();
   cl_kernel kernel = optim_kernel("adam", " -DAMSGRAD=" + std::to_string(int(amsgrad)) +
                                                  " -DSCALED=" + std::to_string(int(given(grad_scale))));
-  for (const std::vector<size_t>& batch : launches(params)) {
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-    cl_uint index = 0;
-    for (size_t slot = 0; slot < kSlots; ++slot) {
-      if (slot < batch.size()) {
-        const size_t i = batch[slot];
-        check_sizes(params[i].numel(), "_fused_adam_");
-        const at::Tensor no_max;
-        set_arg_at(kernel, &index, arg(params[i]));
-        set_arg_at(kernel, &index, arg(grads[i]));
-        set_arg_at(kernel, &index, arg(exp_avgs[i]));
-        set_arg_at(kernel, &index, arg(exp_avg_sqs[i]));
-        set_arg_at(kernel, &index, amsgrad ? arg(max_exp_avg_sqs[i]) : TensorArg{});
-        set_arg_at(kernel, &index, arg(steps[i]));
-        oclf::set_arg_at(kernel, &index, int(params[i].numel()));
-      } else {
-        for (int k = 0; k < 6; ++k) set_arg_at(kernel, &index, TensorArg{});
-        oclf::set_arg_at(kernel, &index, 0);
-      }
-    }
-    oclf::set_arg_at(kernel, &index, float(lr));
-    set_arg_at(kernel, &index, lr_tensor);
-    oclf::set_arg_at(kernel, &index, float(beta1));
-    oclf::set_arg_at(kernel, &index, float(beta2));
-    oclf::set_arg_at(kernel, &index, float(weight_decay));
-    oclf::set_arg_at(kernel, &index, float(eps));
-    oclf::set_arg_at(kernel, &index, int(maximize));
-    oclf::set_arg_at(kernel, &index, int(decoupled));
-    set_arg_at(kernel, &index, optional_arg(grad_scale));
-    set_arg_at(kernel, &index, optional_arg(found_inf));
-    const NDRange range = slots_range(params[batch.front()].numel());
-    dev.launch(kernel, range.dims, range.global, range.local);
-  }
+  const auto tensors = [&](size_t i) {
+    return std::array<TensorArg, 6>{arg(params[i]),      arg(grads[i]),
+                                    arg(exp_avgs[i]),    arg(exp_avg_sqs[i]),
+                                    amsgrad ? arg(max_exp_avg_sqs[i]) : TensorArg{}, arg(steps[i])};
+  };
+  launch_slots<6>(kernel, params, "_fused_adam_", tensors, [&](cl_kernel k, cl_uint* index) {
+    oclf::set_arg_at(k, index, float(lr));
+    set_arg_at(k, index, lr_tensor);
+    oclf::set_arg_at(k, index, float(beta1));
+    oclf::set_arg_at(k, index, float(beta2));
+    oclf::set_arg_at(k, index, float(weight_decay));
+    oclf::set_arg_at(k, index, float(eps));
+    oclf::set_arg_at(k, index, int(maximize));
+    oclf::set_arg_at(k, index, int(decoupled));
+    set_arg_at(k, index, optional_arg(grad_scale));
+    set_arg_at(k, index, optional_arg(found_inf));
+  });
 }
 
 bool adam_servable(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
@@ -178,39 +186,24 @@ void sgd_launches(at::TensorList params, at::TensorList grads, at::TensorList bu
                   double momentum, double lr, const TensorArg& lr_tensor, double dampening, bool nesterov,
                   bool maximize, bool first_step, const std::optional<at::Tensor>& grad_scale,
                   const std::optional<at::Tensor>& found_inf) {
-  Device& dev = Device::get();
   const bool has_buffers = momentum != 0.0;
   cl_kernel kernel = optim_kernel("sgd", " -DMOMENTUM=" + std::to_string(int(has_buffers)) +
                                              " -DSCALED=" + std::to_string(int(given(grad_scale))));
-  for (const std::vector<size_t>& batch : launches(params)) {
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-    cl_uint index = 0;
-    for (size_t slot = 0; slot < kSlots; ++slot) {
-      if (slot < batch.size()) {
-        const size_t i = batch[slot];
-        check_sizes(params[i].numel(), "_fused_sgd_");
-        set_arg_at(kernel, &index, arg(params[i]));
-        set_arg_at(kernel, &index, arg(grads[i]));
-        set_arg_at(kernel, &index, has_buffers ? arg(buffers[i]) : TensorArg{});
-        oclf::set_arg_at(kernel, &index, int(params[i].numel()));
-      } else {
-        for (int k = 0; k < 3; ++k) set_arg_at(kernel, &index, TensorArg{});
-        oclf::set_arg_at(kernel, &index, 0);
-      }
-    }
-    oclf::set_arg_at(kernel, &index, float(lr));
-    set_arg_at(kernel, &index, lr_tensor);
-    oclf::set_arg_at(kernel, &index, float(weight_decay));
-    oclf::set_arg_at(kernel, &index, float(momentum));
-    oclf::set_arg_at(kernel, &index, float(dampening));
-    oclf::set_arg_at(kernel, &index, int(nesterov));
-    oclf::set_arg_at(kernel, &index, int(maximize));
-    oclf::set_arg_at(kernel, &index, int(first_step));
-    set_arg_at(kernel, &index, optional_arg(grad_scale));
-    set_arg_at(kernel, &index, optional_arg(found_inf));
-    const NDRange range = slots_range(params[batch.front()].numel());
-    dev.launch(kernel, range.dims, range.global, range.local);
-  }
+  const auto tensors = [&](size_t i) {
+    return std::array<TensorArg, 3>{arg(params[i]), arg(grads[i]), has_buffers ? arg(buffers[i]) : TensorArg{}};
+  };
+  launch_slots<3>(kernel, params, "_fused_sgd_", tensors, [&](cl_kernel k, cl_uint* index) {
+    oclf::set_arg_at(k, index, float(lr));
+    set_arg_at(k, index, lr_tensor);
+    oclf::set_arg_at(k, index, float(weight_decay));
+    oclf::set_arg_at(k, index, float(momentum));
+    oclf::set_arg_at(k, index, float(dampening));
+    oclf::set_arg_at(k, index, int(nesterov));
+    oclf::set_arg_at(k, index, int(maximize));
+    oclf::set_arg_at(k, index, int(first_step));
+    set_arg_at(k, index, optional_arg(grad_scale));
+    set_arg_at(k, index, optional_arg(found_inf));
+  });
 }
 
 bool sgd_servable(at::TensorList params, at::TensorList grads, at::TensorList buffers, double momentum,
@@ -251,19 +244,9 @@ void foreach_add_scalar(at::TensorList tensors, const at::Scalar& value) {
     return servable(t, t.numel()) && t.numel() < (int64_t(1) << 31);
   });
   if (!all_float || tensors.empty()) return at::native::foreach_tensor_add_scalar_kernel_slow_(tensors, value);
-  Device& dev = Device::get();
-  cl_kernel kernel = optim_kernel("foreach_add");
-  for (const std::vector<size_t>& batch : launches(tensors)) {
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-    cl_uint index = 0;
-    for (size_t slot = 0; slot < kSlots; ++slot) {
-      set_arg_at(kernel, &index, slot < batch.size() ? arg(tensors[batch[slot]]) : TensorArg{});
-      oclf::set_arg_at(kernel, &index, slot < batch.size() ? int(tensors[batch[slot]].numel()) : 0);
-    }
-    oclf::set_arg_at(kernel, &index, float(value.toDouble()));
-    const NDRange range = slots_range(tensors[batch.front()].numel());
-    dev.launch(kernel, range.dims, range.global, range.local);
-  }
+  launch_slots<1>(optim_kernel("foreach_add"), tensors, "_foreach_add_",
+                  [&](size_t i) { return std::array<TensorArg, 1>{arg(tensors[i])}; },
+                  [&](cl_kernel k, cl_uint* index) { oclf::set_arg_at(k, index, float(value.toDouble())); });
 }
 
 }  // namespace
