@@ -11,6 +11,10 @@ agreement, not predictions), in two modes:
   whole generation is one recording: its cache grows token by token, but the same way in
   every run (the prompt's length is fixed and greedy decoding stays on the device).
 
+--fuse runs the ResNets' inference on the device as opencl_functions.device.fuse() makes it:
+each convolution with its batch norm folded in and its residual addition and ReLU in the
+same kernel (torch, on the CPU and on CUDA, runs the model as it is).
+
 GPT-2 is full size (GPT2Config() defaults): greedy decoding with the key/value cache, an
 8-token prompt then 16 new tokens (so mostly one-row products).
 
@@ -22,7 +26,7 @@ weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks. On a CUD
 torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to it.
 
     python -m bench.models [--mode patched|device|replay|all] [--model NAME|all] [--rounds N] [--threads N]
-                           [--dtype float32|float16|bfloat16]
+                           [--dtype float32|float16|bfloat16] [--fuse]
 """
 from __future__ import annotations
 
@@ -47,6 +51,8 @@ PROMPT_TOKENS, NEW_TOKENS = 8, 16
 # GPT-2's weights and activations off the CPU (--dtype): float16 and bfloat16 halve the
 # memory traffic of each decoding step; torch on the CPU, the reference, stays float32.
 GPT2_DTYPE = torch.float32
+# --fuse: the ResNets' inference on the opencl device through opencl_functions.device.fuse().
+FUSE = False
 
 # A model maker takes a device ("cpu", "opencl", "cuda") and returns a function that runs
 # the workload once there and returns its result on that device.
@@ -56,7 +62,10 @@ Maker = Callable[[str], Callable[[], torch.Tensor]]
 def resnet_inference(arch: str, batch: int) -> Maker:
     def make(device: str) -> Callable[[], torch.Tensor]:
         torch.manual_seed(0)
-        model = torchvision.models.get_model(arch).eval().to(device)
+        model = torchvision.models.get_model(arch).eval()
+        if FUSE and device == "opencl":
+            model = opencl_functions.device.fuse(model)
+        model = model.to(device)
         x = torch.randn(batch, 3, 224, 224).to(device)
 
         def run() -> torch.Tensor:
@@ -114,11 +123,11 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
 
 
 MODELS: Dict[str, Dict[str, object]] = {
-    "resnet18": {"make": resnet_inference("resnet18", 1), "label": "ResNet-18 b1 224x224",
+    "resnet18": {"make": resnet_inference("resnet18", 1), "label": "ResNet-18 b1 224x224", "fusable": True,
                  "modes": ("patched", "device", "replay")},
-    "resnet50": {"make": resnet_inference("resnet50", 1), "label": "ResNet-50 b1 224x224",
+    "resnet50": {"make": resnet_inference("resnet50", 1), "label": "ResNet-50 b1 224x224", "fusable": True,
                  "modes": ("patched", "device", "replay")},
-    "resnet50_b16": {"make": resnet_inference("resnet50", 16), "label": "ResNet-50 b16 224x224",
+    "resnet50_b16": {"make": resnet_inference("resnet50", 16), "label": "ResNet-50 b16 224x224", "fusable": True,
                      "modes": ("device", "replay")},
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
                            "modes": ("device", "replay")},
@@ -217,6 +226,8 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
            rounds: int) -> Dict[str, float]:
     spec = MODELS[name]
     label = spec["label"] + (f" {str(GPT2_DTYPE).removeprefix('torch.')}" if name == "gpt2" else "")
+    if FUSE and spec.get("fusable") and mode != "patched":
+        label += ", fused"
     result = {key: statistics.median(values) for key, values in times.items()}
     result.update({f"{key}_min": min(values) for key, values in times.items()})
     result["first_call"] = first
@@ -272,10 +283,13 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
                    help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
                    help="GPT-2's dtype on the OpenCL device and on CUDA (the CPU reference stays float32)")
+    p.add_argument("--fuse", action="store_true",
+                   help="the ResNets' inference on the device with fused convolutions (opencl_functions.device.fuse)")
     p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's CUDA time as JSON")
     args = p.parse_args(argv)
-    global GPT2_DTYPE
+    global GPT2_DTYPE, FUSE
     GPT2_DTYPE = getattr(torch, args.dtype)
+    FUSE = args.fuse
     if args.cuda_only:
         print(json.dumps({"seconds": _cuda_seconds_here(MODELS[args.cuda_only]["make"], args.rounds)}))
         return {}

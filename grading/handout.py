@@ -43,6 +43,7 @@ STAFF_ONLY = (
     "tests/test_device_distributed.py",
     "tests/test_device_dtypes.py",
     "tests/test_device_edge_cases.py",
+    "tests/test_device_fusion.py",
     "tests/test_device_graph.py",
     "tests/test_device_indexing.py",
     "tests/test_device_memory.py",

@@ -136,6 +136,23 @@ SCRIPT = textwrap.dedent("""
             p = torch.tensor([[0.2, 0.0, 0.8], [1.0, 1.0, 0.0]])
             assert (torch.multinomial(d(p), 5, replacement=True).cpu() != torch.tensor([[1], [2]])).all()
             assert torch.multinomial(d(p), 2).cpu().sort().values.tolist() == [[0, 2], [0, 1]]
+    elif what == "fused":
+        # The opencl device's fused convolutions (reference/epilogue.h): a residual and an
+        # activation stored by each kernel kind that can write y, split-K's sum included.
+        import os
+        import opencl_functions.device  # noqa: F401
+        d = lambda t: t.to("opencl")
+        layers = [((1, 32, 6, 7), (8, 32, 3, 3), 1, 1, 1), ((2, 6, 9, 11), (6, 1, 3, 3), 2, 1, 6),
+                  ((1, 8, 4, 8), (12, 8, 1, 1), 1, 0, 1)]
+        with torch.no_grad():
+            for kind in ("gpu", "wino", "cpu", "dw_rows", "dw_tiled", "depthwise", "depthwise_cpu"):
+                os.environ["OCLF_CONV_KERNEL"] = kind
+                for (xs, ws, stride, pad, groups), act in zip(layers, ("relu", "silu", "hardswish")):
+                    x, w, b = torch.randn(xs), torch.randn(ws), torch.randn(ws[0])
+                    r = torch.randn_like(F.conv2d(x, w, b, stride, pad, 1, groups))
+                    args = ([stride] * 2, [pad] * 2, [1, 1], groups, act)
+                    close(torch.ops.oclf.conv2d_fused(d(x), d(w), d(b), d(r), *args).cpu(),
+                          torch.ops.oclf.conv2d_fused(x, w, b, r, *args))
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -189,6 +206,11 @@ def test_clblast_calls_under_oclgrind(tmp_path, ocl):
 def test_device_gpu_paths_under_oclgrind(tmp_path, ocl):
     # A device of 64 compute units, so the few-row products split K over work-groups.
     run_under_oclgrind("device", tmp_path, ("--compute-units", "64"))
+
+
+def test_device_fused_convolutions_under_oclgrind(tmp_path, ocl):
+    """conv2d_fused's epilogue in every kernel kind; 64 compute units, so split-K sums too."""
+    run_under_oclgrind("fused", tmp_path, ("--compute-units", "64"), OCLF_FALLBACK="error")
 
 
 def test_device_indexing_under_oclgrind(tmp_path, ocl):

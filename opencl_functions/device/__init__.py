@@ -34,6 +34,7 @@ except ImportError as err:
                       f"or pip install --no-build-isolation . (README.md: Install as a package)") from err
 from . import events, stats
 from .events import Event, current_stream, default_stream
+from .fusion import fuse
 from .graphs import Graph, graph
 from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fallback_report, fallback_scope,
                     fallback_stats, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved,
@@ -42,7 +43,7 @@ from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fal
 
 __all__ = [
     "is_available", "device_count", "current_device", "synchronize", "get_device_name",
-    *stats.__all__, *events.__all__, "manual_seed", "manual_seed_all", "graph", "Graph",
+    *stats.__all__, *events.__all__, "manual_seed", "manual_seed_all", "graph", "Graph", "fuse",
 ]
 
 NAME = "opencl"

@@ -62,9 +62,34 @@ class Launcher {
   virtual Tuning& tuning() = 0;
 };
 
-// A convolution's buffers: x, w and y as Conv2dGeometry describes them, bias (c_out) or nullptr.
+// What a convolution does to each output before storing it (reference/epilogue.h): add a
+// residual laid out as y, then apply an activation. The opencl device's fused convolutions
+// (torch.ops.oclf.conv2d_fused) set it; everything else stores the plain sums.
+enum class Activation : int { kNone = 0, kRelu = 1, kRelu6 = 2, kSilu = 3, kGelu = 4, kHardswish = 5 };
+
+struct Epilogue {
+  cl_mem residual = nullptr;
+  Activation act = Activation::kNone;
+
+  bool empty() const { return residual == nullptr && act == Activation::kNone; }
+  // The build options of a kernel that applies it ("" when empty).
+  std::string options() const {
+    if (empty()) return "";
+    return (residual ? " -DEPI_RES" : "") + std::string(" -DEPI_ACT=") + std::to_string(int(act));
+  }
+};
+
+// A kernel built with an epilogue's options takes its residual as its last argument:
+// set_args(kernel, ..., epilogue) sets it, or nothing when there is none.
+inline void set_arg_at(cl_kernel kernel, cl_uint* index, const Epilogue& e) {
+  if (e.residual) set_arg(kernel, (*index)++, sizeof(cl_mem), &e.residual);
+}
+
+// A convolution's buffers: x, w and y as Conv2dGeometry describes them, bias (c_out) or
+// nullptr; and what to do to y's values before they are stored.
 struct ConvOperands {
   cl_mem x, w, bias, y;
+  Epilogue epilogue{};
 };
 
 // set_args with a convolution's geometry in the middle, as the kernels take it: `head`'s

@@ -31,6 +31,15 @@
 #define VSTORE_(n) vstore##n
 #define VSTORE(n) VSTORE_(n)
 typedef VEC(COV) floatv;
+// The opencl device's fused convolutions build with an epilogue (epilogue.h); plain builds
+// store what they computed.
+#if defined(EPI_ACT) || defined(EPI_RES)
+#include "epilogue.h"
+#else
+#define EPI_PARAM
+#define EPI(v, i) (v)
+#define EPIV(v, i, n) (v)
+#endif
 // The kernel size of conv2d_cpu, fixed at build time when KH and KW are defined.
 #ifdef KH
 #define KH_ KH
@@ -59,7 +68,7 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
                          const int has_bias, const int B, const int C_in, const int H, const int W,
                          const int C_out, const int K_h, const int K_w, const int stride_h,
                          const int stride_w, const int dilation_h, const int dilation_w,
-                         const int groups, const int H_out, const int W_out) {
+                         const int groups, const int H_out, const int W_out EPI_PARAM) {
   const int pb = get_global_id(1);
   const int cb = get_global_id(0);
   const int b = get_global_id(2) / groups;
@@ -118,17 +127,17 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
   float out[PX][COV];
 #pragma unroll
   for (int j = 0; j < PX; ++j) VSTORE(COV)(acc[j], 0, out[j]);
-  __global float* yb = y + (size_t)(b * C_out + g * cout_g + co0) * hw_out + p0;
+  const size_t y0 = (size_t)(b * C_out + g * cout_g + co0) * hw_out + p0;
   const bool full_px = p0 + PX <= hw_out;
 #pragma unroll
   for (int i = 0; i < COV; ++i) {
     if (full_co || co0 + i < cout_g) {
-      __global float* yr = yb + (size_t)i * hw_out;
+      const size_t yr = y0 + (size_t)i * hw_out;
       if (full_px) {
 #pragma unroll
-        for (int j = 0; j < PX; ++j) yr[j] = out[j][i];
+        for (int j = 0; j < PX; ++j) y[yr + j] = EPI(out[j][i], yr + j);
       } else {
-        for (int j = 0; p0 + j < hw_out; ++j) yr[j] = out[j][i];
+        for (int j = 0; p0 + j < hw_out; ++j) y[yr + j] = EPI(out[j][i], yr + j);
       }
     }
   }
@@ -141,7 +150,7 @@ __kernel void conv2d_depthwise(__global const float* restrict x, __global const 
                                const int has_bias, const int B, const int C_in, const int H, const int W,
                                const int C_out, const int K_h, const int K_w, const int stride_h,
                                const int stride_w, const int dilation_h, const int dilation_w,
-                               const int groups, const int H_out, const int W_out) {
+                               const int groups, const int H_out, const int W_out EPI_PARAM) {
   const int ow = get_global_id(0);
   const int oh = get_global_id(1);
   const int bc = get_global_id(2);  // b·C_out + c, and the input channel is the same
@@ -152,7 +161,8 @@ __kernel void conv2d_depthwise(__global const float* restrict x, __global const 
   float acc = has_bias ? bias[c] : 0.0f;
   for (int kh = 0; kh < K_h; ++kh)
     for (int kw = 0; kw < K_w; ++kw) acc = fma(ws[kh * K_w + kw], xs[kh * dilation_h * W + kw * dilation_w], acc);
-  y[((size_t)bc * H_out + oh) * W_out + ow] = acc;
+  const size_t i = ((size_t)bc * H_out + oh) * W_out + ow;
+  y[i] = EPI(acc, i);
 }
 
 // v2 conv2d_depthwise_cpu: depthwise for CPUs. Work-item (ob, oh, b·C_out+c) computes
@@ -164,14 +174,15 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
                                    const int has_bias, const int B, const int C_in, const int H, const int W,
                                    const int C_out, const int K_h, const int K_w, const int stride_h,
                                    const int stride_w, const int dilation_h, const int dilation_w,
-                                   const int groups, const int H_out, const int W_out) {
+                                   const int groups, const int H_out, const int W_out EPI_PARAM) {
   const int ow0 = get_global_id(0) * COV;
   const int oh = get_global_id(1);
   const int bc = get_global_id(2);
   const int c = bc % C_out;
   __global const float* xs = x + ((size_t)bc * H + oh * stride_h) * W + ow0 * stride_w;
   __global const float* ws = w + (size_t)c * K_h * K_w;
-  __global float* ys = y + ((size_t)bc * H_out + oh) * W_out + ow0;
+  const size_t y0 = ((size_t)bc * H_out + oh) * W_out + ow0;
+  __global float* ys = y + y0;
   const float b0 = has_bias ? bias[c] : 0.0f;
   if (ow0 + COV <= W_out) {
     floatv acc = (floatv)(b0);
@@ -192,14 +203,14 @@ __kernel void conv2d_depthwise_cpu(__global const float* restrict x, __global co
         acc = fma((floatv)(ws[kh * K_w + kw]), v, acc);
       }
     }
-    VSTORE(COV)(acc, 0, ys);
+    VSTORE(COV)(EPIV(acc, y0, COV), 0, ys);
   } else {
     for (int j = 0; ow0 + j < W_out; ++j) {
       float acc = b0;
       for (int kh = 0; kh < K_h; ++kh)
         for (int kw = 0; kw < K_w; ++kw)
           acc = fma(ws[kh * K_w + kw], xs[kh * dilation_h * W + j * stride_w + kw * dilation_w], acc);
-      ys[j] = acc;
+      ys[j] = EPI(acc, y0 + j);
     }
   }
 }

@@ -35,9 +35,9 @@ inline void conv2d_cpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands&
   // Common square kernels get a build of their own, with the tap loops unrolled.
   if (p.k_h == p.k_w && (p.k_h == 1 || p.k_h == 3 || p.k_h == 5 || p.k_h == 7))
     options += " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w);
-  cl_kernel kernel = l.kernel(kCpuFile, "conv2d_cpu", options);
+  cl_kernel kernel = l.kernel(kCpuFile, "conv2d_cpu", options + o.epilogue.options());
   const int has_bias = o.bias != nullptr;
-  set_conv_args(kernel, std::make_tuple(o.x, packed, o.bias, o.y, has_bias), p);
+  set_conv_args(kernel, std::make_tuple(o.x, packed, o.bias, o.y, has_bias), p, o.epilogue);
   const size_t global[3] = {size_t(co_blocks), size_t(p.h_out * p.w_out + px - 1) / px, size_t(p.batch) * p.groups};
   const size_t local[3] = {cpu_work_group(l.info(), global[0], global[1] * global[2], 8, kernel, l.device()), 1, 1};
   l.launch(kernel, 3, global, local);

@@ -73,13 +73,23 @@
 #define G_B_PER (GTK * GTN / G_THREADS)      // inputs loaded per work-item and step
 #endif
 
+// The opencl device's fused convolutions build with an epilogue (epilogue.h): conv2d_gpu's
+// when it writes y (splits = 1), conv2d_sum_splits' otherwise. Plain builds store the sums.
+#if defined(EPI_ACT) || defined(EPI_RES)
+#include "epilogue.h"
+#else
+#define EPI_PARAM
+#define EPI(v, i) (v)
+#define EPIV(v, i, n) (v)
+#endif
+
 __kernel __attribute__((reqd_work_group_size(GLX, GLY, 1)))
 void conv2d_gpu(__global const float* restrict x, __global const float* restrict w,
                 __global const float* restrict bias, __global float* restrict y,
                 const int has_bias, const int B, const int C_in, const int H, const int W,
                 const int C_out, const int K_h, const int K_w, const int stride_h,
                 const int stride_w, const int dilation_h, const int dilation_w,
-                const int groups, const int H_out, const int W_out, const int splits, const int k_chunk) {
+                const int groups, const int H_out, const int W_out, const int splits, const int k_chunk EPI_PARAM) {
   const int tx = get_local_id(0), ty = get_local_id(1);
   const int tid = ty * GLX + tx;
   const int g = get_group_id(2) / splits;
@@ -259,13 +269,15 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
       if (n < pixels) {
         const int b = n / hw_out;
         const float4 v = (float4)(acc[i][4 * j4], acc[i][4 * j4 + 1], acc[i][4 * j4 + 2], acc[i][4 * j4 + 3]);
-        *(__global float4*)(out + Y_INDEX(b, co) * hw_out + (n - b * hw_out)) = v + b_add;
+        const size_t at = Y_INDEX(b, co) * hw_out + (n - b * hw_out);
+        *(__global float4*)(out + at) = EPIV(v + b_add, at, 4);
       }
 #else
       for (int c = 0; c < 4; ++c) {
         if (n + c < pixels) {
           const int b = (n + c) / hw_out;
-          out[Y_INDEX(b, co) * hw_out + (n + c - b * hw_out)] = acc[i][4 * j4 + c] + b_add;
+          const size_t at = Y_INDEX(b, co) * hw_out + (n + c - b * hw_out);
+          out[at] = EPI(acc[i][4 * j4 + c] + b_add, at);
         }
       }
 #endif
@@ -279,10 +291,10 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 // parts is (splits, B, C_out, hw_out); NDRange: (B·C_out·hw_out).
 __kernel void conv2d_sum_splits(__global const float* restrict parts, __global const float* restrict bias,
                                 __global float* restrict y, const int has_bias, const int splits,
-                                const int C_out, const int hw_out, const int total) {
+                                const int C_out, const int hw_out, const int total EPI_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   float s = has_bias ? bias[(i / hw_out) % C_out] : 0.0f;
   for (int k = 0; k < splits; ++k) s += parts[(size_t)k * total + i];
-  y[i] = s;
+  y[i] = EPI(s, i);
 }

@@ -85,7 +85,8 @@ inline int gpu_splits(const DeviceInfo& info, const Conv2dGeometry& p, const Gpu
 }
 
 // conv2d_gpu with tile t; split K writes partial sums into scratch memory that
-// conv2d_sum_splits adds up with the bias.
+// conv2d_sum_splits adds up with the bias. The operands' epilogue goes to whichever kernel
+// writes y.
 inline void conv2d_gpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const GpuTile& t,
                        const GpuLaunch& how = {}) {
   const int hw_out = p.h_out * p.w_out;
@@ -105,17 +106,18 @@ inline void conv2d_gpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands&
   Scratch parts;
   if (splits > 1) parts = l.scratch(splits * y_len * sizeof(float));
   const int has_bias = o.bias != nullptr && splits == 1;
-  cl_kernel kernel = l.kernel(kGpuFile, "conv2d_gpu", conv_options);
+  const Epilogue direct = splits == 1 ? o.epilogue : Epilogue{};
+  cl_kernel kernel = l.kernel(kGpuFile, "conv2d_gpu", conv_options + direct.options());
   set_conv_args(kernel, std::make_tuple(o.x, o.w, o.bias, splits > 1 ? parts.get() : o.y, has_bias), p, splits,
-                k_chunk);
+                k_chunk, direct);
   const size_t global[3] = {round_up(p.pixels(), t.tn) / t.wn, round_up(p.cout_g(), t.tm) / t.wm,
                             size_t(p.groups) * splits};
   const size_t local[3] = {size_t(t.tn / t.wn), size_t(t.tm / t.wm), 1};
   l.launch(kernel, 3, global, local);
   if (splits > 1) {
-    cl_kernel sum = l.kernel(kGpuFile, "conv2d_sum_splits", options);
+    cl_kernel sum = l.kernel(kGpuFile, "conv2d_sum_splits", options + o.epilogue.options());
     const int with_bias = o.bias != nullptr, total = int(y_len);
-    set_args(sum, parts.get(), o.bias, o.y, with_bias, splits, p.c_out, hw_out, total);
+    set_args(sum, parts.get(), o.bias, o.y, with_bias, splits, p.c_out, hw_out, total, o.epilogue);
     const size_t sum_global[1] = {round_up(y_len, 256)};
     const size_t sum_local[1] = {256};
     l.launch(sum, 1, sum_global, sum_local);

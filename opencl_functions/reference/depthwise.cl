@@ -74,6 +74,15 @@
 #define VSTORE(n) VSTORE_(n)
 typedef VEC(VW) floatv;
 
+// The opencl device's fused convolutions build these kernels with an epilogue (epilogue.h).
+#if defined(EPI_ACT) || defined(EPI_RES)
+#include "epilogue.h"
+#else
+#define EPI_PARAM
+#define EPI(v, i) (v)
+#define EPIV(v, i, n) (v)
+#endif
+
 // VW inputs p[0], p[SW], ..., p[(VW-1)·SW] as one vector.
 inline floatv load_strided(__global const float* p) {
 #if SW == 1
@@ -92,13 +101,14 @@ inline floatv load_strided(__global const float* p) {
 __kernel void conv2d_depthwise_rows(__global const float* restrict x, __global const float* restrict w,
                                     __global const float* restrict bias, __global float* restrict y,
                                     const int has_bias, const int B, const int C, const int H, const int W,
-                                    const int H_out, const int W_out) {
+                                    const int H_out, const int W_out EPI_PARAM) {
   const int ow0 = get_global_id(0) * VW;
   const int oh0 = get_global_id(1) * RY;
   const int bc = get_global_id(2);
   const int c = bc % C;
   __global const float* xs = x + ((size_t)bc * H + oh0 * SH) * W + ow0 * SW;
-  __global float* ys = y + ((size_t)bc * H_out + oh0) * W_out + ow0;
+  const size_t y0 = ((size_t)bc * H_out + oh0) * W_out + ow0;
+  __global float* ys = y + y0;
   float wk[KH][KW];
 #pragma unroll
   for (int kh = 0; kh < KH; ++kh)
@@ -131,12 +141,13 @@ __kernel void conv2d_depthwise_rows(__global const float* restrict x, __global c
     }
     const int lanes = W_out - ow0;
     for (int i = 0; i < rows; ++i) {
+      const size_t row = y0 + (size_t)i * W_out;
       if (lanes >= VW) {
-        VSTORE(VW)(acc[i], 0, ys + i * W_out);
+        VSTORE(VW)(EPIV(acc[i], row, VW), 0, ys + i * W_out);
       } else {
         float out[VW];
         VSTORE(VW)(acc[i], 0, out);
-        for (int v = 0; v < lanes; ++v) ys[i * W_out + v] = out[v];
+        for (int v = 0; v < lanes; ++v) ys[i * W_out + v] = EPI(out[v], row + v);
       }
     }
   } else {
@@ -148,7 +159,7 @@ __kernel void conv2d_depthwise_rows(__global const float* restrict x, __global c
         for (int kh = 0; kh < KH; ++kh)
 #pragma unroll
           for (int kw = 0; kw < KW; ++kw) acc = fma(wk[kh][kw], xs[(i * SH + kh * DH) * W + v * SW + kw * DW], acc);
-        ys[i * W_out + v] = acc;
+        ys[i * W_out + v] = EPI(acc, y0 + (size_t)i * W_out + v);
       }
     }
   }
@@ -162,7 +173,7 @@ __kernel __attribute__((reqd_work_group_size(TX, TY, TZ)))
 void conv2d_depthwise_tiled(__global const float* restrict x, __global const float* restrict w,
                             __global const float* restrict bias, __global float* restrict y,
                             const int has_bias, const int B, const int C, const int H, const int W,
-                            const int H_out, const int W_out) {
+                            const int H_out, const int W_out EPI_PARAM) {
   const int tx = get_local_id(0), ty = get_local_id(1), tz = get_local_id(2);
   const int ow0 = get_group_id(0) * TX, oh0 = get_group_id(1) * TY * RY;
   const int bc = get_global_id(2);
@@ -206,10 +217,10 @@ void conv2d_depthwise_tiled(__global const float* restrict x, __global const flo
   }
   const int ow = ow0 + tx;
   if (!plane_ok || ow >= W_out) return;
-  __global float* yp = y + (size_t)bc * H_out * W_out;
+  const size_t plane = (size_t)bc * H_out * W_out;
 #pragma unroll
   for (int i = 0; i < RY; ++i) {
     const int oh = oh0 + ty * RY + i;
-    if (oh < H_out) yp[oh * W_out + ow] = acc[i];
+    if (oh < H_out) y[plane + oh * W_out + ow] = EPI(acc[i], plane + oh * W_out + ow);
   }
 }

@@ -40,9 +40,9 @@ inline std::string depthwise_shape_options(const Conv2dGeometry& p) {
 inline void depthwise_v2(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, bool cpu) {
   const int cov = cpu ? 16 : 1;
   cl_kernel kernel = l.kernel(kCpuFile, cpu ? "conv2d_depthwise_cpu" : "conv2d_depthwise",
-                               "-cl-mad-enable -DCOV=16 -DPX=8");
+                               "-cl-mad-enable -DCOV=16 -DPX=8" + o.epilogue.options());
   const int has_bias = o.bias != nullptr;
-  set_conv_args(kernel, std::make_tuple(o.x, o.w, o.bias, o.y, has_bias), p);
+  set_conv_args(kernel, std::make_tuple(o.x, o.w, o.bias, o.y, has_bias), p, o.epilogue);
   const size_t global[3] = {size_t(p.w_out + cov - 1) / cov, size_t(p.h_out), size_t(p.batch) * p.c_out};
   l.launch(kernel, 3, global, nullptr);
 }
@@ -52,9 +52,9 @@ inline void depthwise_rows(Launcher& l, const Conv2dGeometry& p, const ConvOpera
   const int vw = config_value(config, "VW", 16), ry = config_value(config, "RY", 4);
   const std::string options =
       depthwise_shape_options(p) + " -DVW=" + std::to_string(vw) + " -DRY=" + std::to_string(ry);
-  cl_kernel kernel = l.kernel(kDepthwiseFile, "conv2d_depthwise_rows", options);
+  cl_kernel kernel = l.kernel(kDepthwiseFile, "conv2d_depthwise_rows", options + o.epilogue.options());
   const int has_bias = o.bias != nullptr;
-  set_args(kernel, o.x, o.w, o.bias, o.y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out);
+  set_args(kernel, o.x, o.w, o.bias, o.y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out, o.epilogue);
   const size_t global[3] = {size_t(p.w_out + vw - 1) / vw, size_t(p.h_out + ry - 1) / ry,
                             size_t(p.batch) * p.c_out};
   l.launch(kernel, 3, global, nullptr);
@@ -66,9 +66,9 @@ inline void depthwise_tiled(Launcher& l, const Conv2dGeometry& p, const ConvOper
   const int tz = config_value(config, "TZ", 1), ry = config_value(config, "RY", 2);
   const std::string options = depthwise_shape_options(p) + " -DTX=" + std::to_string(tx) + " -DTY=" +
                               std::to_string(ty) + " -DTZ=" + std::to_string(tz) + " -DRY=" + std::to_string(ry);
-  cl_kernel kernel = l.kernel(kDepthwiseFile, "conv2d_depthwise_tiled", options);
+  cl_kernel kernel = l.kernel(kDepthwiseFile, "conv2d_depthwise_tiled", options + o.epilogue.options());
   const int has_bias = o.bias != nullptr;
-  set_args(kernel, o.x, o.w, o.bias, o.y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out);
+  set_args(kernel, o.x, o.w, o.bias, o.y, has_bias, p.batch, p.c_out, p.h, p.w, p.h_out, p.w_out, o.epilogue);
   const size_t planes = size_t(p.batch) * p.c_out;
   const size_t global[3] = {size_t(p.w_out + tx - 1) / tx * tx, size_t(p.h_out + ty * ry - 1) / (ty * ry) * ty,
                             (planes + tz - 1) / tz * tz};

@@ -21,6 +21,15 @@
 //   U is (16, C_out, C_in); V is (16, C_in, P); M is (16, C_out, P).
 // Offsets are int: every array must have < 2^31 elements.
 
+// The opencl device's fused convolutions build winograd_output with an epilogue (epilogue.h).
+#if defined(EPI_ACT) || defined(EPI_RES)
+#include "epilogue.h"
+#else
+#define EPI_PARAM
+#define EPI(v, i) (v)
+#define EPIV(v, i, n) (v)
+#endif
+
 // U[ξ][co][ci] from w[co][ci]: one work-item per (ci, co). NDRange (C_in, C_out).
 __kernel void winograd_weights(__global const float* restrict w, __global float* restrict u, const int C_in,
                                const int C_out) {
@@ -77,7 +86,7 @@ __kernel void winograd_input(__global const float* restrict x, __global float* r
 // y's 2×2 outputs of tile t in channel co from M[ξ][co][t] (+ bias). NDRange (P, C_out).
 __kernel void winograd_output(__global const float* restrict m, __global const float* restrict bias,
                               __global float* restrict y, const int has_bias, const int B, const int C_out,
-                              const int H_out, const int W_out, const int TH, const int TW) {
+                              const int H_out, const int W_out, const int TH, const int TW EPI_PARAM) {
   const int t = get_global_id(0), co = get_global_id(1);
   const int P = B * TH * TW;
   if (t >= P) return;
@@ -93,13 +102,14 @@ __kernel void winograd_output(__global const float* restrict m, __global const f
     am[1][c] = mm[1][c] - mm[2][c] - mm[3][c];
   }
   const float b0 = has_bias ? bias[co] : 0.0f;
-  __global float* yc = y + ((size_t)b * C_out + co) * H_out * W_out;
+  const size_t yc = ((size_t)b * C_out + co) * H_out * W_out;
   for (int r = 0; r < 2; ++r) {  // (Aᵀ M) · A, row r
     const float out0 = am[r][0] + am[r][1] + am[r][2] + b0;
     const float out1 = am[r][1] - am[r][2] - am[r][3] + b0;
     if (r0 + r < H_out) {
-      if (c0 < W_out) yc[(r0 + r) * W_out + c0] = out0;
-      if (c0 + 1 < W_out) yc[(r0 + r) * W_out + c0 + 1] = out1;
+      const size_t at = yc + (r0 + r) * W_out + c0;
+      if (c0 < W_out) y[at] = EPI(out0, at);
+      if (c0 + 1 < W_out) y[at + 1] = EPI(out1, at + 1);
     }
   }
 }

@@ -30,7 +30,7 @@ inline Conv2dGeometry winograd_gemm(const Conv2dGeometry& p) {
 
 // Winograd: transform the weights (kept with the weight where the launcher keeps derived
 // buffers) and the input, 16 products through conv2d_gpu with tile t, transform back and add
-// the bias.
+// the bias (and the operands' epilogue).
 inline void conv2d_winograd(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const GpuTile& t) {
   const int th = (p.h_out + 1) / 2, tw = (p.w_out + 1) / 2, tiles = p.batch * th * tw;
   const size_t u_bytes = size_t(16) * p.c_out * p.c_in * sizeof(float);
@@ -48,9 +48,9 @@ inline void conv2d_winograd(Launcher& l, const Conv2dGeometry& p, const ConvOper
   const size_t in_global[2] = {size_t(tiles), size_t(p.c_in)};
   l.launch(input, 2, in_global, nullptr);
   conv2d_gpu(l, winograd_gemm(p), {v.get(), u, nullptr, m.get()}, t);
-  cl_kernel output = l.kernel(kWinogradFile, "winograd_output", "");
+  cl_kernel output = l.kernel(kWinogradFile, "winograd_output", o.epilogue.options());
   const int has_bias = o.bias != nullptr;
-  set_args(output, m.get(), o.bias, o.y, has_bias, p.batch, p.c_out, p.h_out, p.w_out, th, tw);
+  set_args(output, m.get(), o.bias, o.y, has_bias, p.batch, p.c_out, p.h_out, p.w_out, th, tw, o.epilogue);
   const size_t out_global[2] = {size_t(tiles), size_t(p.c_out)};
   l.launch(output, 2, out_global, nullptr);
 }

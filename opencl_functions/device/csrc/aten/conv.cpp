@@ -61,10 +61,10 @@ reference::ConvRequest request() {
 }  // namespace
 
 void forward(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-             const at::Tensor& y, bool keep) {
+             const at::Tensor& y, bool keep, const Epilogue& epilogue) {
   DeviceLauncher launcher(keep ? w : at::Tensor());
   const ConvOperands o{whole_buffer(x, "input"), whole_buffer(w, "weight"),
-                       bias.defined() ? whole_buffer(bias, "bias") : nullptr, whole_buffer(y, "output")};
+                       bias.defined() ? whole_buffer(bias, "bias") : nullptr, whole_buffer(y, "output"), epilogue};
   reference::conv2d(launcher, s, o, request());
 }
 
@@ -143,12 +143,107 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   return a.one_d ? y.squeeze(2) : y;
 }
 
+// ---- fused: torch.ops.oclf.conv2d_fused -------------------------------------------------
+// act(conv2d(input, weight, bias) + residual), the convolution of opencl_functions.device.fuse()'s
+// inference models: one kernel where the separate operations take three or four (a folded
+// batch norm is in weight and bias already). Float32 operands with a residual of the output's
+// shape run in one kernel with an epilogue (reference/epilogue.h); anything else, on this or
+// another device, runs as the separate operations, which give the same values.
+
+namespace {
+
+Activation activation_named(c10::string_view name) {
+  if (name == "none") return Activation::kNone;
+  if (name == "relu") return Activation::kRelu;
+  if (name == "relu6") return Activation::kRelu6;
+  if (name == "silu") return Activation::kSilu;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "hardswish") return Activation::kHardswish;
+  TORCH_CHECK(false, "conv2d_fused: activation must be none, relu, relu6, silu, gelu or hardswish, got \"",
+              std::string(name), "\"");
+}
+
+at::Tensor activated(const at::Tensor& y, Activation act) {
+  switch (act) {
+    case Activation::kNone: return y;
+    case Activation::kRelu: return at::relu(y);
+    case Activation::kRelu6: return at::hardtanh(y, 0, 6);
+    case Activation::kSilu: return at::silu(y);
+    case Activation::kGelu: return at::gelu(y);
+    case Activation::kHardswish: return at::hardswish(y);
+  }
+  return y;
+}
+
+void check_fused_args(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
+  TORCH_CHECK(stride.size() == 2 && padding.size() == 2 && dilation.size() == 2,
+              "conv2d_fused: stride, padding and dilation take two values each");
+}
+
+// The separate operations, on any device and dtype.
+at::Tensor conv2d_fused_separately(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                   int64_t groups, c10::string_view activation) {
+  const Activation act = activation_named(activation);
+  check_fused_args(stride, padding, dilation);
+  at::Tensor y = at::convolution(input, weight, bias, stride, padding, dilation, false, {0, 0}, groups);
+  if (residual && residual->defined()) y = y + *residual;
+  return activated(y, act);
+}
+
+at::Tensor conv2d_fused(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                        const std::optional<at::Tensor>& residual, at::IntArrayRef stride, at::IntArrayRef padding,
+                        at::IntArrayRef dilation, int64_t groups, c10::string_view activation) {
+  const Activation act = activation_named(activation);
+  check_fused_args(stride, padding, dilation);
+  const bool has_bias = bias && bias->defined(), has_residual = residual && residual->defined();
+  auto on_device_float = [](const at::Tensor& t) { return t.device().is_privateuseone() && t.scalar_type() == at::kFloat; };
+  bool fused = input.dim() == 4 && on_device_float(input) && on_device_float(weight) &&
+               (!has_bias || on_device_float(*bias)) && (!has_residual || on_device_float(*residual));
+  if (fused) {
+    const Args2d a = as_2d(input, weight, stride, padding, dilation, false, groups);
+    const Conv2dGeometry s = conv_shape(a.x, a.weight, a.stride, a.padding, a.dilation, groups);
+    TORCH_CHECK(s.h_out > 0 && s.w_out > 0, "conv2d_fused: the kernel is larger than the padded input");
+    const std::vector<int64_t> out_shape = {s.batch, s.c_out, s.h_out, s.w_out};
+    // A residual that broadcasts rather than matches takes the separate path.
+    fused = !has_residual || residual->sizes().vec() == out_shape;
+    if (fused) {
+      at::Tensor y = empty_device(out_shape, at::kFloat);
+      if (y.numel() == 0) return y;
+      const at::Tensor x = padded(a.x, a.padding[0], a.padding[1]);
+      const at::Tensor r = has_residual ? whole(*residual) : at::Tensor();
+      Epilogue e;
+      e.act = act;
+      e.residual = has_residual ? whole_buffer(r, "residual") : nullptr;
+      forward(s, x, whole(a.weight), has_bias ? whole(*bias) : at::Tensor(), y, true, e);
+      return y;
+    }
+  }
+  return conv2d_fused_separately(input, weight, bias, residual, stride, padding, dilation, groups, activation);
+}
+
+}  // namespace
+
 }  // namespace oclf::device::conv
 
 namespace oclf::device {
 
 REGISTER_DEVICE_OPS(m) {
   m.impl("convolution_overrideable", conv::convolution);
+}
+
+TORCH_LIBRARY_FRAGMENT(oclf, m) {
+  m.def("conv2d_fused(Tensor input, Tensor weight, Tensor? bias=None, Tensor? residual=None, int[2] stride=1, "
+        "int[2] padding=0, int[2] dilation=1, int groups=1, str activation=\"none\") -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(oclf, PrivateUse1, m) {
+  m.impl("conv2d_fused", conv::conv2d_fused);
+}
+
+TORCH_LIBRARY_IMPL(oclf, CompositeExplicitAutograd, m) {
+  m.impl("conv2d_fused", conv::conv2d_fused_separately);
 }
 
 }  // namespace oclf::device

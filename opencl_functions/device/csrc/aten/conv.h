@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../../../launch/geometry.hpp"
+#include "../../../launch/launcher.hpp"
 #include "common.h"
 
 namespace oclf::device::conv {
@@ -26,9 +27,11 @@ ConvMode conv_mode();
 bool cpu_kernels();
 
 // y = conv2d(x, w) + bias on the reference's kernel for the layer (bias may be undefined);
-// `keep`: w is a weight whose packed or transformed copies are kept with it.
+// `keep`: w is a weight whose packed or transformed copies are kept with it; `epilogue`: a
+// residual and an activation applied as the kernel stores y (its residual's buffer is y's
+// shape, never y itself).
 void forward(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-             const at::Tensor& y, bool keep);
+             const at::Tensor& y, bool keep, const Epilogue& epilogue = {});
 // A forward convolution without bias (the backward pass's: temporary weights, not kept).
 void forward_any(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y);
 // conv2d_gpu with x, w and y with their first two dimensions swapped (NC_SWAPPED), K split

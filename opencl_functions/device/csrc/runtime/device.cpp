@@ -81,9 +81,11 @@ cl_kernel Device::kernel(const std::string& file, const std::string& name, const
 }
 
 cl_kernel Device::library_kernel(const std::string& file, const std::string& name, const std::string& options) {
-  // The library's kernel folder: OCLF_KERNEL_DIR when set, else the folder of this package.
+  // The library's kernel folder: OCLF_KERNEL_DIR when set, else the folder of this package;
+  // headers beside the file may be included (the reference's epilogue.h).
   const std::string dir = Programs::kernel_dir();
-  return cached((dir.empty() ? library_dir() : dir) + "/" + file, name, options);
+  const std::string path = (dir.empty() ? library_dir() : dir) + "/" + file;
+  return cached(path, name, options + " -I" + folder_of(path));
 }
 
 std::string Device::library_source_hash(const std::string& file) {

@@ -1,0 +1,56 @@
+// reference/epilogue.h: the fused epilogue of the reference's convolutions (staff-only), for
+// the opencl device's fused convolutions (torch.ops.oclf.conv2d_fused). conv2d_gpu.cl,
+// conv2d_cpu.cl, winograd.cl and depthwise.cl include it when built with either of
+//   -DEPI_RES     a residual, shaped and laid out as y, added to each output; the kernel takes
+//                 it as one more argument, its last (EPI_PARAM closes the signature);
+//   -DEPI_ACT=n   then an activation: 1 ReLU, 2 ReLU6, 3 SiLU, 4 GELU (erf), 5 Hardswish.
+// Without them the kernels store what they computed, and never include this file.
+//   EPI(v, i)       output v at index i of y (after the bias), as stored;
+//   EPIV(v, i, n)   the same for a vector of n outputs at i .. i+n-1.
+// NaN passes through each activation, as in torch.
+
+#ifndef EPI_ACT
+#define EPI_ACT 0
+#endif
+
+#ifdef EPI_RES
+#define EPI_PARAM , __global const float* restrict epi_res
+#define EPI_ADD(v, i) ((v) + epi_res[i])
+#define EPI_ADDV(v, i, n) ((v) + vload##n(0, epi_res + (i)))
+#else
+#define EPI_PARAM
+#define EPI_ADD(v, i) (v)
+#define EPI_ADDV(v, i, n) (v)
+#endif
+
+// The activation as an expression of v, for float and float vectors alike (a scalar operand
+// widens to the vector's type; comparisons are false for NaN, so NaN is kept).
+#if EPI_ACT == 0
+#define EPI_F(v) (v)
+#elif EPI_ACT == 1
+#define EPI_F(v) ((v) < 0.0f ? 0.0f : (v))
+#elif EPI_ACT == 2
+#define EPI_F(v) ((v) < 0.0f ? 0.0f : (v) > 6.0f ? 6.0f : (v))
+#elif EPI_ACT == 3
+#define EPI_F(v) ((v) / (1.0f + exp(-(v))))
+#elif EPI_ACT == 4
+#define EPI_F(v) (0.5f * (v) * (1.0f + erf((v) * M_SQRT1_2_F)))
+#elif EPI_ACT == 5
+#define EPI_F(v) ((v) * ((v) < -3.0f ? 0.0f : (v) > 3.0f ? 6.0f : (v) + 3.0f) / 6.0f)
+#else
+#error "EPI_ACT must be 0..5"
+#endif
+
+// One function per type, so that v is evaluated once.
+#define EPI_DEFINE(T) \
+  inline T epi_##T(T v) { return EPI_F(v); }
+EPI_DEFINE(float)
+EPI_DEFINE(float2)
+EPI_DEFINE(float4)
+EPI_DEFINE(float8)
+EPI_DEFINE(float16)
+#undef EPI_DEFINE
+
+#define EPI(v, i) epi_float(EPI_ADD(v, i))
+#define EPIV_(v, i, n) epi_float##n(EPI_ADDV(v, i, n))
+#define EPIV(v, i, n) EPIV_(v, i, n)
