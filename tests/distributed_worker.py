@@ -65,11 +65,11 @@ def main() -> None:
         torch.testing.assert_close(outs[r].cpu(), values(r, 13))
 
     flat = torch.empty(world * 6, device="opencl")
-    dist.all_gather_single(flat, values(rank, 6).to("opencl"))
+    dist.all_gather_into_tensor(flat, values(rank, 6).to("opencl"))
     torch.testing.assert_close(flat.cpu(), torch.cat([values(r, 6) for r in ranks]))
 
     part = torch.empty(9, device="opencl")
-    dist.reduce_scatter_single(part, values(rank, 9 * world).to("opencl"))
+    dist.reduce_scatter_tensor(part, values(rank, 9 * world).to("opencl"))
     torch.testing.assert_close(part.cpu(), sum(values(r, 9 * world) for r in ranks)[rank * 9:(rank + 1) * 9])
 
     sent = torch.cat([values(rank, 3 * world)]).to("opencl")

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../../runtime/launch_log.hpp"
+#include "check.h"
 #include "aten/fallback.h"
 #include "runtime/allocator.h"
 #include "runtime/autograd_threads.h"
@@ -97,7 +98,7 @@ std::map<int64_t, std::unique_ptr<Graph>>& graphs() {
 Graph& graph(int64_t id) {
   std::lock_guard<std::mutex> lock(graphs_mutex);
   auto found = graphs().find(id);
-  TORCH_CHECK(found != graphs().end(), "opencl: graph ", id, " does not exist (released, or never recorded)");
+  DEVICE_CHECK(found != graphs().end(), "opencl: graph ", id, " does not exist (released, or never recorded)");
   return *found->second;
 }
 
@@ -112,7 +113,7 @@ int64_t graph_record() {
 
 void graph_end(int64_t id) {
   Graph& g = graph(id);
-  TORCH_CHECK(Device::get().recording() == &g, "opencl: graph ", id, " is not recording");
+  DEVICE_CHECK(Device::get().recording() == &g, "opencl: graph ", id, " is not recording");
   Device::get().end_recording();
   g.finish();
 }

@@ -10,7 +10,7 @@ namespace oclf::device {
 namespace {
 
 std::string gelu_op(c10::string_view approximate, const char* suffix = "") {
-  TORCH_CHECK(approximate == "none" || approximate == "tanh",
+  DEVICE_CHECK(approximate == "none" || approximate == "tanh",
               "opencl: gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
   return std::string(approximate == "tanh" ? "gelu_tanh" : "gelu") + suffix;
 }

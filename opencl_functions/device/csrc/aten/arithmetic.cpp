@@ -15,7 +15,7 @@ std::string div_op(std::optional<c10::string_view> mode, at::ScalarType promoted
   if (!mode) return "div";
   const bool integral = !at::isFloatingType(promoted_type);
   if (*mode == "floor") return integral ? "idiv_floor" : "div_floor";
-  TORCH_CHECK(*mode == "trunc", "opencl: div: rounding_mode must be None, 'floor' or 'trunc', got '", *mode, "'");
+  DEVICE_CHECK(*mode == "trunc", "opencl: div: rounding_mode must be None, 'floor' or 'trunc', got '", *mode, "'");
   return integral ? "div" : "div_trunc";  // integer division in OpenCL C truncates
 }
 
@@ -81,16 +81,16 @@ at::Tensor& where_out(const at::Tensor& condition, const at::Tensor& self, const
 }
 
 at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
-  TORCH_CHECK_TYPE(mask.scalar_type() == at::kBool, "opencl: masked_fill_: mask must be bool, got ",
+  DEVICE_CHECK_TYPE(mask.scalar_type() == at::kBool, "opencl: masked_fill_: mask must be bool, got ",
                    mask.scalar_type());
   elementwise("where", self, {mask, value, self}, self.scalar_type());
   return self;
 }
 
 at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
-  TORCH_CHECK(value.dim() == 0, "opencl: masked_fill_: value must be a 0-dim tensor, got ", value.dim(),
+  DEVICE_CHECK(value.dim() == 0, "opencl: masked_fill_: value must be a 0-dim tensor, got ", value.dim(),
               " dimensions");
-  TORCH_CHECK_TYPE(mask.scalar_type() == at::kBool, "opencl: masked_fill_: mask must be bool, got ",
+  DEVICE_CHECK_TYPE(mask.scalar_type() == at::kBool, "opencl: masked_fill_: mask must be bool, got ",
                    mask.scalar_type());
   elementwise("where", self, {mask, value, self}, self.scalar_type());
   return self;
@@ -98,7 +98,7 @@ at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const 
 
 // clamp with optional bounds; the bounds stand in as ±infinity (or the type's limits).
 std::pair<double, double> bounds(const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
-  TORCH_CHECK(lo || hi, "opencl: clamp: at least one of min and max must be given");
+  DEVICE_CHECK(lo || hi, "opencl: clamp: at least one of min and max must be given");
   const double inf = std::numeric_limits<double>::infinity();
   return {lo ? lo->toDouble() : -inf, hi ? hi->toDouble() : inf};
 }
@@ -203,7 +203,7 @@ at::Tensor bitwise_not(const at::Tensor& self) {
 
 at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                       std::optional<double> neginf) {
-  TORCH_CHECK(!neginf || !posinf || *neginf == -*posinf, "opencl: nan_to_num: neginf must be -posinf");
+  DEVICE_CHECK(!neginf || !posinf || *neginf == -*posinf, "opencl: nan_to_num: neginf must be -posinf");
   const double big = posinf.value_or(std::numeric_limits<float>::max());
   return apply("nan_to_num", Out::Same, {self}, nan.value_or(0.0), big);
 }

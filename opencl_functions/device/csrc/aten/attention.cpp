@@ -36,7 +36,7 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(
         average_weights, mask_type);
   }
   check_float(query, "query");
-  TORCH_CHECK(query.dim() == 3 && embed_dim % num_head == 0, "opencl: multi-head attention: query must be (B, L, E) "
+  DEVICE_CHECK(query.dim() == 3 && embed_dim % num_head == 0, "opencl: multi-head attention: query must be (B, L, E) "
               "with E divisible by the heads, got ", query.sizes(), " and ", num_head, " heads");
   const int64_t B = query.size(0), L = query.size(1), S = key.size(1), H = num_head, D = embed_dim / num_head;
   const std::vector<at::Tensor> w = qkv_weight.chunk(3), b = qkv_bias.chunk(3);
@@ -116,7 +116,7 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   bool return_debug_mask, std::optional<double> scale) {
   // Torch passes grouped heads here only when enable_gqa chose this backend (fused_sdp_choice).
   const bool grouped = k.dim() == 4 && q.dim() == 4 && k.size(1) != q.size(1);
-  TORCH_CHECK(sdpa_fits(q, k, v, attn_bias, dropout_p, grouped) && !return_debug_mask,
+  DEVICE_CHECK(sdpa_fits(q, k, v, attn_bias, dropout_p, grouped) && !return_debug_mask,
               "opencl: scaled_dot_product_attention: these inputs take torch's math path (shapes ", q.sizes(), ", ",
               k.sizes(), ", ", v.sizes(), ")");
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3), E = v.size(3);

@@ -45,7 +45,7 @@ Transpose flag(bool trans) { return trans ? Transpose::kYes : Transpose::kNo; }
 // GPUs' configurations), "clblast" leaves every product to CLBlast; else by device.
 std::string product_mode() {
   const std::string mode = setting("DEVICE_MATMUL");
-  TORCH_CHECK(mode.empty() || mode == "auto" || mode == "gpu" || mode == "clblast", "opencl: ",
+  DEVICE_CHECK(mode.empty() || mode == "auto" || mode == "gpu" || mode == "clblast", "opencl: ",
               setting_variable("DEVICE_MATMUL"), " must be auto, gpu or clblast, got \"", mode, "\"");
   return mode.empty() ? "auto" : mode;
 }
@@ -136,7 +136,7 @@ bool fast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t 
 
 void check_matrix(const at::Tensor& t, int64_t dims, const char* op, const char* what) {
   check_float(t, what);
-  TORCH_CHECK(t.dim() == dims, "opencl: ", op, ": ", what, " must be ", dims, "-D, got shape ", t.sizes());
+  DEVICE_CHECK(t.dim() == dims, "opencl: ", op, ": ", what, " must be ", dims, "-D, got shape ", t.sizes());
 }
 
 // c (M×N, contiguous) = alpha · a (M×K) · b (K×N) + beta · c, or, with a bias row (N
@@ -207,7 +207,7 @@ void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
 void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
   check_matrix(a, 2, op, "self");
   check_matrix(b, 2, op, "mat2");
-  TORCH_CHECK(a.size(1) == b.size(0), "opencl: ", op, ": shapes ", a.sizes(), " and ", b.sizes(),
+  DEVICE_CHECK(a.size(1) == b.size(0), "opencl: ", op, ": shapes ", a.sizes(), " and ", b.sizes(),
               " cannot be multiplied");
 }
 
@@ -262,7 +262,7 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& m
 void check_bmm(const at::Tensor& a, const at::Tensor& b, const char* op) {
   check_matrix(a, 3, op, "self");
   check_matrix(b, 3, op, "mat2");
-  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "opencl: ", op, ": shapes ", a.sizes(), " and ",
+  DEVICE_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "opencl: ", op, ": shapes ", a.sizes(), " and ",
               b.sizes(), " cannot be multiplied");
 }
 
@@ -292,7 +292,7 @@ at::Tensor baddbmm(const at::Tensor& bias, const at::Tensor& b1, const at::Tenso
 }
 
 at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
-  TORCH_CHECK(vec.dim() == 1, "opencl: mv: vec must be 1-D, got shape ", vec.sizes());
+  DEVICE_CHECK(vec.dim() == 1, "opencl: mv: vec must be 1-D, got shape ", vec.sizes());
   return oclf::device::mm(self, vec.unsqueeze(1)).squeeze(1);
 }
 

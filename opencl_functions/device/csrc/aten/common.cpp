@@ -55,7 +55,7 @@ at::ScalarType compute_type(at::ScalarType dtype) {
 bool is_device(const at::Tensor& t) { return t.defined() && t.device().type() == kType; }
 
 void check_device(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(is_device(t), "opencl: ", what, " must be an opencl tensor, got ",
+  DEVICE_CHECK(is_device(t), "opencl: ", what, " must be an opencl tensor, got ",
               t.defined() ? t.device().str() : std::string("an undefined tensor"));
 }
 
@@ -68,12 +68,12 @@ DeviceSpan span(const at::Tensor& t) {
   const size_t item = t.element_size();
   const char* first = static_cast<const char*>(t.storage().data()) + t.storage_offset() * item;
   const Location where = Allocator::get().locate(first);
-  TORCH_CHECK(where.offset / item <= size_t(INT_MAX), "opencl: tensor offset past 2^31 elements");
+  DEVICE_CHECK(where.offset / item <= size_t(INT_MAX), "opencl: tensor offset past 2^31 elements");
   return DeviceSpan{where.mem, static_cast<int>(where.offset / item)};
 }
 
 bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative) {
-  TORCH_CHECK_INDEX(at::isIntegralType(index.scalar_type(), /*includeBool=*/false), "opencl: ", op,
+  DEVICE_CHECK_INDEX(at::isIntegralType(index.scalar_type(), /*includeBool=*/false), "opencl: ", op,
                     ": indices must be an integer tensor, got ", index.scalar_type());
   // While a graph records nothing may wait for the device: a recorded step's indices are
   // not checked (graph.h). Otherwise one read brings both bounds back.
@@ -81,7 +81,7 @@ bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bo
   const at::Tensor bounds = at::stack({index.min(), index.max()}).to(at::kLong).cpu();
   const int64_t low = bounds[0].item<int64_t>(), high = bounds[1].item<int64_t>();
   const int64_t floor = negative ? -size : 0;
-  TORCH_CHECK_INDEX(low >= floor && high < size, "opencl: ", op, ": index ", low < floor ? low : high,
+  DEVICE_CHECK_INDEX(low >= floor && high < size, "opencl: ", op, ": index ", low < floor ? low : high,
                     " is out of bounds for a dimension of size ", size);
   return low < 0;
 }
@@ -149,7 +149,7 @@ at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
 
 TensorArg arg(const at::Tensor& t) {
   if (t.numel() == 0 || t.storage().data() == nullptr) return {};  // nothing is read or written
-  TORCH_CHECK(is_device(t), "opencl: expected all tensors on the opencl device, got one on ", t.device(),
+  DEVICE_CHECK(is_device(t), "opencl: expected all tensors on the opencl device, got one on ", t.device(),
               " (an out= tensor, or an argument torch did not move)");
   const DeviceSpan s = span(t);
   return {s.mem, s.offset};
@@ -254,19 +254,19 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
                  at::ScalarType compute, double s0, double s1) {
   check_device(out, "output");
   if (out.numel() == 0) return;
-  TORCH_CHECK(out.numel() <= INT_MAX, "opencl: ", op, " on more than 2^31 elements is not supported");
+  DEVICE_CHECK(out.numel() <= INT_MAX, "opencl: ", op, " on more than 2^31 elements is not supported");
   std::vector<Operand> ins(inputs);
-  TORCH_CHECK(ins.size() <= 3, "opencl: elementwise ops take at most 3 inputs");
+  DEVICE_CHECK(ins.size() <= 3, "opencl: elementwise ops take at most 3 inputs");
   // Work-items write their elements in no order: an output element must be one memory
   // location, and an input either the output itself (in-place) or apart from it. A partial
   // overlap is refused, as torch refuses it; views of the output's storage that torch cannot
   // tell apart from it (strided ones) are read from a copy.
-  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, "opencl: ", op,
+  DEVICE_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, "opencl: ", op,
               ": the output has elements that share memory (an expanded view); clone() it first");
   for (Operand& in : ins) {
     if (in.number) continue;
     const at::MemOverlapStatus overlap = at::get_overlap_status(out, in.tensor);
-    TORCH_CHECK(overlap != at::MemOverlapStatus::Partial, "opencl: ", op,
+    DEVICE_CHECK(overlap != at::MemOverlapStatus::Partial, "opencl: ", op,
                 ": the output partly overlaps an input; clone() the input first");
     const bool same_view = in.tensor.data_ptr() == out.data_ptr() && in.tensor.strides() == out.strides();
     if (overlap == at::MemOverlapStatus::TooHard && in.tensor.is_alias_of(out) && !same_view) {
@@ -283,11 +283,11 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
     if (ins[k].number) continue;
     const at::Tensor& t = ins[k].tensor;
     check_device(t, "input");
-    TORCH_CHECK(t.dim() <= nd, "opencl: ", op, ": input of shape ", t.sizes(), " does not broadcast to ",
+    DEVICE_CHECK(t.dim() <= nd, "opencl: ", op, ": input of shape ", t.sizes(), " does not broadcast to ",
                 out.sizes());
     for (int64_t d = 0; d < t.dim(); ++d) {
       const int64_t od = nd - t.dim() + d;
-      TORCH_CHECK(t.size(d) == sizes[od] || t.size(d) == 1, "opencl: ", op, ": input of shape ", t.sizes(),
+      DEVICE_CHECK(t.size(d) == sizes[od] || t.size(d) == 1, "opencl: ", op, ": input of shape ", t.sizes(),
                   " does not broadcast to ", out.sizes());
       strides[k + 1][od] = t.size(d) == 1 ? 0 : t.stride(d);
     }
@@ -313,7 +313,7 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
     const bool number = k > 0 && ins[k - 1].number.has_value();
     contig = number || csize.empty() || cstride[k][0] == 1;
   }
-  TORCH_CHECK(contig || csize.size() <= size_t(kMaxDims), "opencl: ", op, " over ", csize.size(),
+  DEVICE_CHECK(contig || csize.size() <= size_t(kMaxDims), "opencl: ", op, " over ", csize.size(),
               " non-mergeable dimensions; at most ", kMaxDims, " are supported");
 
   compute = compute_type(compute);
@@ -367,7 +367,7 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   for (size_t d = 0; d < csize.size(); ++d) {
     layout.size[d] = static_cast<cl_int>(csize[d]);
     for (int k = 0; k < kOperands; ++k) {
-      TORCH_CHECK(std::abs(cstride[k][d]) <= INT_MAX, "opencl: stride past 2^31 elements");
+      DEVICE_CHECK(std::abs(cstride[k][d]) <= INT_MAX, "opencl: stride past 2^31 elements");
       layout.stride[k][d] = static_cast<cl_int>(cstride[k][d]);
     }
   }

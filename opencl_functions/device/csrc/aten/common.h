@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../check.h"
 #include "../runtime/allocator.h"
 #include "../runtime/device.h"
 #include "dispatch.h"
@@ -33,7 +34,7 @@ class DtypeError : public c10::NotImplementedError {
 #define DEVICE_DTYPE_CHECK(cond, ...)                                                                \
   if (C10_UNLIKELY(!(cond)))                                                                       \
   throw ::oclf::device::DtypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},          \
-                                   c10::str(__VA_ARGS__))
+                                   ::oclf::device::message(__VA_ARGS__))
 
 // The OpenCL C name of a dtype's elements ("float", "long", "uchar" for bool, ...) for
 // kernels that take the device's computing types: float32 and the integers. Throws

@@ -38,7 +38,7 @@ ConvMode conv_mode() {
   const std::string mode = setting("DEVICE_CONV");
   if (mode == "gpu") return ConvMode::kGpu;
   if (mode == "direct") return ConvMode::kDirect;
-  TORCH_CHECK(mode.empty() || mode == "auto", "opencl: ", setting_variable("DEVICE_CONV"),
+  DEVICE_CHECK(mode.empty() || mode == "auto", "opencl: ", setting_variable("DEVICE_CONV"),
               " must be auto, gpu or direct, got \"", mode, "\"");
   return ConvMode::kAuto;
 }
@@ -104,8 +104,8 @@ Conv2dGeometry conv_shape(const at::Tensor& x, const at::Tensor& weight, at::Int
 
 Args2d as_2d(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
              at::IntArrayRef dilation, bool transposed, int64_t groups) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!transposed, "opencl: transposed convolutions have no OpenCL kernel");
-  TORCH_CHECK_NOT_IMPLEMENTED(input.dim() == 4 || input.dim() == 3, "opencl: convolution of a ", input.dim(),
+  DEVICE_CHECK_NOT_IMPLEMENTED(!transposed, "opencl: transposed convolutions have no OpenCL kernel");
+  DEVICE_CHECK_NOT_IMPLEMENTED(input.dim() == 4 || input.dim() == 3, "opencl: convolution of a ", input.dim(),
                               "-D input has no OpenCL kernel (conv1d and conv2d do)");
   check_float(input, "input");
   check_float(weight, "weight");
@@ -119,7 +119,7 @@ Args2d as_2d(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef 
   a.stride = pair(stride, 1);
   a.padding = pair(padding, 0);
   a.dilation = pair(dilation, 1);
-  TORCH_CHECK(a.x.size(1) == a.weight.size(1) * groups, "opencl: convolution: input has ", a.x.size(1),
+  DEVICE_CHECK(a.x.size(1) == a.weight.size(1) * groups, "opencl: convolution: input has ", a.x.size(1),
               " channels, weight expects ", a.weight.size(1) * groups, " (", a.weight.size(1), " × groups ", groups,
               ")");
   return a;
@@ -132,7 +132,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   const Args2d a = as_2d(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
                          C10_AS_INTARRAYREF_SLOW(dilation), transposed, g);
   const Conv2dGeometry s = conv_shape(a.x, a.weight, a.stride, a.padding, a.dilation, g);
-  TORCH_CHECK(s.h_out > 0 && s.w_out > 0, "opencl: convolution: the kernel is larger than the padded input");
+  DEVICE_CHECK(s.h_out > 0 && s.w_out > 0, "opencl: convolution: the kernel is larger than the padded input");
   at::Tensor y = empty_device({s.batch, s.c_out, s.h_out, s.w_out}, at::kFloat);
   if (y.numel() > 0) {
     const at::Tensor x = padded(a.x, a.padding[0], a.padding[1]);
@@ -159,7 +159,7 @@ Activation activation_named(c10::string_view name) {
   if (name == "silu") return Activation::kSilu;
   if (name == "gelu") return Activation::kGelu;
   if (name == "hardswish") return Activation::kHardswish;
-  TORCH_CHECK(false, "conv2d_fused: activation must be none, relu, relu6, silu, gelu or hardswish, got \"",
+  DEVICE_CHECK(false, "conv2d_fused: activation must be none, relu, relu6, silu, gelu or hardswish, got \"",
               std::string(name), "\"");
 }
 
@@ -176,7 +176,7 @@ at::Tensor activated(const at::Tensor& y, Activation act) {
 }
 
 void check_fused_args(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
-  TORCH_CHECK(stride.size() == 2 && padding.size() == 2 && dilation.size() == 2,
+  DEVICE_CHECK(stride.size() == 2 && padding.size() == 2 && dilation.size() == 2,
               "conv2d_fused: stride, padding and dilation take two values each");
 }
 
@@ -204,7 +204,7 @@ at::Tensor conv2d_fused(const at::Tensor& input, const at::Tensor& weight, const
   if (fused) {
     const Args2d a = as_2d(input, weight, stride, padding, dilation, false, groups);
     const Conv2dGeometry s = conv_shape(a.x, a.weight, a.stride, a.padding, a.dilation, groups);
-    TORCH_CHECK(s.h_out > 0 && s.w_out > 0, "conv2d_fused: the kernel is larger than the padded input");
+    DEVICE_CHECK(s.h_out > 0 && s.w_out > 0, "conv2d_fused: the kernel is larger than the padded input");
     const std::vector<int64_t> out_shape = {s.batch, s.c_out, s.h_out, s.w_out};
     // A residual that broadcasts rather than matches takes the separate path.
     fused = !has_residual || residual->sizes().vec() == out_shape;

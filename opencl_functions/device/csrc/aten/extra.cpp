@@ -96,10 +96,10 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
 at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts_sym, at::IntArrayRef dims) {
   const at::IntArrayRef shifts = C10_AS_INTARRAYREF_SLOW(shifts_sym);
   if (dims.empty()) {
-    TORCH_CHECK(shifts.size() == 1, "opencl: roll: give one shift when no dims are given");
+    DEVICE_CHECK(shifts.size() == 1, "opencl: roll: give one shift when no dims are given");
     return oclf::device::roll(self.flatten(), shifts_sym, {0}).view(self.sizes());
   }
-  TORCH_CHECK(shifts.size() == dims.size(), "opencl: roll: shifts and dims must have the same length");
+  DEVICE_CHECK(shifts.size() == dims.size(), "opencl: roll: shifts and dims must have the same length");
   at::Tensor out = self;
   for (size_t k = 0; k < dims.size(); ++k) {
     const int64_t d = at::maybe_wrap_dim(dims[k], self.dim());
@@ -154,15 +154,15 @@ struct Coords {
 // checks what the kernels assume: index no larger than x outside d nor than src anywhere,
 // and its values inside x's dimension d.
 Coords coords(const at::Tensor& index, const at::Tensor& x, const at::Tensor& src, int64_t d, const char* op) {
-  TORCH_CHECK_NOT_IMPLEMENTED(index.dim() <= kMaxDims, "opencl: ", op, " on more than ", kMaxDims, " dimensions");
-  TORCH_CHECK(index.dim() == x.dim(), "opencl: ", op, ": index must have as many dimensions as self, got ",
+  DEVICE_CHECK_NOT_IMPLEMENTED(index.dim() <= kMaxDims, "opencl: ", op, " on more than ", kMaxDims, " dimensions");
+  DEVICE_CHECK(index.dim() == x.dim(), "opencl: ", op, ": index must have as many dimensions as self, got ",
               index.sizes(), " and ", x.sizes());
-  TORCH_CHECK(!src.defined() || src.dim() == x.dim(), "opencl: ", op,
+  DEVICE_CHECK(!src.defined() || src.dim() == x.dim(), "opencl: ", op,
               ": src must have as many dimensions as self, got ", src.sizes(), " and ", x.sizes());
   for (int64_t e = 0; e < index.dim(); ++e) {
-    TORCH_CHECK(e == d || index.size(e) <= x.size(e), "opencl: ", op, ": index of shape ", index.sizes(),
+    DEVICE_CHECK(e == d || index.size(e) <= x.size(e), "opencl: ", op, ": index of shape ", index.sizes(),
                 " is larger than self of shape ", x.sizes(), " in dimension ", e);
-    TORCH_CHECK(!src.defined() || index.size(e) <= src.size(e), "opencl: ", op, ": index of shape ",
+    DEVICE_CHECK(!src.defined() || index.size(e) <= src.size(e), "opencl: ", op, ": index of shape ",
                 index.sizes(), " is larger than src of shape ", src.sizes(), " in dimension ", e);
   }
   check_index_range(op, index, x.size(d));
@@ -214,7 +214,7 @@ at::Tensor& scatter_into(at::Tensor& self, int64_t dim, const at::Tensor& index,
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor idx = long_index(index);
   if (idx.numel() == 0) return self;
-  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, "opencl: scatter: self has elements that share "
+  DEVICE_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, "opencl: scatter: self has elements that share "
               "memory (an expanded view); clone() it first");
   at::Tensor x = self.is_contiguous() ? self : self.contiguous();
   // 0-d tensors: the same walk over one dimension of one element.
@@ -293,7 +293,7 @@ at::Tensor& random_fill(at::Tensor& self, int mode, double a, double b, const st
   uint64_t seed = 0;
   {
     at::Generator g = gen && gen->defined() ? *gen : at::detail::getDefaultCPUGenerator();
-    TORCH_CHECK(g.device().is_cpu(), "opencl: random numbers take a CPU generator (or none)");
+    DEVICE_CHECK(g.device().is_cpu(), "opencl: random numbers take a CPU generator (or none)");
     std::lock_guard<std::mutex> lock(g.mutex());
     seed = at::check_generator<at::CPUGeneratorImpl>(g)->random64();
   }
@@ -319,7 +319,7 @@ at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> 
 
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   check_device(out, "out");
-  TORCH_CHECK(steps >= 0, "opencl: linspace: steps must be non-negative, got ", steps);
+  DEVICE_CHECK(steps >= 0, "opencl: linspace: steps must be non-negative, got ", steps);
   at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   at::Tensor y = out.is_contiguous() ? out : empty_device({steps}, out.scalar_type());

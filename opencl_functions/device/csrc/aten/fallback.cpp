@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../../runtime/settings.hpp"
+#include "../check.h"
 #include "../runtime/device.h"
 #include "fallback.h"
 
@@ -62,9 +63,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::OperatorName& id = op.schema().operator_name();
   const std::string name = id.overload_name.empty() ? id.name : id.name + "." + id.overload_name;
   const std::string how = mode();
-  TORCH_CHECK(how.empty() || how == "warn" || how == "error" || how == "silent", "opencl: ",
+  DEVICE_CHECK(how.empty() || how == "warn" || how == "error" || how == "silent", "opencl: ",
               setting_variable("FALLBACK"), " must be warn, error or silent, got '", how, "'");
-  TORCH_CHECK_NOT_IMPLEMENTED(how != "error", "opencl: ", name, " has no OpenCL kernel and ",
+  DEVICE_CHECK_NOT_IMPLEMENTED(how != "error", "opencl: ", name, " has no OpenCL kernel and ",
                               setting_variable("FALLBACK"), "=error forbids running it on the CPU");
   const size_t arguments = op.schema().arguments().size();
   const int64_t to_host = device_bytes(torch::jit::last(*stack, arguments));

@@ -17,16 +17,16 @@ namespace {
 at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                            at::Tensor& out) {
   const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  TORCH_CHECK(index.dim() <= 1, "opencl: index_copy: index must be a vector or a number, got ", index.sizes());
-  TORCH_CHECK(index.scalar_type() == at::kLong, "opencl: index_copy: index must be int64, got ", index.scalar_type());
-  TORCH_CHECK(source.scalar_type() == self.scalar_type(), "opencl: index_copy: source (", source.scalar_type(),
+  DEVICE_CHECK(index.dim() <= 1, "opencl: index_copy: index must be a vector or a number, got ", index.sizes());
+  DEVICE_CHECK(index.scalar_type() == at::kLong, "opencl: index_copy: index must be int64, got ", index.scalar_type());
+  DEVICE_CHECK(source.scalar_type() == self.scalar_type(), "opencl: index_copy: source (", source.scalar_type(),
               ") and self (", self.scalar_type(), ") must have one dtype");
-  TORCH_CHECK(source.dim() == self.dim() || (self.dim() <= 1 && source.dim() <= 1),
+  DEVICE_CHECK(source.dim() == self.dim() || (self.dim() <= 1 && source.dim() <= 1),
               "opencl: index_copy: source ", source.sizes(), " and self ", self.sizes(), " differ in rank");
   if (self.dim() > 0) {
     for (int64_t k = 0; k < self.dim(); ++k) {
       const int64_t want = k == d ? index.numel() : self.size(k);
-      TORCH_CHECK(source.size(k) == want, "opencl: index_copy: source ", source.sizes(), " must be ", self.sizes(),
+      DEVICE_CHECK(source.size(k) == want, "opencl: index_copy: source ", source.sizes(), " must be ", self.sizes(),
                   " with ", index.numel(), " along dimension ", d);
     }
   }

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <sstream>
 
 #include "common.h"
 #include "dispatch.h"
@@ -61,11 +60,7 @@ struct Selection {
   }
 };
 
-std::string shape_text(at::IntArrayRef sizes) {
-  std::ostringstream text;
-  text << sizes;
-  return text.str();
-}
+std::string shape_text(at::IntArrayRef sizes) { return message(sizes); }
 
 // Whether two shapes broadcast together (each trailing size equal, or one of them 1).
 bool broadcastable(at::IntArrayRef a, at::IntArrayRef b) {
@@ -91,19 +86,19 @@ std::vector<at::Tensor> expand_masks(const at::Tensor& x, const c10::List<std::o
     if (type == at::kBool || type == at::kByte) {
       const int64_t first = int64_t(out.size());
       for (int64_t d = 0; d < index->dim(); ++d) {
-        TORCH_CHECK_INDEX(first + d < x.dim() && index->size(d) == x.size(first + d), "opencl: ", op,
+        DEVICE_CHECK_INDEX(first + d < x.dim() && index->size(d) == x.size(first + d), "opencl: ", op,
                           ": the shape of the mask ", index->sizes(), " at index ", d,
                           " does not match the shape of the indexed tensor ", x.sizes());
       }
       const at::Tensor coords = on_device(*index).nonzero();
       for (int64_t d = 0; d < index->dim(); ++d) out.push_back(coords.select(1, d));
     } else {
-      TORCH_CHECK_INDEX(at::isIntegralType(type, /*includeBool=*/false), "opencl: ", op,
+      DEVICE_CHECK_INDEX(at::isIntegralType(type, /*includeBool=*/false), "opencl: ", op,
                         ": tensors used as indices must be long, int, byte or bool tensors, got ", type);
       out.push_back(on_device(*index));
     }
   }
-  TORCH_CHECK_INDEX(int64_t(out.size()) <= x.dim(), "opencl: ", op, ": too many indices for a tensor of dimension ",
+  DEVICE_CHECK_INDEX(int64_t(out.size()) <= x.dim(), "opencl: ", op, ": too many indices for a tensor of dimension ",
                     x.dim(), " (got ", out.size(), ")");
   return out;
 }
@@ -118,9 +113,9 @@ Selection select(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>
     s.dims.push_back(int64_t(d));
     index.push_back(expanded[d].scalar_type() == at::kLong ? expanded[d] : expanded[d].to(at::kLong));
   }
-  TORCH_CHECK(!index.empty(), "opencl: ", op, ": at least one index tensor is needed");
+  DEVICE_CHECK(!index.empty(), "opencl: ", op, ": at least one index tensor is needed");
   for (const at::Tensor& t : index) {
-    TORCH_CHECK_INDEX(broadcastable(s.index_shape, t.sizes()), "opencl: ", op, ": shape mismatch: indexing tensors could not be broadcast together with shapes ",
+    DEVICE_CHECK_INDEX(broadcastable(s.index_shape, t.sizes()), "opencl: ", op, ": shape mismatch: indexing tensors could not be broadcast together with shapes ",
                       shape_text(s.index_shape), ", ", shape_text(t.sizes()));
     s.index_shape = at::infer_size(s.index_shape, t.sizes());
   }
@@ -151,7 +146,7 @@ Selection select(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>
       const at::Tensor wrong = at::logical_or(host.lt(-size), host.ge(size));
       if (!wrong.any().item<bool>()) continue;
       const int64_t value = host.masked_select(wrong)[0].item<int64_t>();
-      TORCH_CHECK_INDEX(false, "opencl: ", op, ": index ", value, " is out of bounds for dimension ", s.dims[k],
+      DEVICE_CHECK_INDEX(false, "opencl: ", op, ": index ", value, " is out of bounds for dimension ", s.dims[k],
                         " with size ", size);
     }
   }
@@ -200,7 +195,7 @@ at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tenso
     return at::native::call_fallback_fn<&fallback_boxed, at::_ops::index_Tensor>::call(self, indices);
   const Selection s = select(self, indices, "index");
   at::Tensor y = empty_device(s.shape(self), self.scalar_type());
-  TORCH_CHECK(y.numel() < INT_MAX, "opencl: index: results over 2^31 elements are not supported, got ", y.sizes());
+  DEVICE_CHECK(y.numel() < INT_MAX, "opencl: index: results over 2^31 elements are not supported, got ", y.sizes());
   if (y.numel() == 0) return y;
   launch(Device::get().kernel("index.cl", "index_gather", typed(self.scalar_type())),
          NDRange::linear(size_t(y.numel())), arg(self), arg(s.offsets), arg(y), layout(s, self), int(y.numel()));
@@ -217,7 +212,7 @@ at::Tensor& index_put(at::Tensor& self, const c10::List<std::optional<at::Tensor
   at::assert_no_internal_overlap(self);
   const Selection s = select(self, indices, "index_put_");
   const std::vector<int64_t> shape = s.shape(self);
-  TORCH_CHECK_INDEX(at::is_expandable_to(values.sizes(), shape), "opencl: index_put_: shape mismatch: value tensor ",
+  DEVICE_CHECK_INDEX(at::is_expandable_to(values.sizes(), shape), "opencl: index_put_: shape mismatch: value tensor ",
                     "of shape ", values.sizes(), " cannot be broadcast to indexing result of shape ",
                     shape_text(shape));
   const int64_t count = std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<int64_t>());
@@ -244,7 +239,7 @@ at::Tensor& index_put(at::Tensor& self, const c10::List<std::optional<at::Tensor
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   check_device(self, "self");
   check_device(out, "out");
-  TORCH_CHECK(out.scalar_type() == at::kLong, "opencl: nonzero: out must be int64, got ", out.scalar_type());
+  DEVICE_CHECK(out.scalar_type() == at::kLong, "opencl: nonzero: out must be int64, got ", out.scalar_type());
   if (self.dim() > kMaxIndexDims || self.numel() >= INT_MAX)
     return at::native::call_fallback_fn<&fallback_boxed, at::_ops::nonzero_out>::call(self, out);
   const at::Tensor flag = self.ne(0).reshape({-1}).contiguous();
@@ -269,7 +264,7 @@ at::Tensor nonzero(const at::Tensor& self) {
 
 at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   check_device(self, "self");
-  TORCH_CHECK(mask.scalar_type() == at::kBool, "opencl: masked_select: mask must be a bool tensor, got ",
+  DEVICE_CHECK(mask.scalar_type() == at::kBool, "opencl: masked_select: mask must be a bool tensor, got ",
               mask.scalar_type());
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
   c10::List<std::optional<at::Tensor>> indices;
@@ -288,12 +283,12 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
 at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool assume_unique, bool invert,
                      at::Tensor& out) {
   check_device(out, "out");
-  TORCH_CHECK(out.scalar_type() == at::kBool, "opencl: isin: out must be a bool tensor, got ", out.scalar_type());
+  DEVICE_CHECK(out.scalar_type() == at::kBool, "opencl: isin: out must be a bool tensor, got ", out.scalar_type());
   const at::ScalarType common = at::result_type(elements, test);
-  TORCH_CHECK(!at::isComplexType(common), "opencl: isin: complex tensors are not supported, got ", common);
+  DEVICE_CHECK(!at::isComplexType(common), "opencl: isin: complex tensors are not supported, got ", common);
   at::native::resize_output(out, elements.sizes());
   if (elements.numel() == 0) return out;
-  TORCH_CHECK(elements.numel() < INT_MAX && test.numel() < INT_MAX,
+  DEVICE_CHECK(elements.numel() < INT_MAX && test.numel() < INT_MAX,
               "opencl: isin: tensors over 2^31 elements are not supported");
   const at::Tensor x = contiguous(on_device(elements).to(common));
   const at::Tensor t = contiguous(on_device(test).to(common));

@@ -47,7 +47,7 @@ Tuning& DeviceLauncher::tuning() { return Runtime::get().tuning(); }
 
 cl_mem whole_buffer(const at::Tensor& t, const char* what) {
   const DeviceSpan s = span(t);
-  TORCH_CHECK(s.offset == 0, "opencl: ", what, " does not start at its buffer's first element");
+  DEVICE_CHECK(s.offset == 0, "opencl: ", what, " does not start at its buffer's first element");
   return s.mem;
 }
 

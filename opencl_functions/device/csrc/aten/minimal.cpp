@@ -19,14 +19,14 @@ namespace {
 const c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
 
 void check_index(std::optional<at::Device> device) {
-  TORCH_CHECK(!device || !device->has_index() || device->index() == 0,
+  DEVICE_CHECK(!device || !device->has_index() || device->index() == 0,
               "opencl: there is one OpenCL device (index 0), got ", device->str());
 }
 
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
-  TORCH_CHECK(!pin_memory.value_or(false), "opencl: pinned memory is not supported");
+  DEVICE_CHECK(!pin_memory.value_or(false), "opencl: pinned memory is not supported");
   check_index(device);
   const at::ScalarType type = dtype.value_or(at::get_default_dtype_as_scalartype());
   return at::detail::empty_generic(size, &Allocator::get(), kKeys, type, memory_format);
@@ -229,7 +229,7 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(self.defined() && dst.defined(), "opencl: copy of an undefined tensor");
+  DEVICE_CHECK(self.defined() && dst.defined(), "opencl: copy of an undefined tensor");
   // torch's lazy conjugate and negative views (x.conj() of a complex tensor) reach here (the
   // Conjugate and Negative keys fall through): the stored values are copied, then the view's
   // operation is applied to dst.
@@ -243,11 +243,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (is_device(self) && is_device(dst)) {
     copy_on_device(self, dst);
   } else if (is_device(dst)) {
-    TORCH_CHECK(self.device().is_cpu(), "opencl: copies go between the CPU and the opencl device, got ",
+    DEVICE_CHECK(self.device().is_cpu(), "opencl: copies go between the CPU and the opencl device, got ",
                 self.device());
     copy_to_device(self, dst);
   } else {
-    TORCH_CHECK(dst.device().is_cpu(), "opencl: copies go between the CPU and the opencl device, got ",
+    DEVICE_CHECK(dst.device().is_cpu(), "opencl: copies go between the CPU and the opencl device, got ",
                 dst.device());
     copy_to_host(self, dst);
   }
@@ -279,7 +279,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
 }
 
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
-  TORCH_CHECK(value.dim() == 0, "opencl: fill_ takes a 0-dim value tensor, got ", value.dim(), " dimensions");
+  DEVICE_CHECK(value.dim() == 0, "opencl: fill_ takes a 0-dim value tensor, got ", value.dim(), " dimensions");
   if (!is_device(value)) return fill_scalar(self, value.item());
   elementwise("copy", self, {value}, self.scalar_type());
   return self;

@@ -103,8 +103,8 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
 void check_nll(const at::Tensor& self, const at::Tensor& target) {
   check_float(self, "input");
   check_device(target, "target");
-  TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "opencl: nll_loss: input must be 1-D or 2-D, got ", self.sizes());
-  TORCH_CHECK_TYPE(target.scalar_type() == at::kLong, "opencl: nll_loss: target must be int64, got ",
+  DEVICE_CHECK(self.dim() == 1 || self.dim() == 2, "opencl: nll_loss: input must be 1-D or 2-D, got ", self.sizes());
+  DEVICE_CHECK_TYPE(target.scalar_type() == at::kLong, "opencl: nll_loss: target must be int64, got ",
                    target.scalar_type());
 }
 
@@ -163,7 +163,7 @@ std::string moved(const at::Tensor& t) { return std::string("-DT=") + cl_move_ty
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   check_device(self, "self");
   check_device(index, "index");
-  TORCH_CHECK(index.dim() <= 1, "opencl: index_select: index must be 0-D or 1-D, got ", index.sizes());
+  DEVICE_CHECK(index.dim() <= 1, "opencl: index_select: index must be 0-D or 1-D, got ", index.sizes());
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   check_index_range("index_select", index, self.dim() == 0 ? 1 : self.size(d));
   const at::Tensor idx = contiguous(index.scalar_type() == at::kLong ? index : index.to(at::kLong));
@@ -184,19 +184,19 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   check_device(source, "source");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   if (self.dim() == 0) {  // one element: as a 1-D tensor of one (source and index alike)
-    TORCH_CHECK(source.numel() == 1 && index.numel() == 1, "opencl: index_add: a 0-d self takes one index and one ",
+    DEVICE_CHECK(source.numel() == 1 && index.numel() == 1, "opencl: index_add: a 0-d self takes one index and one ",
                 "source element, got ", index.numel(), " and ", source.numel());
     at::native::resize_output(out, {});
     at::Tensor flat = out.view({1});
     index_add_out(out.is_same(self) ? flat : self.view({1}), 0, index.reshape({1}), source.reshape({1}), alpha, flat);
     return out;
   }
-  TORCH_CHECK(source.dim() == self.dim() && index.dim() <= 1 &&
+  DEVICE_CHECK(source.dim() == self.dim() && index.dim() <= 1 &&
                   source.size(d) == index.numel(),
               "opencl: index_add: source must have self's dimensions (", self.sizes(), ") with index's length (",
               index.numel(), ") in dimension ", d, ", got ", source.sizes());
   for (int64_t e = 0; e < self.dim(); ++e) {
-    TORCH_CHECK(e == d || source.size(e) == self.size(e), "opencl: index_add: source of shape ", source.sizes(),
+    DEVICE_CHECK(e == d || source.size(e) == self.size(e), "opencl: index_add: source of shape ", source.sizes(),
                 " does not match self of shape ", self.sizes(), " outside dimension ", d);
   }
   check_index_range("index_add", index, self.size(d));
@@ -228,7 +228,7 @@ at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, c
 
 at::Tensor embedding_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
                               c10::SymInt padding_idx, bool scale_grad_by_freq) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!scale_grad_by_freq, "opencl: embedding with scale_grad_by_freq has no OpenCL kernel");
+  DEVICE_CHECK_NOT_IMPLEMENTED(!scale_grad_by_freq, "opencl: embedding with scale_grad_by_freq has no OpenCL kernel");
   check_float(grad_output, "grad_output");
   const int64_t E = grad_output.size(-1), V = num_weights.expect_int();
   check_index_range("embedding_backward", indices, V);
@@ -241,13 +241,13 @@ at::Tensor embedding_backward(const at::Tensor& grad_output, const at::Tensor& i
 }
 
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
-  TORCH_CHECK(tensors.size() > 0, "opencl: cat: expected a non-empty list of tensors");
+  DEVICE_CHECK(tensors.size() > 0, "opencl: cat: expected a non-empty list of tensors");
   check_device(out, "cat's out");
   std::vector<at::Tensor> parts;
   int64_t position = 0;
   for (const at::Tensor& t : tensors) {
     check_device(t, "every tensor of cat's list");
-    TORCH_CHECK(t.dim() > 0, "opencl: cat: a zero-dimensional tensor (at position ", position,
+    DEVICE_CHECK(t.dim() > 0, "opencl: cat: a zero-dimensional tensor (at position ", position,
                 ") cannot be concatenated");
     ++position;
     if (t.dim() == 1 && t.numel() == 0) continue;  // torch skips legacy empty tensors
@@ -262,21 +262,21 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
   shape[d] = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
     const at::Tensor& t = parts[k];
-    TORCH_CHECK(t.dim() == parts[0].dim(), "opencl: cat: tensors must have the same number of dimensions: got ",
+    DEVICE_CHECK(t.dim() == parts[0].dim(), "opencl: cat: tensors must have the same number of dimensions: got ",
                 parts[0].dim(), " and ", t.dim());
     for (int64_t e = 0; e < t.dim(); ++e) {
-      TORCH_CHECK(e == d || t.size(e) == shape[e], "opencl: cat: sizes of tensors must match except in dimension ",
+      DEVICE_CHECK(e == d || t.size(e) == shape[e], "opencl: cat: sizes of tensors must match except in dimension ",
                   d, ". Expected size ", shape[e], " but got size ", t.size(e), " in dimension ", e, " for tensor ",
                   t.sizes());
     }
     shape[d] += t.size(d);
   }
   at::native::resize_output(out, shape);
-  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes,
+  DEVICE_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes,
               "opencl: cat: out has elements that share memory (an expanded view)");
   for (const at::Tensor& t : parts) {
     const at::MemOverlapStatus overlap = at::get_overlap_status(out, t);
-    TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial,
+    DEVICE_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial,
                 "opencl: cat: out overlaps one of the inputs; clone() the input first");
   }
   // Two contiguous parts of the output's dtype (a key/value cache growing by a step, say)
@@ -315,7 +315,7 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   check_device(out, "out");
   const double first = start.toDouble(), last = end.toDouble(), by = step.toDouble();
-  TORCH_CHECK(by != 0 && (last - first) / by >= 0, "opencl: arange: bad range from ", first, " to ", last,
+  DEVICE_CHECK(by != 0 && (last - first) / by >= 0, "opencl: arange: bad range from ", first, " to ", last,
               " by ", by);
   const int64_t n = static_cast<int64_t>(std::ceil((last - first) / by));
   at::native::resize_output(out, {n});
@@ -357,7 +357,7 @@ at::Tensor dropout_backward(const at::Tensor& grad_output, const at::Tensor& mas
 template <bool Lower>
 at::Tensor& triangle_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out) {
   check_device(self, "self");
-  TORCH_CHECK(self.dim() >= 2, "opencl: tril/triu: input must have at least 2 dimensions, got ", self.sizes());
+  DEVICE_CHECK(self.dim() >= 2, "opencl: tril/triu: input must have at least 2 dimensions, got ", self.sizes());
   at::native::resize_output(out, self.sizes());
   at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), self.scalar_type());
   if (y.numel() == 0) return out;

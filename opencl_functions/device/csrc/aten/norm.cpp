@@ -51,7 +51,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
                                                           const std::optional<at::Tensor>& running_var,
                                                           bool training, double momentum, double eps) {
   check_float(input, "input");
-  TORCH_CHECK(input.dim() >= 2, "opencl: batch_norm: input must have at least 2 dimensions, got ", input.sizes());
+  DEVICE_CHECK(input.dim() >= 2, "opencl: batch_norm: input must have at least 2 dimensions, got ", input.sizes());
   const at::Tensor x = contiguous(input);
   const int N = int(x.size(0)), C = int(x.size(1));
   const int HW = N * C == 0 ? 0 : int(x.numel() / (int64_t(N) * C));
@@ -60,7 +60,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   at::Tensor invstd = empty_device({training ? C : 0}, at::kFloat);
   if (x.numel() == 0) return {y, mean, invstd};
   const bool running = given(running_mean) && given(running_var);
-  TORCH_CHECK(training || running, "opencl: batch_norm in eval mode needs running_mean and running_var");
+  DEVICE_CHECK(training || running, "opencl: batch_norm in eval mode needs running_mean and running_var");
   if (training) {
     launch(norm_kernel("bn_stats"), groups_range(size_t(C)), arg(x), arg(mean), arg(invstd),
            arg(or_else(running_mean, mean)), arg(or_else(running_var, invstd)), int(running), N, C, HW, float(eps),
@@ -120,7 +120,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
 // Rows M and row length D of a layer norm over the last `normalized` dimensions.
 std::pair<int64_t, int64_t> rows(const at::Tensor& x, at::IntArrayRef normalized) {
   const int64_t axis = x.dim() - int64_t(normalized.size());
-  TORCH_CHECK(axis >= 0 && x.sizes().slice(axis).equals(normalized), "opencl: layer_norm: normalized_shape ",
+  DEVICE_CHECK(axis >= 0 && x.sizes().slice(axis).equals(normalized), "opencl: layer_norm: normalized_shape ",
               normalized, " does not match the input's trailing dimensions ", x.sizes());
   int64_t d = 1;
   for (int64_t s : normalized) d *= s;

@@ -82,7 +82,7 @@ NDRange slots_range(int64_t largest) {
 TensorArg optional_arg(const std::optional<at::Tensor>& t) { return given(t) ? arg(*t) : TensorArg{}; }
 
 void check_sizes(int64_t numel, const char* op) {
-  TORCH_CHECK(numel < (int64_t(1) << 31), "opencl: ", op, ": a parameter of ", numel,
+  DEVICE_CHECK(numel < (int64_t(1) << 31), "opencl: ", op, ": a parameter of ", numel,
               " elements is over the kernels' 2^31 limit");
 }
 

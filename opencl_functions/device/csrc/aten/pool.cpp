@@ -25,7 +25,7 @@ int64_t pick(at::IntArrayRef v, size_t i, int64_t otherwise) {
 Window window(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
               at::IntArrayRef dilation, bool ceil_mode, const char* op) {
   check_float(x, "input");
-  TORCH_CHECK(x.dim() == 3 || x.dim() == 4, "opencl: ", op, ": input must be 3-D or 4-D, got shape ", x.sizes());
+  DEVICE_CHECK(x.dim() == 3 || x.dim() == 4, "opencl: ", op, ": input must be 3-D or 4-D, got shape ", x.sizes());
   Window w{};
   w.kh = int(pick(kernel, 0, 1));
   w.kw = int(pick(kernel, 1, 1));
@@ -38,14 +38,14 @@ Window window(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef strid
   const int64_t h = x.size(-2), wd = x.size(-1);
   w.oh = at::native::pooling_output_shape<int64_t>(h, w.kh, w.ph, w.sh, w.dh, ceil_mode);
   w.ow = at::native::pooling_output_shape<int64_t>(wd, w.kw, w.pw, w.sw, w.dw, ceil_mode);
-  TORCH_CHECK(w.oh > 0 && w.ow > 0, "opencl: ", op, ": output size is too small for input ", x.sizes());
+  DEVICE_CHECK(w.oh > 0 && w.ow > 0, "opencl: ", op, ": output size is too small for input ", x.sizes());
   return w;
 }
 
 // divisor_override: any nonzero int (negative ones too, as torch divides by them); the
 // kernels read 0 as "none".
 void check_divisor(std::optional<int64_t> divisor, const char* op) {
-  TORCH_CHECK(!divisor || (*divisor != 0 && std::abs(*divisor) <= INT_MAX), "opencl: ", op,
+  DEVICE_CHECK(!divisor || (*divisor != 0 && std::abs(*divisor) <= INT_MAX), "opencl: ", op,
               ": divisor_override must be a nonzero 32-bit integer, got ", *divisor);
 }
 
@@ -172,7 +172,7 @@ at::Tensor avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& se
 
 at::Tensor adaptive_avg(const at::Tensor& self, c10::SymIntArrayRef output_size) {
   check_float(self, "input");
-  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, "opencl: adaptive_avg_pool2d: input must be 3-D or 4-D, got ",
+  DEVICE_CHECK(self.dim() == 3 || self.dim() == 4, "opencl: adaptive_avg_pool2d: input must be 3-D or 4-D, got ",
               self.sizes());
   const at::IntArrayRef size = C10_AS_INTARRAYREF_SLOW(output_size);
   const int64_t oh = size[0], ow = size.size() > 1 ? size[1] : size[0];

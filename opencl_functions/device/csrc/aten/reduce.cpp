@@ -37,7 +37,7 @@ Dims merged(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strid
       t.push_back(strides[d]);
     }
   }
-  TORCH_CHECK(s.size() <= size_t(kMaxDims), "opencl: reduction over a layout of ", s.size(),
+  DEVICE_CHECK(s.size() <= size_t(kMaxDims), "opencl: reduction over a layout of ", s.size(),
               " non-mergeable dimensions; at most ", kMaxDims, " are supported");
   Dims out;
   out.ndim = static_cast<cl_int>(s.size());
@@ -57,7 +57,7 @@ std::vector<bool> reduced_dims(const std::string& op, const at::Tensor& self, at
   std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
   for (int64_t d : dims) {
     const int64_t w = at::maybe_wrap_dim(d, nd);  // IndexError naming the valid range
-    TORCH_CHECK(!seen[w], "opencl: ", op, "(): dim ", w, " appears multiple times in the list of dims");
+    DEVICE_CHECK(!seen[w], "opencl: ", op, "(): dim ", w, " appears multiple times in the list of dims");
     seen[w] = true;
     if (w < nd) reduced[w] = true;
   }
@@ -110,9 +110,9 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
   for (int64_t s : red_size) count *= s;
   for (int64_t s : kept_size) outputs *= s;
   if (outputs == 0) return;
-  TORCH_CHECK(self.numel() <= INT_MAX, "opencl: reductions over more than 2^31 elements are not supported");
+  DEVICE_CHECK(self.numel() <= INT_MAX, "opencl: reductions over more than 2^31 elements are not supported");
   const bool arg_op = op == "argmax" || op == "argmin";
-  TORCH_CHECK(count > 0 || (op != "max" && op != "min" && !arg_op), "opencl: ", op,
+  DEVICE_CHECK(count > 0 || (op != "max" && op != "min" && !arg_op), "opencl: ", op,
               "(): cannot reduce over a zero-size dimension");
 
   const at::ScalarType in_type = self.scalar_type();
@@ -190,7 +190,7 @@ at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
-  TORCH_CHECK_TYPE(at::isFloatingType(out.scalar_type()), "opencl: mean(): needs a floating point result, got ",
+  DEVICE_CHECK_TYPE(at::isFloatingType(out.scalar_type()), "opencl: mean(): needs a floating point result, got ",
                    out.scalar_type());
   return into(out, result_shape("mean", self, dims, keepdim), [&](const at::Tensor& v) {
     reduce("sum", self, dims, v, at::Tensor(), at::kFloat, /*scale_by_count=*/true);
@@ -273,7 +273,7 @@ at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
 at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<at::ScalarType> dtype) {
   check_device(self, "input");
-  TORCH_CHECK_TYPE(at::isFloatingType(self.scalar_type()), "opencl: linalg_vector_norm: input must be floating point, got ",
+  DEVICE_CHECK_TYPE(at::isFloatingType(self.scalar_type()), "opencl: linalg_vector_norm: input must be floating point, got ",
                    self.scalar_type());
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
   const double p = ord.toDouble();

@@ -23,8 +23,8 @@ at::TensorOptions options(at::ScalarType dtype) { return at::TensorOptions().dev
 std::tuple<at::Tensor, at::Tensor> sort_along(const at::Tensor& self, int64_t dim, bool descending,
                                               const char* op) {
   check_device(self, "self");
-  TORCH_CHECK(!at::isComplexType(self.scalar_type()), "opencl: ", op, ": complex tensors cannot be sorted");
-  TORCH_CHECK(self.numel() < INT_MAX, "opencl: ", op, ": tensors over 2^31 elements are not supported, got ",
+  DEVICE_CHECK(!at::isComplexType(self.scalar_type()), "opencl: ", op, ": complex tensors cannot be sorted");
+  DEVICE_CHECK(self.numel() < INT_MAX, "opencl: ", op, ": tensors over 2^31 elements are not supported, got ",
               self.sizes());
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   if (self.dim() == 0 || self.numel() == 0)
@@ -50,7 +50,7 @@ std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optio
                                               bool descending, at::Tensor& values, at::Tensor& indices) {
   check_device(values, "values");
   check_device(indices, "indices");
-  TORCH_CHECK(indices.scalar_type() == at::kLong, "opencl: sort: indices must be int64, got ", indices.scalar_type());
+  DEVICE_CHECK(indices.scalar_type() == at::kLong, "opencl: sort: indices must be int64, got ", indices.scalar_type());
   const auto [v, i] = sort_along(self, dim, descending, "sort");
   at::native::resize_output(values, v.sizes());
   at::native::resize_output(indices, i.sizes());
@@ -69,7 +69,7 @@ std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k_sy
   const int64_t k = k_sym.expect_int();
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   const int64_t n = self.dim() == 0 ? 1 : self.size(d);
-  TORCH_CHECK(k >= 0 && k <= n, "opencl: topk: selected index k out of range (k = ", k, ", dimension ", d,
+  DEVICE_CHECK(k >= 0 && k <= n, "opencl: topk: selected index k out of range (k = ", k, ", dimension ", d,
               " has size ", n, ")");
   const auto [v, i] = sort_along(self, d, largest, "topk");
   if (self.dim() == 0) return {v, i};
@@ -93,16 +93,16 @@ std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, c10::SymIn
 at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement,
                        std::optional<at::Generator> gen) {
   check_device(self, "self");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "opencl: multinomial: probabilities must be floating point, got ",
+  DEVICE_CHECK(at::isFloatingType(self.scalar_type()), "opencl: multinomial: probabilities must be floating point, got ",
               self.scalar_type());
-  TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "opencl: multinomial: prob_dist must be 1 or 2 dim, got ",
+  DEVICE_CHECK(self.dim() == 1 || self.dim() == 2, "opencl: multinomial: prob_dist must be 1 or 2 dim, got ",
               self.sizes());
-  TORCH_CHECK(num_samples > 0, "opencl: multinomial: cannot sample n_sample <= 0 samples");
+  DEVICE_CHECK(num_samples > 0, "opencl: multinomial: cannot sample n_sample <= 0 samples");
   const int64_t n = self.size(-1), rows = self.dim() == 2 ? self.size(0) : 1;
-  TORCH_CHECK(n > 0, "opencl: multinomial: the distribution has no categories");
-  TORCH_CHECK(replacement || num_samples <= n, "opencl: multinomial: cannot sample n_sample > prob_dist.size(-1) (",
+  DEVICE_CHECK(n > 0, "opencl: multinomial: the distribution has no categories");
+  DEVICE_CHECK(replacement || num_samples <= n, "opencl: multinomial: cannot sample n_sample > prob_dist.size(-1) (",
               num_samples, " > ", n, ") samples without replacement");
-  TORCH_CHECK(n < INT_MAX && rows * num_samples < INT_MAX, "opencl: multinomial: too many categories or samples");
+  DEVICE_CHECK(n < INT_MAX && rows * num_samples < INT_MAX, "opencl: multinomial: too many categories or samples");
   const at::Tensor p = self.to(at::kFloat).reshape({rows, n});
   // One read for the checks torch makes: no negative, infinite or NaN probability, each row
   // a positive sum, and enough categories of nonzero probability to draw without replacement.
@@ -110,11 +110,11 @@ at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replace
                                        p.sum(1).le(0).any(),
                                        p.gt(0).sum(1).lt(replacement ? 1 : num_samples).any()})
                                 .cpu();
-  TORCH_CHECK(!checks[0].item<bool>(), "opencl: multinomial: probability tensor contains either `inf`, `nan` or "
+  DEVICE_CHECK(!checks[0].item<bool>(), "opencl: multinomial: probability tensor contains either `inf`, `nan` or "
               "element < 0");
-  TORCH_CHECK(!checks[1].item<bool>(), "opencl: multinomial: invalid multinomial distribution (sum of probabilities "
+  DEVICE_CHECK(!checks[1].item<bool>(), "opencl: multinomial: invalid multinomial distribution (sum of probabilities "
               "<= 0)");
-  TORCH_CHECK(!checks[2].item<bool>(), "opencl: multinomial: invalid multinomial distribution (with replacement="
+  DEVICE_CHECK(!checks[2].item<bool>(), "opencl: multinomial: invalid multinomial distribution (with replacement="
               "False, not enough non-negative category to sample)");
   at::Tensor draws;
   if (replacement) {

@@ -14,7 +14,7 @@ namespace {
 
 // Every dimension but the channels' (1): what batch norm reduces over.
 std::vector<int64_t> reduced_dims(const at::Tensor& input) {
-  TORCH_CHECK(input.dim() >= 2, "opencl: batch norm: input must have at least 2 dimensions, got ", input.sizes());
+  DEVICE_CHECK(input.dim() >= 2, "opencl: batch norm: input must have at least 2 dimensions, got ", input.sizes());
   std::vector<int64_t> dims{0};
   for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
   return dims;
@@ -28,7 +28,7 @@ at::Tensor per_channel(const at::Tensor& v, const at::Tensor& input) {
 }
 
 void check_channels(const at::Tensor& v, const at::Tensor& input, const char* what) {
-  TORCH_CHECK(v.dim() == 1 && v.size(0) == input.size(1), "opencl: batch norm: ", what, " must hold one value per channel (",
+  DEVICE_CHECK(v.dim() == 1 && v.size(0) == input.size(1), "opencl: batch norm: ", what, " must hold one value per channel (",
               input.size(1), "), got ", v.sizes());
 }
 
@@ -46,7 +46,7 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts(
     const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, double momentum,
     double eps, const at::Tensor& counts) {
-  TORCH_CHECK(mean.dim() == 2 && invstd.sizes() == mean.sizes() && counts.numel() == mean.size(0),
+  DEVICE_CHECK(mean.dim() == 2 && invstd.sizes() == mean.sizes() && counts.numel() == mean.size(0),
               "opencl: batch_norm_gather_stats_with_counts: mean and invstd must be (processes, channels) and counts "
               "one per process, got ", mean.sizes(), ", ", invstd.sizes(), ", ", counts.sizes());
   const at::Tensor n = counts.to(mean.scalar_type()).view({-1, 1});
@@ -85,7 +85,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_r
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
     const std::optional<at::Tensor>& weight, bool input_g, bool weight_g, bool bias_g) {
   const std::vector<int64_t> dims = reduced_dims(input);
-  TORCH_CHECK(grad_out.sizes() == input.sizes(), "opencl: batch_norm_backward_reduce: grad_out ", grad_out.sizes(),
+  DEVICE_CHECK(grad_out.sizes() == input.sizes(), "opencl: batch_norm_backward_reduce: grad_out ", grad_out.sizes(),
               " and input ", input.sizes(), " differ in shape");
   check_channels(mean, input, "mean");
   const at::Tensor sum_dy = grad_out.sum(dims);

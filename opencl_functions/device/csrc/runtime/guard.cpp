@@ -6,6 +6,7 @@
 #include <c10/core/Storage.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "../check.h"
 #include "allocator.h"
 #include "device.h"
 
@@ -55,11 +56,11 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
     if (event == nullptr) return;
     cl_event e = static_cast<cl_event>(event);
     const cl_int waited = clWaitForEvents(1, &e);
-    TORCH_CHECK(waited == CL_SUCCESS && status(e) == CL_COMPLETE, "opencl: the commands before an event failed (",
+    DEVICE_CHECK(waited == CL_SUCCESS && status(e) == CL_COMPLETE, "opencl: the commands before an event failed (",
                 status_name(waited == CL_SUCCESS ? status(e) : waited), ")");
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
-    TORCH_CHECK(start != nullptr && end != nullptr, "opencl: elapsed_time needs two recorded events");
+    DEVICE_CHECK(start != nullptr && end != nullptr, "opencl: elapsed_time needs two recorded events");
     const double ns = double(end_time(static_cast<cl_event>(end))) - double(end_time(static_cast<cl_event>(start)));
     return ns / 1e6;
   }
@@ -81,7 +82,7 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
     return ns;
   }
   static void check(c10::Device d) {
-    TORCH_CHECK(!d.has_index() || d.index() == 0, "opencl: there is one OpenCL device (index 0), got index ",
+    DEVICE_CHECK(!d.has_index() || d.index() == 0, "opencl: there is one OpenCL device (index 0), got index ",
                 int(d.index()));
   }
 };
@@ -98,7 +99,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override { return at::Device(kType, 0); }
   bool isPinnedPtr(const void*) const override { return false; }
   at::Allocator* getPinnedMemoryAllocator() const override {
-    TORCH_CHECK(false, "opencl: pinned host memory is not supported");
+    DEVICE_CHECK(false, "opencl: pinned host memory is not supported");
   }
   // Storage resizes (untyped_storage().resize_()): a new buffer, the old bytes copied in.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
