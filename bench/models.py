@@ -4,14 +4,15 @@ agreement, not predictions), in two modes:
 - patched (default): the patched layers (utils.patching.opencl_layers), tensors on the
   host. ResNet-18 and ResNet-50 at batch 1 (224×224, one forward pass) and GPT-2 generation.
 - device: the opencl torch device (opencl_functions.device), tensors on the device.
-  ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, one ResNet-50 training step at batch 16
+  ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, MobileNetV2 (depthwise
+  convolutions) at batch 1, one ResNet-50 training step at batch 16
   (forward, cross-entropy, backward, SGD with momentum), and GPT-2 generation.
 - replay: the device's runs recorded once (opencl_functions.device.graph()) and replayed:
   the same kernels without Python, dispatcher, allocation or argument setting. GPT-2's
   whole generation is one recording: its cache grows token by token, but the same way in
   every run (the prompt's length is fixed and greedy decoding stays on the device).
 
---fuse runs the ResNets' inference on the device as opencl_functions.device.fuse() makes it:
+--fuse runs the inference models on the device as opencl_functions.device.fuse() makes them:
 each convolution with its batch norm folded in and its residual addition and ReLU in the
 same kernel (torch, on the CPU and on CUDA, runs the model as it is).
 
@@ -51,7 +52,7 @@ PROMPT_TOKENS, NEW_TOKENS = 8, 16
 # GPT-2's weights and activations off the CPU (--dtype): float16 and bfloat16 halve the
 # memory traffic of each decoding step; torch on the CPU, the reference, stays float32.
 GPT2_DTYPE = torch.float32
-# --fuse: the ResNets' inference on the opencl device through opencl_functions.device.fuse().
+# --fuse: inference on the opencl device through opencl_functions.device.fuse().
 FUSE = False
 
 # A model maker takes a device ("cpu", "opencl", "cuda") and returns a function that runs
@@ -59,7 +60,7 @@ FUSE = False
 Maker = Callable[[str], Callable[[], torch.Tensor]]
 
 
-def resnet_inference(arch: str, batch: int) -> Maker:
+def inference(arch: str, batch: int) -> Maker:
     def make(device: str) -> Callable[[], torch.Tensor]:
         torch.manual_seed(0)
         model = torchvision.models.get_model(arch).eval()
@@ -123,11 +124,13 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
 
 
 MODELS: Dict[str, Dict[str, object]] = {
-    "resnet18": {"make": resnet_inference("resnet18", 1), "label": "ResNet-18 b1 224x224", "fusable": True,
+    "resnet18": {"make": inference("resnet18", 1), "label": "ResNet-18 b1 224x224", "fusable": True,
                  "modes": ("patched", "device", "replay")},
-    "resnet50": {"make": resnet_inference("resnet50", 1), "label": "ResNet-50 b1 224x224", "fusable": True,
+    "resnet50": {"make": inference("resnet50", 1), "label": "ResNet-50 b1 224x224", "fusable": True,
                  "modes": ("patched", "device", "replay")},
-    "resnet50_b16": {"make": resnet_inference("resnet50", 16), "label": "ResNet-50 b16 224x224", "fusable": True,
+    "resnet50_b16": {"make": inference("resnet50", 16), "label": "ResNet-50 b16 224x224", "fusable": True,
+                     "modes": ("device", "replay")},
+    "mobilenet_v2": {"make": inference("mobilenet_v2", 1), "label": "MobileNetV2 b1 224x224", "fusable": True,
                      "modes": ("device", "replay")},
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
                            "modes": ("device", "replay")},
@@ -284,7 +287,7 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
                    help="GPT-2's dtype on the OpenCL device and on CUDA (the CPU reference stays float32)")
     p.add_argument("--fuse", action="store_true",
-                   help="the ResNets' inference on the device with fused convolutions (opencl_functions.device.fuse)")
+                   help="inference on the device with fused convolutions (opencl_functions.device.fuse)")
     p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's CUDA time as JSON")
     args = p.parse_args(argv)
     global GPT2_DTYPE, FUSE

@@ -48,3 +48,12 @@ def test_replayed_device_run_matches_torch(opencl_device):
     result = compare_device("resnet18", rounds=1, replay=True)
     assert result["max_rel_error"] < 1e-4
     assert result["opencl"] > 0 and result["torch"] > 0
+
+
+def test_fused_device_run_matches_torch(opencl_device, monkeypatch):
+    """bench.models --fuse: the device runs opencl_functions.device.fuse()'s model, torch the model."""
+    from bench import models
+
+    monkeypatch.setattr(models, "FUSE", True)
+    result = models.compare_device("resnet18", rounds=1)
+    assert result["max_rel_error"] < 1e-4

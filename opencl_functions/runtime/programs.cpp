@@ -5,7 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
-#include <regex>
+#include <cctype>
 
 #include "launch_log.hpp"
 #include "settings.hpp"
@@ -25,12 +25,63 @@ std::string Programs::kernel_dir() {
   return dir.empty() ? default_kernel_dir() : dir;
 }
 
+namespace {
+
+bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Whether log[at..] is ":<digits>:<digits>", a location's line and column.
+bool line_and_column(const std::string& log, size_t at) {
+  for (int part = 0; part < 2; ++part) {
+    if (at >= log.size() || log[at] != ':' || at + 1 >= log.size() || !is_digit(log[at + 1])) return false;
+    for (++at; at < log.size() && is_digit(log[at]);) ++at;
+  }
+  return true;
+}
+
+// How much of `token` (the non-space text before a location) names the compiler's source:
+// all of a PoCL temporary file ("…tempfile_<word>.cl"), a trailing "<kernel>" or "<source>",
+// or a trailing "input.cl" that starts a word; 0 when it names something else.
+size_t compiler_name_length(const std::string& token) {
+  for (const std::string name : {"<kernel>", "<source>"})
+    if (token.size() >= name.size() && token.compare(token.size() - name.size(), name.size(), name) == 0)
+      return name.size();
+  const std::string input = "input.cl";
+  if (token.size() >= input.size() && token.compare(token.size() - input.size(), input.size(), input) == 0) {
+    const size_t start = token.size() - input.size();
+    if (start == 0 || !is_word(token[start - 1])) return input.size();
+  }
+  const size_t temp = token.rfind("tempfile_");
+  if (temp != std::string::npos && token.size() > temp + 9 + 3 && token.compare(token.size() - 3, 3, ".cl") == 0) {
+    bool word = true;
+    for (size_t i = temp + 9; i < token.size() - 3; ++i) word = word && is_word(token[i]);
+    if (word) return token.size();
+  }
+  return 0;
+}
+
+}  // namespace
+
 // A build log with the compiler's name for the source (PoCL's temporary file, NVIDIA's
-// "<kernel>", "<source>", "input.cl") replaced by the .cl file's path, so that its
-// "file:line:column" points at the file the user edits.
+// "<kernel>", "<source>", "input.cl") replaced by the .cl file's path where it starts a
+// "name:line:column" location, so that the location points at the file the user edits.
+// Plain string search: std::regex reads the locale, which crashes on machines where torch's
+// libstdc++ is older than the compiler's (see locate()).
 static std::string log_naming(const std::string& log, const std::string& path) {
-  static const std::regex temporary(R"((\S*tempfile_\w+\.cl|<kernel>|<source>|\binput\.cl)(?=:\d+:\d+))");
-  return std::regex_replace(log, temporary, path);
+  std::string out;
+  size_t copied = 0;
+  for (size_t colon = log.find(':'); colon != std::string::npos; colon = log.find(':', colon + 1)) {
+    if (!line_and_column(log, colon)) continue;
+    size_t start = colon;
+    while (start > copied && !std::isspace(static_cast<unsigned char>(log[start - 1]))) --start;
+    const size_t n = compiler_name_length(log.substr(start, colon - start));
+    if (n == 0) continue;
+    out.append(log, copied, colon - n - copied);
+    out += path;
+    copied = colon;
+  }
+  out.append(log, copied, std::string::npos);
+  return out;
 }
 
 static std::string read_file(const std::string& path) {
