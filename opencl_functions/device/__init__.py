@@ -16,6 +16,9 @@ warnings; `fallback_report()` and `with fallback_scope() as report:` say which o
 fell back, how often, for how long and how many bytes they moved. Which operators
 run natively: README.md in this folder. Random numbers for device tensors (randn,
 dropout, init) come from torch's CPU generator, so `torch.manual_seed` covers them.
+`graph()` records a step to replay (graphs.py), `fuse(model)` fuses an eval model's
+convolutions with their batch norm, residual addition and activation (fusion.py), and
+importing the device registers its torch.distributed backend (distributed.py).
 """
 from __future__ import annotations
 
