@@ -103,6 +103,24 @@ def test_batch_norm_train_and_eval():
     check(lambda x: F.batch_norm(x, None, None, training=True, eps=1e-3), randn(5, 7))
 
 
+@pytest.mark.parametrize("channels", [1, 3])
+def test_batch_norm_of_few_long_channels(channels):
+    """Few channels of many values: each channel's statistics and gradient sums split over
+    several work-groups and joined (bn_stats_part / bn_backward_part); values far from zero,
+    so a join through sums of squares would lose the variance. Against float64."""
+    x = randn(5, channels, 37, 41) * 3 + 1000
+    w, b = randn(channels), randn(channels)
+    results = []
+    for device, dtype in (("cpu", torch.float64), ("opencl", torch.float32)):
+        xs, ws, bs = (t.to(device, dtype).requires_grad_() for t in (x, w, b))
+        rm, rv = torch.zeros(channels, device=device, dtype=dtype), torch.ones(channels, device=device, dtype=dtype)
+        y = F.batch_norm(xs, rm, rv, ws, bs, training=True, momentum=0.5)
+        (y * randn(*y.shape).to(device, dtype)).sum().backward()
+        results.append([t.detach().cpu().double() for t in (y, rm, rv, xs.grad, ws.grad, bs.grad)])
+    for got, ref in zip(results[1], results[0]):
+        torch.testing.assert_close(got, ref, atol=2e-3, rtol=2e-4)
+
+
 def test_batch_norm_running_statistics():
     cpu, dev = torch.nn.BatchNorm2d(6, momentum=0.3), torch.nn.BatchNorm2d(6, momentum=0.3).to("opencl")
     for _ in range(2):

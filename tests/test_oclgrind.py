@@ -72,6 +72,13 @@ SCRIPT = textwrap.dedent("""
             bn.running_var.uniform_(0.5, 2)
             x = torch.randn(2, 8, 6, 6)
             close(bn.to("opencl")(d(x)).cpu(), bn.cpu()(x))
+        # Training batch norm of two long channels: statistics and gradient sums in slices.
+        x, g = torch.randn(2, 2, 40, 40) + 3, torch.randn(2, 2, 40, 40)
+        ref_x, dev_x = x.clone().requires_grad_(), d(x).requires_grad_()
+        F.batch_norm(ref_x, None, None, training=True).backward(g)
+        F.batch_norm(dev_x, None, None, training=True).backward(d(g))
+        close(dev_x.grad.cpu(), ref_x.grad)
+        with torch.no_grad():
             t, u = torch.randn(1001), torch.randn(1001)
             y = d(t)
             y.relu_()

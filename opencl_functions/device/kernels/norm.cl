@@ -6,6 +6,12 @@
 //   bn_stats          one work-group per channel: mean and 1/sqrt(var + eps) (biased var,
 //                     two passes over the channel), and the running statistics updated
 //                     (running_var with the unbiased variance) when has_running.
+//   bn_stats_part     with few channels for the device (GPUs): NDRange (GROUP·S, C), work-group
+//                     (s, c) takes slice s of channel c's n values (slices of ceil(n / S)) and
+//                     writes its mean and sum of squared deviations to part (C, S, 2);
+//   bn_stats_combine  then one work-item per channel joins its S slices (Chan et al.'s
+//                     pairwise formula: no sum of squares of large values) and finishes as
+//                     bn_stats does.
 //   bn_apply          NDRange (ceil(HW / CHUNK), N·C): work-item (q, p) computes pixels
 //                     q·CHUNK .. q·CHUNK+CHUNK-1 of plane p (channel
 //                     c = p mod C; the planes' rows are contiguous): y = (x - mean[c]) · invstd[c] · w[c] + b[c];
@@ -14,7 +20,8 @@
 //   bn_apply4         (GPUs) the same over the flat tensor, work-item i computing elements
 //                     4i .. 4i+3 as one float4: for HW % 4 == 0 and offsets that are
 //                     multiples of 4 (so the four are in one plane and 16-byte aligned).
-//   bn_backward_reduce  one work-group per channel: db[c] = Σ dy, dw[c] = Σ dy · x̂, x̂ = (x - mean)·invstd.
+//   bn_backward_reduce  one work-group per channel: db[c] = Σ dy, dw[c] = Σ dy · x̂, x̂ = (x - mean)·invstd;
+//                     bn_backward_part and bn_backward_combine split it as bn_stats_part does.
 //   bn_backward_input   NDRange as bn_apply: training: dx = w·invstd/n · (n·dy - Σdy - x̂·Σdy·x̂);
 //                     eval: dx = dy · w · invstd.
 // Layer norm: x and y are (M, D), each row normalised on its own.
@@ -60,31 +67,79 @@ inline float group_sum(float value, __local float* scratch) {
   return total;
 }
 
+// Element i of channel c's n = N·HW values: image i / HW, pixel i % HW.
+#define CHANNEL_AT(i) ((((i) / HW) * C + c) * HW + (i) % HW)
+
+// Channel c's statistics from its mean m and biased variance var over n values.
+inline void bn_finish(BUF(mean), BUF(invstd), BUF(run_mean), BUF(run_var), const int has_running, const int c,
+                      const int n, const float m, const float var, const float eps, const float momentum) {
+  mean[mean_off + c] = m;
+  invstd[invstd_off + c] = rsqrt(var + eps);
+  if (has_running) {
+    const float unbiased = n > 1 ? var * n / (n - 1) : var;
+    run_mean[run_mean_off + c] = (1.0f - momentum) * run_mean[run_mean_off + c] + momentum * m;
+    run_var[run_var_off + c] = (1.0f - momentum) * run_var[run_var_off + c] + momentum * unbiased;
+  }
+}
+
+// The mean of x's values i0 .. i1-1 of channel c, and their sum of squared deviations from it.
+inline float2 slice_moments(__global const float* x, const int c, const int C, const int HW, const int i0,
+                            const int i1, __local float* scratch) {
+  const int lid = get_local_id(0);
+  float s = 0.0f;
+  for (int i = i0 + lid; i < i1; i += GROUP) s += x[CHANNEL_AT(i)];
+  const float m = i1 > i0 ? group_sum(s, scratch) / (i1 - i0) : group_sum(0.0f, scratch);
+  float q = 0.0f;
+  for (int i = i0 + lid; i < i1; i += GROUP) {
+    const float d = x[CHANNEL_AT(i)] - m;
+    q += d * d;
+  }
+  return (float2)(m, group_sum(q, scratch));
+}
+
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
 void bn_stats(CBUF(x), BUF(mean), BUF(invstd), BUF(run_mean), BUF(run_var), const int has_running, const int N,
               const int C, const int HW, const float eps, const float momentum) {
   __local float scratch[GROUP];
   const int c = get_group_id(0);
-  const int lid = get_local_id(0);
   const int n = N * HW;
-  float s = 0.0f;
-  for (int i = lid; i < n; i += GROUP) s += x[x_off + ((i / HW) * C + c) * HW + i % HW];
-  const float m = group_sum(s, scratch) / n;
-  float q = 0.0f;
-  for (int i = lid; i < n; i += GROUP) {
-    const float d = x[x_off + ((i / HW) * C + c) * HW + i % HW] - m;
-    q += d * d;
+  const float2 mq = slice_moments(x + x_off, c, C, HW, 0, n, scratch);
+  if (get_local_id(0) == 0)
+    bn_finish(mean, mean_off, invstd, invstd_off, run_mean, run_mean_off, run_var, run_var_off, has_running, c, n,
+              mq.x, mq.y / n, eps, momentum);
+}
+
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void bn_stats_part(CBUF(x), BUF(part), const int N, const int C, const int HW, const int S) {
+  __local float scratch[GROUP];
+  const int s = get_group_id(0), c = get_group_id(1);
+  const int n = N * HW, len = (n + S - 1) / S;
+  const int i0 = min(n, s * len), i1 = min(n, i0 + len);
+  const float2 mq = slice_moments(x + x_off, c, C, HW, i0, i1, scratch);
+  if (get_local_id(0) == 0) vstore2(mq, c * S + s, part + part_off);
+}
+
+__kernel void bn_stats_combine(CBUF(part), BUF(mean), BUF(invstd), BUF(run_mean),
+                               BUF(run_var), const int has_running, const int N, const int C, const int HW,
+                               const int S, const float eps, const float momentum) {
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  const int n = N * HW, len = (n + S - 1) / S;
+  // Slices joined one by one: mean and sum of squared deviations of the values so far.
+  float m = 0.0f, q = 0.0f;
+  int count = 0;
+  for (int s = 0; s < S; ++s) {
+    const int k = min(n, (s + 1) * len) - min(n, s * len);
+    if (k <= 0) continue;
+    const float2 mq = vload2(c * S + s, part + part_off);
+    const float d = mq.x - m;
+    const int joined = count + k;
+    m += d * k / joined;
+    q += mq.y + d * d * ((float)count * k / joined);
+    count = joined;
   }
-  const float var = group_sum(q, scratch) / n;
-  if (lid == 0) {
-    mean[mean_off + c] = m;
-    invstd[invstd_off + c] = rsqrt(var + eps);
-    if (has_running) {
-      const float unbiased = n > 1 ? var * n / (n - 1) : var;
-      run_mean[run_mean_off + c] = (1.0f - momentum) * run_mean[run_mean_off + c] + momentum * m;
-      run_var[run_var_off + c] = (1.0f - momentum) * run_var[run_var_off + c] + momentum * unbiased;
-    }
-  }
+  bn_finish(mean, mean_off, invstd, invstd_off, run_mean, run_mean_off, run_var, run_var_off, has_running, c, n, m,
+            q / n, eps, momentum);
 }
 
 // Channel c's y = x · scale + shift of bn_apply.
@@ -120,28 +175,56 @@ __kernel void bn_apply4(CBUF(x), BUF(y), CBUF(mean), CBUF(invstd), CBUF(w), CBUF
   ((__global float4*)(y + y_off))[i] = fma(v, (float4)(ab.x), (float4)(ab.y));
 }
 
-__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
-void bn_backward_reduce(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), BUF(sum_dy), BUF(sum_dy_xhat),
-                        const int use_var, const int N, const int C, const int HW, const float eps) {
-  __local float scratch[GROUP];
-  const int c = get_group_id(0);
-  const int lid = get_local_id(0);
-  const int n = N * HW;
+// Σ dy and Σ dy·x̂ over values i0 .. i1-1 of channel c.
+inline float2 slice_grad_sums(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), const int use_var, const int C,
+                              const int HW, const float eps, const int c, const int i0, const int i1,
+                              __local float* scratch) {
   const float m = mean[mean_off + c];
   const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
   float s = 0.0f, t = 0.0f;
-  for (int i = lid; i < n; i += GROUP) {
-    const int at = ((i / HW) * C + c) * HW + i % HW;
+  for (int i = i0 + get_local_id(0); i < i1; i += GROUP) {
+    const int at = CHANNEL_AT(i);
     const float g = dy[dy_off + at];
     s += g;
     t += g * (x[x_off + at] - m) * is;
   }
   s = group_sum(s, scratch);
-  t = group_sum(t, scratch);
-  if (lid == 0) {
-    sum_dy[sum_dy_off + c] = s;
-    sum_dy_xhat[sum_dy_xhat_off + c] = t;
+  return (float2)(s, group_sum(t, scratch));
+}
+
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void bn_backward_reduce(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), BUF(sum_dy), BUF(sum_dy_xhat),
+                        const int use_var, const int N, const int C, const int HW, const float eps) {
+  __local float scratch[GROUP];
+  const int c = get_group_id(0);
+  const float2 st = slice_grad_sums(dy, dy_off, x, x_off, mean, mean_off, invstd, invstd_off, use_var, C, HW, eps, c,
+                                    0, N * HW, scratch);
+  if (get_local_id(0) == 0) {
+    sum_dy[sum_dy_off + c] = st.x;
+    sum_dy_xhat[sum_dy_xhat_off + c] = st.y;
   }
+}
+
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void bn_backward_part(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), BUF(part), const int use_var,
+                      const int N, const int C, const int HW, const int S, const float eps) {
+  __local float scratch[GROUP];
+  const int s = get_group_id(0), c = get_group_id(1);
+  const int n = N * HW, len = (n + S - 1) / S;
+  const int i0 = min(n, s * len), i1 = min(n, i0 + len);
+  const float2 st = slice_grad_sums(dy, dy_off, x, x_off, mean, mean_off, invstd, invstd_off, use_var, C, HW, eps, c,
+                                    i0, i1, scratch);
+  if (get_local_id(0) == 0) vstore2(st, c * S + s, part + part_off);
+}
+
+__kernel void bn_backward_combine(CBUF(part), BUF(sum_dy), BUF(sum_dy_xhat), const int C,
+                                  const int S) {
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  float2 st = (float2)(0.0f);
+  for (int s = 0; s < S; ++s) st += vload2(c * S + s, part + part_off);
+  sum_dy[sum_dy_off + c] = st.x;
+  sum_dy_xhat[sum_dy_xhat_off + c] = st.y;
 }
 
 __kernel void bn_backward_input(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(sum_dy),

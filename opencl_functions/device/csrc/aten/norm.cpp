@@ -44,6 +44,26 @@ NDRange groups_range(size_t groups) {
 
 // ---- batch norm ---------------------------------------------------------------------------
 
+// Slices per channel for the statistics and gradient sums: one work-group per channel
+// leaves a GPU mostly idle when the channels are few and long (64 channels of 16·112·112
+// values at the start of a ResNet), so each channel is split until there are about four
+// work-groups per compute unit, each with at least 4·GROUP values. 1: one kernel.
+int channel_slices(int C, int64_t n) {
+  if (C == 0) return 1;
+  const int64_t wanted = 4 * int64_t(Device::get().info().compute_units);
+  const int64_t by_device = (wanted + C - 1) / C;
+  const int64_t by_length = n / (4 * int64_t(group_size()));
+  return int(std::max<int64_t>(1, std::min<int64_t>({by_device, by_length, 64})));
+}
+
+// NDRange (GROUP·S, C): work-group (s, c) for slice s of channel c.
+NDRange slices_range(int C, int S) {
+  const size_t g = group_size();
+  const size_t global[2] = {size_t(S) * g, size_t(C)};
+  const size_t local[2] = {g, 1};
+  return NDRange(2, global, local);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& input,
                                                           const std::optional<at::Tensor>& weight,
                                                           const std::optional<at::Tensor>& bias,
@@ -62,9 +82,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   const bool running = given(running_mean) && given(running_var);
   DEVICE_CHECK(training || running, "opencl: batch_norm in eval mode needs running_mean and running_var");
   if (training) {
-    launch(norm_kernel("bn_stats"), groups_range(size_t(C)), arg(x), arg(mean), arg(invstd),
-           arg(or_else(running_mean, mean)), arg(or_else(running_var, invstd)), int(running), N, C, HW, float(eps),
-           float(momentum));
+    const int S = channel_slices(C, int64_t(N) * HW);
+    const TensorArg run_m = arg(or_else(running_mean, mean)), run_v = arg(or_else(running_var, invstd));
+    if (S == 1) {
+      launch(norm_kernel("bn_stats"), groups_range(size_t(C)), arg(x), arg(mean), arg(invstd), run_m, run_v,
+             int(running), N, C, HW, float(eps), float(momentum));
+    } else {
+      const at::Tensor part = empty_device({C, S, 2}, at::kFloat);
+      launch(norm_kernel("bn_stats_part"), slices_range(C, S), arg(x), arg(part), N, C, HW,
+             S);
+      launch(norm_kernel("bn_stats_combine"), NDRange::linear(size_t(C)), arg(part),
+             arg(mean), arg(invstd), run_m, run_v, int(running), N, C, HW, S, float(eps), float(momentum));
+    }
   }
   const at::Tensor& m = training ? mean : *running_mean;
   const at::Tensor& s = training ? invstd : *running_var;
@@ -102,8 +131,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     sum_dy.zero_();
     sum_dy_xhat.zero_();
   } else if (train || output_mask[1] || output_mask[2]) {
-    launch(norm_kernel("bn_backward_reduce"), groups_range(size_t(C)), arg(dy), arg(x), arg(m), arg(s), arg(sum_dy),
-           arg(sum_dy_xhat), int(use_var), N, C, HW, float(eps));
+    const int S = channel_slices(C, int64_t(N) * HW);
+    if (S == 1) {
+      launch(norm_kernel("bn_backward_reduce"), groups_range(size_t(C)), arg(dy), arg(x), arg(m), arg(s),
+             arg(sum_dy), arg(sum_dy_xhat), int(use_var), N, C, HW, float(eps));
+    } else {
+      const at::Tensor part = empty_device({C, S, 2}, at::kFloat);
+      launch(norm_kernel("bn_backward_part"), slices_range(C, S), arg(dy), arg(x), arg(m), arg(s),
+             arg(part), int(use_var), N, C, HW, S, float(eps));
+      launch(norm_kernel("bn_backward_combine"), NDRange::linear(size_t(C)), arg(part),
+             arg(sum_dy), arg(sum_dy_xhat), C, S);
+    }
   }
   at::Tensor dx;
   if (output_mask[0]) {
