@@ -80,6 +80,56 @@ def test_foreach_add_of_a_number(opencl_device):
         torch.testing.assert_close(got.cpu(), want)
 
 
+def test_foreach_add_and_mul_lists(opencl_device):
+    """_foreach_add_ with a list and alpha, _foreach_mul_ with a number: one launch per 8
+    float32 tensors; targets that another pair reads, views and integers as torch does."""
+    tensors = [torch.randn(s) for s in SHAPES]
+    others = [torch.randn(s) for s in SHAPES]
+    dev_t, dev_o = [t.to("opencl") for t in tensors], [t.to("opencl") for t in others]
+    torch._foreach_mul_(tensors, 0.9)
+    torch._foreach_add_(tensors, others, alpha=-0.3)
+    torch.opencl.synchronize()
+    before = opencl_device.memory_stats()["kernel_launches"]
+    torch._foreach_mul_(dev_t, 0.9)
+    torch._foreach_add_(dev_t, dev_o, alpha=-0.3)
+    assert opencl_device.memory_stats()["kernel_launches"] - before == 4      # 11 tensors: 2 launches each
+    for want, got in zip(tensors, dev_t):
+        torch.testing.assert_close(got.cpu(), want)
+    a, b = torch.randn(5), torch.randn(5)
+    da, db = a.to("opencl"), b.to("opencl")
+    torch._foreach_add_([a, b], [b, a])                 # b += the new a
+    torch._foreach_add_([da, db], [db, da])
+    torch.testing.assert_close(torch.stack([da, db]).cpu(), torch.stack([a, b]))
+    base = torch.randn(4, 6)
+    view, dev_view = base[:, ::2], base.to("opencl")[:, ::2]
+    torch._foreach_mul_([view], 2.0)
+    torch._foreach_mul_([dev_view], 2.0)
+    torch.testing.assert_close(dev_view.cpu(), view)
+
+
+@pytest.mark.parametrize("momentum, nesterov, weight_decay", [(0.9, False, 0.0), (0.9, True, 1e-2), (0.0, False, 0.0)])
+def test_default_sgd_matches_float64(opencl_device, momentum, nesterov, weight_decay):
+    """torch.optim.SGD as constructed by default (its foreach path) on the device."""
+    torch.manual_seed(0)
+    start = [torch.randn(s, dtype=torch.float64) for s in SHAPES]
+    grads = [[torch.randn(s, dtype=torch.float64) for s in SHAPES] for _ in range(3)]
+    results = []
+    for device, dtype in (("cpu", torch.float64), ("opencl", torch.float32)):
+        params = [torch.nn.Parameter(p.to(device, dtype, copy=True)) for p in start]
+        opt = torch.optim.SGD(params, lr=0.1, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay)
+        for step in grads:
+            for p, g in zip(params, step):
+                p.grad = g.to(device, dtype)
+            opt.step()
+        results.append(torch.cat([p.detach().cpu().double().flatten() for p in params]))
+        if device == "opencl" and momentum:
+            torch.opencl.synchronize()
+            before = opencl_device.memory_stats()["kernel_launches"]
+            opt.step()  # (grads + decay · params), buffers × momentum + grads, (+ Nesterov), params -= lr · …
+            assert opencl_device.memory_stats()["kernel_launches"] - before == (10 if weight_decay else 6)
+    torch.testing.assert_close(results[1], results[0], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("found", [0.0, 1.0])
 @pytest.mark.parametrize("op", ["_fused_adam_", "_fused_adamw_", "_fused_sgd_"])
 def test_grad_scale_and_found_inf_as_torch(opencl_device, op, found):

@@ -98,12 +98,14 @@ SCRIPT = textwrap.dedent("""
                   F.scaled_dot_product_attention(q, q, q, is_causal=True))
             close(torch.cat([d(kk), d(q)], 2).cpu(), torch.cat([kk, q], 2))
         # Fused optimizer steps: 10 parameters (two launches, empty slots in the second),
-        # amsgrad, a tensor learning rate, and the gradient scaler's arguments.
+        # amsgrad, a tensor learning rate, and the gradient scaler's arguments; SGD's
+        # default foreach path (the slot kernels of _foreach_mul_ and _foreach_add(_)).
         params = [torch.randn(s) for s in ((7,), (65,), (3, 2), (1,), (9,), (5,), (2,), (3,), (4,), (300,))]
         grads = [torch.randn_like(p) for p in params]
         for make in (lambda ps: torch.optim.Adam(ps, lr=0.1, amsgrad=True, fused=True),
                      lambda ps: torch.optim.AdamW(ps, lr=torch.tensor(0.1), fused=True),
-                     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, fused=True)):
+                     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, fused=True),
+                     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)):
             results = []
             for to in (lambda t: t.clone(), d):
                 ps = [torch.nn.Parameter(to(p)) for p in params]

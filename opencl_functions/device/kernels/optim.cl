@@ -157,3 +157,33 @@ __kernel void foreach_add(ADD_SLOT(0), ADD_SLOT(1), ADD_SLOT(2), ADD_SLOT(3), AD
   }
   FOR_EACH(i, n) x[i] += value;
 }
+
+// z = a·x + b·y over up to TENSORS tensor pairs: torch._foreach_add_ and _foreach_add with a
+// list and alpha (a = 1, b = alpha; z is x in place) and torch._foreach_mul_ with a number
+// (HAS_Y 0: y is not read, b unused): the steps of SGD's default (foreach) path.
+#ifndef HAS_Y
+#define HAS_Y 1
+#endif
+#define AXPBY_SLOT(k)                                                                                    \
+  __global float *z##k, const int z##k##_off, __global const float *x##k, const int x##k##_off,          \
+      __global const float *y##k, const int y##k##_off, const int n##k
+#define AXPBY_PICK(k)                                                                                    \
+  case k:                                                                                                \
+    z = z##k + z##k##_off; x = x##k + x##k##_off; y = y##k + y##k##_off; n = n##k;                       \
+    break;
+
+__kernel void foreach_axpby(AXPBY_SLOT(0), AXPBY_SLOT(1), AXPBY_SLOT(2), AXPBY_SLOT(3), AXPBY_SLOT(4),
+                            AXPBY_SLOT(5), AXPBY_SLOT(6), AXPBY_SLOT(7), const float a, const float b) {
+  __global float* z = 0;
+  __global const float *x = 0, *y = 0;
+  int n = 0;
+  switch (get_global_id(1)) {
+    AXPBY_PICK(0) AXPBY_PICK(1) AXPBY_PICK(2) AXPBY_PICK(3) AXPBY_PICK(4) AXPBY_PICK(5) AXPBY_PICK(6) AXPBY_PICK(7)
+    default: return;
+  }
+#if HAS_Y
+  FOR_EACH(i, n) z[i] = a * x[i] + b * y[i];
+#else
+  FOR_EACH(i, n) z[i] = a * x[i];
+#endif
+}

@@ -2,14 +2,18 @@
 // kernels/optim.cl: up to kSlots parameters per launch, where the foreach path launches
 // several kernels per parameter. Parameters are sorted by size before being put in
 // launches, so a launch's rows are of similar length. Cases the kernels do not take
-// (other dtypes, non-contiguous tensors) go to the CPU fallback as a whole.
+// (other dtypes, non-contiguous tensors) go to the CPU fallback as a whole. The foreach ops
+// of SGD's default path (_foreach_mul_, _foreach_add_ and _foreach_add with a list) take the
+// same slots, so an unfused SGD step is a few launches too; elsewhere torch's loop.
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_foreach_add_native.h>
+#include <ATen/ops/_foreach_mul_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <array>
 #include <numeric>
+#include <unordered_map>
 
 #include "common.h"
 #include "dispatch.h"
@@ -237,16 +241,74 @@ void fused_sgd_tensor_lr(at::TensorList params, at::TensorList grads, at::Tensor
                first_step, grad_scale, found_inf);
 }
 
+// Whether every tensor is a contiguous float32 device tensor the slot kernels take.
+bool all_servable(at::TensorList tensors) {
+  return std::all_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
+    return servable(t, t.numel()) && t.numel() < (int64_t(1) << 31);
+  });
+}
+
 // torch._foreach_add_(tensors, number): one launch per kSlots float32 tensors (the fused
 // optimizers' step counts); other dtypes and layouts one operator per tensor, as torch does.
 void foreach_add_scalar(at::TensorList tensors, const at::Scalar& value) {
-  const bool all_float = std::all_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
-    return servable(t, t.numel()) && t.numel() < (int64_t(1) << 31);
-  });
-  if (!all_float || tensors.empty()) return at::native::foreach_tensor_add_scalar_kernel_slow_(tensors, value);
+  if (tensors.empty() || !all_servable(tensors)) return at::native::foreach_tensor_add_scalar_kernel_slow_(tensors, value);
   launch_slots<1>(optim_kernel("foreach_add"), tensors, "_foreach_add_",
                   [&](size_t i) { return std::array<TensorArg, 1>{arg(tensors[i])}; },
                   [&](cl_kernel k, cl_uint* index) { oclf::set_arg_at(k, index, float(value.toDouble())); });
+}
+
+// Whether x += alpha·y per pair may run as one launch per kSlots pairs of float32 tensors:
+// torch adds pair by pair, so an `other` that is another pair's target (which must see that
+// pair's result) keeps torch's loop.
+bool pairs_servable(at::TensorList tensors, at::TensorList others, bool in_place) {
+  bool ok = !tensors.empty() && others.size() == tensors.size() && all_servable(tensors) && all_servable(others);
+  std::unordered_map<const void*, size_t> target;
+  for (size_t i = 0; ok && in_place && i < tensors.size(); ++i) ok = target.emplace(tensors[i].storage().data(), i).second;
+  for (size_t i = 0; ok && i < tensors.size(); ++i) {
+    const auto found = target.find(others[i].storage().data());
+    ok = others[i].numel() == tensors[i].numel() && (found == target.end() || found->second == i);
+  }
+  return ok;
+}
+
+// z = a·x + b·y over slots of (z, x, y) (y absent: HAS_Y 0).
+void axpby_launches(at::TensorList z, at::TensorList x, at::TensorList y, float a, float b, const char* op) {
+  launch_slots<3>(optim_kernel("foreach_axpby", y.empty() ? " -DHAS_Y=0" : " -DHAS_Y=1"), x, op,
+                  [&](size_t i) {
+                    return std::array<TensorArg, 3>{arg(z[i]), arg(x[i]), y.empty() ? TensorArg{} : arg(y[i])};
+                  },
+                  [&](cl_kernel k, cl_uint* index) {
+                    oclf::set_arg_at(k, index, a);
+                    oclf::set_arg_at(k, index, b);
+                  });
+}
+
+// torch._foreach_add_(tensors, others, alpha=...): one launch per kSlots pairs (SGD's foreach
+// step: momentum buffers, then parameters); anything else torch's loop of one operator per
+// tensor.
+void foreach_add_list_(at::TensorList tensors, at::TensorList others, const at::Scalar& alpha) {
+  if (!pairs_servable(tensors, others, true))
+    return at::native::foreach_tensor_add_list_kernel_slow_(tensors, others, alpha);
+  axpby_launches(tensors, tensors, others, 1.0f, float(alpha.toDouble()), "_foreach_add_");
+}
+
+// torch._foreach_add(tensors, others, alpha=...): the same into new tensors (SGD's weight
+// decay and Nesterov terms).
+std::vector<at::Tensor> foreach_add_list(at::TensorList tensors, at::TensorList others, const at::Scalar& alpha) {
+  if (!pairs_servable(tensors, others, false))
+    return at::native::foreach_tensor_add_list_kernel_slow(tensors, others, alpha);
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) out.push_back(at::empty_like(t));
+  axpby_launches(out, tensors, others, 1.0f, float(alpha.toDouble()), "_foreach_add");
+  return out;
+}
+
+// torch._foreach_mul_(tensors, number): x *= number, one launch per kSlots tensors.
+void foreach_mul_scalar_(at::TensorList tensors, const at::Scalar& value) {
+  if (tensors.empty() || !all_servable(tensors))
+    return at::native::foreach_tensor_mul_scalar_kernel_slow_(tensors, value);
+  axpby_launches(tensors, tensors, {}, float(value.toDouble()), 0.0f, "_foreach_mul_");
 }
 
 }  // namespace
@@ -259,6 +321,9 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("_fused_sgd_", fused_sgd);
   m.impl("_fused_sgd_.tensor_lr", fused_sgd_tensor_lr);
   m.impl("_foreach_add_.Scalar", foreach_add_scalar);
+  m.impl("_foreach_add_.List", foreach_add_list_);
+  m.impl("_foreach_add.List", foreach_add_list);
+  m.impl("_foreach_mul_.Scalar", foreach_mul_scalar_);
 }
 
 }  // namespace oclf::device
