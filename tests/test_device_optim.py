@@ -2,6 +2,8 @@
 Adam, AdamW and SGD in their variants against torch in float64, a few steps over parameters
 of awkward sizes, one of them without a gradient for a step; the gradient scaler's
 arguments against torch's own CPU fused kernels; up to 8 parameters per launch."""
+import copy
+
 import pytest
 import torch
 
@@ -168,3 +170,30 @@ def test_what_the_kernels_do_not_take_runs_on_the_cpu(opencl_device, monkeypatch
         p.grad = torch.full(p.shape, 0.5, device=p.device)
         torch.optim.Adam([p], lr=0.1, fused=True).step()
     torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach())
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, fused=True),
+    lambda p: torch.optim.Adam(p, lr=0.01, fused=True),
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),                 # foreach
+], ids=["fused SGD", "fused Adam", "foreach SGD"])
+def test_steps_move_version_counters(opencl_device, make):
+    """A step writes parameters in place: their versions move, so the copies the device keeps
+    derived from them (a conv's packed weights, a linear layer's transposed one) are made
+    again, and the next forward uses the new weights."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(8 * 6 * 6, 4))
+    dev = copy.deepcopy(model).to("opencl")
+    opt, opt_dev = make(model.parameters()), make(dev.parameters())
+    x, t = torch.randn(5, 3, 8, 8), torch.tensor([0, 1, 2, 3, 0])
+    for _ in range(3):
+        for m, o, xx, tt in ((model, opt, x, t), (dev, opt_dev, x.to("opencl"), t.to("opencl"))):
+            o.zero_grad()
+            before = [p._version for p in m.parameters()]
+            torch.nn.functional.cross_entropy(m(xx), tt).backward()
+            o.step()
+            if m is dev:                                # (torch's CPU fused steps leave them)
+                assert all(p._version > v for p, v in zip(m.parameters(), before))
+    with torch.no_grad():
+        torch.testing.assert_close(dev(x.to("opencl")).cpu(), model(x), atol=1e-4, rtol=1e-4)

@@ -81,11 +81,13 @@ cl_kernel Device::kernel(const std::string& file, const std::string& name, const
 }
 
 cl_kernel Device::library_kernel(const std::string& file, const std::string& name, const std::string& options) {
-  // The library's kernel folder: OCLF_KERNEL_DIR when set, else the folder of this package;
-  // headers beside the file may be included (the reference's epilogue.h).
+  // The library's kernel folder: OCLF_KERNEL_DIR when set, else the folder of this package.
+  // A build with a fused epilogue includes reference/epilogue.h from beside the file; plain
+  // builds take the options as the library gives them, so both launch alike.
   const std::string dir = Programs::kernel_dir();
   const std::string path = (dir.empty() ? library_dir() : dir) + "/" + file;
-  return cached(path, name, options + " -I" + folder_of(path));
+  const bool epilogue = options.find("-DEPI_") != std::string::npos;
+  return cached(path, name, epilogue ? options + " -I" + folder_of(path) : options);
 }
 
 std::string Device::library_source_hash(const std::string& file) {
