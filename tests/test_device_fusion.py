@@ -115,10 +115,13 @@ def fused_calls(gm):
     return sum(1 for n in gm.graph.nodes if n.target is torch.ops.oclf.conv2d_fused)
 
 
-@pytest.mark.parametrize("arch, expected", [("resnet18", 20), ("mobilenet_v2", 52), ("regnet_x_400mf", 71)])
+@pytest.mark.parametrize("arch, expected", [("resnet18", 20), ("mobilenet_v2", 52), ("regnet_x_400mf", 71),
+                                            ("efficientnet_b0", 65), ("mobilenet_v3_small", 43)])
 def test_fused_networks_match_the_model(opencl_device, arch, expected):
-    """Whole torchvision networks (residual blocks, ReLU6, grouped convs): every conv fused,
-    and the fused model on the device matches the model in float64."""
+    """Whole torchvision networks (residual blocks, ReLU6, grouped convs, SiLU, Hardswish):
+    every conv followed by batch norm, an addition or one of the activations fused (the
+    second conv of EfficientNet's and MobileNetV3's squeeze-excitation blocks, followed by a
+    sigmoid, stays apart), and the fused model on the device matches the model in float64."""
     torch.manual_seed(0)
     model = with_batch_norm_statistics(torchvision.models.get_model(arch))
     gm = opencl_device.fuse(model)
