@@ -56,10 +56,15 @@ constexpr uint64_t kKernelTypes = bit(at::kFloat) | bit(at::kLong) | bit(at::kIn
                                   bit(at::kChar) | bit(at::kByte) | bit(at::kBool);
 constexpr uint64_t k16Bit = bit(at::kHalf) | bit(at::kBFloat16);
 
-// A float32 copy of a 16-bit device tensor, made for each call. (Keeping parameters'
-// copies with derived_from ended in a segmentation fault on NVIDIA's OpenCL for a 16-bit
-// bias that requires grad, and not on PoCL; until that is understood, nothing is kept.)
-at::Tensor widen(const at::Tensor& t) { return t.to(at::kFloat); }
+// A float32 copy of a 16-bit device tensor. Parameters (leaves that require grad) keep
+// theirs while their version is unchanged, so inference converts each weight once. (The
+// cache's key is joined by message(), without iostreams: c10::str of the sizes crashed the
+// process on the H100 image, csrc/check.h.)
+at::Tensor widen(const at::Tensor& t) {
+  const auto make = [&] { return t.to(at::kFloat); };
+  if (!(t.is_leaf() && t.requires_grad())) return make();
+  return derived_from(t, message("float32 ", t.sizes(), " ", t.strides()), make);
+}
 
 // Runs the native kernel with the float16/bfloat16 tensors of the arguments replaced by
 // float32 copies; tensors the operator writes get the results back, and float32 results
