@@ -245,7 +245,9 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
             f"({result['opencl'] / result['torch']:.2f}x); first call {first * 1e3:.0f} ms")
     if torch.cuda.is_available():
         result["torch_cuda"] = cuda_seconds(name, rounds)
-        line += (f"; torch CUDA fp32 {result['torch_cuda'] * 1e3:.1f} ms "
+        cuda_dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[GPT2_DTYPE] \
+            if name == "gpt2" else "fp32"
+        line += (f"; torch CUDA {cuda_dtype} {result['torch_cuda'] * 1e3:.1f} ms "
                  f"(OpenCL speed {result['torch_cuda'] / result['opencl']:.2f}x of CUDA's)")
     print(f"{line}; max rel error {error:.1e}", flush=True)
     return result
