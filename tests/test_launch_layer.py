@@ -129,6 +129,8 @@ def test_gpt2_products_launch_alike(logs):
     for s in GPT2:
         lib, dev = product_launches(logs, s.m, s.k, s.n, conv1d=not s.name.startswith("lm_head"))
         assert lib, f"{s.name}: the library launched no reference kernel"
+        if not dev and any(launch[1] == "conv2d_gpu" for launch in lib):
+            continue  # products the library runs as conv2d_gpu GEMMs the device leaves to CLBlast (blas.cpp)
         if lib != dev:
             differ.append(f"{s.name}:\n  library {lib}\n  device  {dev}")
     assert not differ, "\n".join(differ)
@@ -139,7 +141,7 @@ def test_gpt2_products_launch_alike(logs):
 ONE_TILE = ("one-tile", 64, 7, 32, 3, 1, 0, 1)
 
 
-def test_gpu_settings_reach_both_paths(logs, monkeypatch):
+def test_gpu_settings_reach_both_paths(ocl, logs, monkeypatch):
     """Forced onto conv2d_gpu (OCLF_CONV_KERNEL=gpu, which the device honours too), a layer of
     one output tile launches alike on both paths under each setting, and each setting
     changes what both launch: the split-K aim the number of slices, the tile the build
@@ -155,6 +157,9 @@ def test_gpu_settings_reach_both_paths(logs, monkeypatch):
         assert lib == dev, f"{name}={value}:\n  library {lib}\n  device  {dev}"
         assert lib[0][1] == "conv2d_gpu", lib
         seen[name] = lib
-    assert seen["OCLF_GPU_SPLIT_TARGET"][0][3] != seen[""][0][3]  # fewer slices: NDRange dim 2
+    if ocl.device_info()["compute_units"] < 4:
+        # Fewer slices (NDRange dim 2). The aim shows while aim × compute units stays under
+        # split-K's cap for this layer (K / (4·TK) slices): on devices of a few compute units.
+        assert seen["OCLF_GPU_SPLIT_TARGET"][0][3] != seen[""][0][3]
     assert "-DGTM=32 -DGTN=32" in seen["OCLF_GPU_TILE"][0][2] and seen["OCLF_GPU_TILE"][0][4] == (8, 8, 1)
     assert "-DGTM=32 -DGTN=32" not in seen[""][0][2]
