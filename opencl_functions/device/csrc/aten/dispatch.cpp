@@ -147,7 +147,25 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   fallback_boxed(op, stack);
 }
 
-void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+// The tensors of the list arguments the operator writes in place (Tensor(a!)[]: the fused
+// optimizer steps, the in-place foreach operators). Torch moves the version counter of a
+// single tensor an operator writes, not of these: they are moved here, after the operator,
+// so that what the device keeps derived from a parameter (packed, transposed or transformed
+// copies: derived_from in common.cpp) is made again after an optimizer step.
+std::vector<at::Tensor> written_lists(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t n) {
+  std::vector<at::Tensor> out;
+  const std::vector<c10::Argument>& schema = op.schema().arguments();
+  for (size_t i = 0; i < n; ++i) {
+    const c10::AliasInfo* alias = schema[i].alias_info();
+    const c10::IValue& v = stack[stack.size() - n + i];
+    if (!alias || !alias->isWrite() || !v.isTensorList()) continue;
+    for (const at::Tensor& t : v.toTensorList().vec())
+      if (t.defined() && !t.is_inference()) out.push_back(t);
+  }
+  return out;
+}
+
+void dispatch_by_dtype(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   Registry& r = registry();
   const c10::OperatorName& name = op.operator_name();
   const c10::KernelFunction* native = nullptr;
@@ -196,6 +214,12 @@ void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, tor
   }
   learn(Route::Cpu);
   run_on_cpu(op, stack);
+}
+
+void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const std::vector<at::Tensor> written = written_lists(op, *stack, op.schema().arguments().size());
+  dispatch_by_dtype(op, keys, stack);
+  for (const at::Tensor& t : written) t.unsafeGetTensorImpl()->bump_version();
 }
 
 }  // namespace

@@ -85,14 +85,6 @@ NDRange slots_range(int64_t largest) {
 
 TensorArg optional_arg(const std::optional<at::Tensor>& t) { return given(t) ? arg(*t) : TensorArg{}; }
 
-// The kernels write these tensors in place: their version counters move as torch's own
-// in-place operators move them (the dispatcher does not do it for these list operators), so
-// that what the device keeps derived from a parameter (packed, transposed or transformed
-// copies, common.cpp) is made again after a step.
-void written(at::TensorList tensors) {
-  for (const at::Tensor& t : tensors)
-    if (t.defined() && !t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
-}
 
 void check_sizes(int64_t numel, const char* op) {
   DEVICE_CHECK(numel < (int64_t(1) << 31), "opencl: ", op, ": a parameter of ", numel,
@@ -147,11 +139,6 @@ void adam_launches(at::TensorList params, at::TensorList grads, at::TensorList e
     set_arg_at(k, index, optional_arg(grad_scale));
     set_arg_at(k, index, optional_arg(found_inf));
   });
-  written(params);
-  written(exp_avgs);
-  written(exp_avg_sqs);
-  if (amsgrad) written(max_exp_avg_sqs);
-  if (given(grad_scale)) written(grads);
 }
 
 bool adam_servable(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
@@ -222,9 +209,6 @@ void sgd_launches(at::TensorList params, at::TensorList grads, at::TensorList bu
     set_arg_at(k, index, optional_arg(grad_scale));
     set_arg_at(k, index, optional_arg(found_inf));
   });
-  written(params);
-  if (has_buffers) written(buffers);
-  if (given(grad_scale)) written(grads);
 }
 
 bool sgd_servable(at::TensorList params, at::TensorList grads, at::TensorList buffers, double momentum,
@@ -272,7 +256,6 @@ void foreach_add_scalar(at::TensorList tensors, const at::Scalar& value) {
   launch_slots<1>(optim_kernel("foreach_add"), tensors, "_foreach_add_",
                   [&](size_t i) { return std::array<TensorArg, 1>{arg(tensors[i])}; },
                   [&](cl_kernel k, cl_uint* index) { oclf::set_arg_at(k, index, float(value.toDouble())); });
-  written(tensors);
 }
 
 // Whether x += alpha·y per pair may run as one launch per kSlots pairs of float32 tensors:
@@ -308,7 +291,6 @@ void foreach_add_list_(at::TensorList tensors, at::TensorList others, const at::
   if (!pairs_servable(tensors, others, true))
     return at::native::foreach_tensor_add_list_kernel_slow_(tensors, others, alpha);
   axpby_launches(tensors, tensors, others, 1.0f, float(alpha.toDouble()), "_foreach_add_");
-  written(tensors);
 }
 
 // torch._foreach_add(tensors, others, alpha=...): the same into new tensors (SGD's weight
@@ -328,7 +310,6 @@ void foreach_mul_scalar_(at::TensorList tensors, const at::Scalar& value) {
   if (tensors.empty() || !all_servable(tensors))
     return at::native::foreach_tensor_mul_scalar_kernel_slow_(tensors, value);
   axpby_launches(tensors, tensors, {}, float(value.toDouble()), 0.0f, "_foreach_mul_");
-  written(tensors);
 }
 
 }  // namespace
