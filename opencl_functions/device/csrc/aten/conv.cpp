@@ -125,21 +125,32 @@ Args2d as_2d(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef 
   return a;
 }
 
+// The geometry of a's convolution, checked to have an output.
+Conv2dGeometry checked_shape(const Args2d& a, int64_t groups, const char* op) {
+  const Conv2dGeometry s = conv_shape(a.x, a.weight, a.stride, a.padding, a.dilation, groups);
+  DEVICE_CHECK(s.h_out > 0 && s.w_out > 0, "opencl: ", op, ": the kernel is larger than the padded input");
+  return s;
+}
+
+// A new output (B, C_out, H_out, W_out) of a's convolution with bias (optional) and epilogue.
+at::Tensor forward_new(const Args2d& a, const Conv2dGeometry& s, const std::optional<at::Tensor>& bias,
+                       const Epilogue& epilogue) {
+  at::Tensor y = empty_device({s.batch, s.c_out, s.h_out, s.w_out}, at::kFloat);
+  if (y.numel() > 0) {
+    const at::Tensor b = bias && bias->defined() ? whole(*bias) : at::Tensor();
+    forward(s, padded(a.x, a.padding[0], a.padding[1]), whole(a.weight), b, y, true, epilogue);
+  }
+  return y;
+}
+
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                        c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                        bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   const int64_t g = groups.expect_int();
   const Args2d a = as_2d(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
                          C10_AS_INTARRAYREF_SLOW(dilation), transposed, g);
-  const Conv2dGeometry s = conv_shape(a.x, a.weight, a.stride, a.padding, a.dilation, g);
-  DEVICE_CHECK(s.h_out > 0 && s.w_out > 0, "opencl: convolution: the kernel is larger than the padded input");
-  at::Tensor y = empty_device({s.batch, s.c_out, s.h_out, s.w_out}, at::kFloat);
-  if (y.numel() > 0) {
-    const at::Tensor x = padded(a.x, a.padding[0], a.padding[1]);
-    const at::Tensor w = whole(a.weight);
-    const at::Tensor b = bias && bias->defined() ? whole(*bias) : at::Tensor();
-    forward(s, x, w, b, y, true);
-  }
+  const Conv2dGeometry s = checked_shape(a, g, "convolution");
+  const at::Tensor y = forward_new(a, s, bias, {});
   return a.one_d ? y.squeeze(2) : y;
 }
 
@@ -199,25 +210,17 @@ at::Tensor conv2d_fused(const at::Tensor& input, const at::Tensor& weight, const
   check_fused_args(stride, padding, dilation);
   const bool has_bias = bias && bias->defined(), has_residual = residual && residual->defined();
   auto on_device_float = [](const at::Tensor& t) { return t.device().is_privateuseone() && t.scalar_type() == at::kFloat; };
-  bool fused = input.dim() == 4 && on_device_float(input) && on_device_float(weight) &&
-               (!has_bias || on_device_float(*bias)) && (!has_residual || on_device_float(*residual));
-  if (fused) {
+  if (input.dim() == 4 && on_device_float(input) && on_device_float(weight) && (!has_bias || on_device_float(*bias)) &&
+      (!has_residual || on_device_float(*residual))) {
     const Args2d a = as_2d(input, weight, stride, padding, dilation, false, groups);
-    const Conv2dGeometry s = conv_shape(a.x, a.weight, a.stride, a.padding, a.dilation, groups);
-    DEVICE_CHECK(s.h_out > 0 && s.w_out > 0, "conv2d_fused: the kernel is larger than the padded input");
-    const std::vector<int64_t> out_shape = {s.batch, s.c_out, s.h_out, s.w_out};
+    const Conv2dGeometry s = checked_shape(a, groups, "conv2d_fused");
     // A residual that broadcasts rather than matches takes the separate path.
-    fused = !has_residual || residual->sizes().vec() == out_shape;
-    if (fused) {
-      at::Tensor y = empty_device(out_shape, at::kFloat);
-      if (y.numel() == 0) return y;
-      const at::Tensor x = padded(a.x, a.padding[0], a.padding[1]);
+    if (!has_residual || residual->sizes() == at::IntArrayRef{s.batch, s.c_out, s.h_out, s.w_out}) {
       const at::Tensor r = has_residual ? whole(*residual) : at::Tensor();
       Epilogue e;
       e.act = act;
       e.residual = has_residual ? whole_buffer(r, "residual") : nullptr;
-      forward(s, x, whole(a.weight), has_bias ? whole(*bias) : at::Tensor(), y, true, e);
-      return y;
+      return forward_new(a, s, bias, e);
     }
   }
   return conv2d_fused_separately(input, weight, bias, residual, stride, padding, dilation, groups, activation);

@@ -89,10 +89,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
              int(running), N, C, HW, float(eps), float(momentum));
     } else {
       const at::Tensor part = empty_device({C, S, 2}, at::kFloat);
-      launch(norm_kernel("bn_stats_part"), slices_range(C, S), arg(x), arg(part), N, C, HW,
-             S);
-      launch(norm_kernel("bn_stats_combine"), NDRange::linear(size_t(C)), arg(part),
-             arg(mean), arg(invstd), run_m, run_v, int(running), N, C, HW, S, float(eps), float(momentum));
+      launch(norm_kernel("bn_stats_part"), slices_range(C, S), arg(x), arg(part), N, C, HW, S);
+      launch(norm_kernel("bn_stats_combine"), NDRange::linear(size_t(C)), arg(part), arg(mean), arg(invstd), run_m,
+             run_v, int(running), N, C, HW, S, float(eps), float(momentum));
     }
   }
   const at::Tensor& m = training ? mean : *running_mean;
@@ -139,8 +138,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
       const at::Tensor part = empty_device({C, S, 2}, at::kFloat);
       launch(norm_kernel("bn_backward_part"), slices_range(C, S), arg(dy), arg(x), arg(m), arg(s),
              arg(part), int(use_var), N, C, HW, S, float(eps));
-      launch(norm_kernel("bn_backward_combine"), NDRange::linear(size_t(C)), arg(part),
-             arg(sum_dy), arg(sum_dy_xhat), C, S);
+      launch(norm_kernel("bn_backward_combine"), NDRange::linear(size_t(C)), arg(part), arg(sum_dy),
+             arg(sum_dy_xhat), C, S);
     }
   }
   at::Tensor dx;
