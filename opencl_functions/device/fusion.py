@@ -136,7 +136,6 @@ def _fuse_from(gm: torch.fx.GraphModule, modules: Dict[str, nn.Module], conv_nod
     activation = _activation(nxt, modules) if nxt is not None else None
     if activation is not None:
         chain.append(nxt)
-        value = nxt
     if len(chain) == 1:
         return 0  # a convolution alone: nothing to gain
     # The fused weights, without gradients (the module is the traced copy's, or a folded one).

@@ -43,21 +43,20 @@ bool line_and_column(const std::string& log, size_t at) {
 // all of a PoCL temporary file ("…tempfile_<word>.cl"), a trailing "<kernel>" or "<source>",
 // or a trailing "input.cl" that starts a word; 0 when it names something else.
 size_t compiler_name_length(const std::string& token) {
+  const auto ends_with = [&](const std::string& tail) {
+    return token.size() >= tail.size() && token.compare(token.size() - tail.size(), tail.size(), tail) == 0;
+  };
   for (const std::string name : {"<kernel>", "<source>"})
-    if (token.size() >= name.size() && token.compare(token.size() - name.size(), name.size(), name) == 0)
-      return name.size();
+    if (ends_with(name)) return name.size();
   const std::string input = "input.cl";
-  if (token.size() >= input.size() && token.compare(token.size() - input.size(), input.size(), input) == 0) {
-    const size_t start = token.size() - input.size();
-    if (start == 0 || !is_word(token[start - 1])) return input.size();
-  }
-  const size_t temp = token.rfind("tempfile_");
-  if (temp != std::string::npos && token.size() > temp + 9 + 3 && token.compare(token.size() - 3, 3, ".cl") == 0) {
-    bool word = true;
-    for (size_t i = temp + 9; i < token.size() - 3; ++i) word = word && is_word(token[i]);
-    if (word) return token.size();
-  }
-  return 0;
+  if (ends_with(input) && (token.size() == input.size() || !is_word(token[token.size() - input.size() - 1])))
+    return input.size();
+  const std::string temp = "tempfile_", cl = ".cl";
+  const size_t at = token.rfind(temp);
+  if (at == std::string::npos || !ends_with(cl) || token.size() <= at + temp.size() + cl.size()) return 0;
+  for (size_t i = at + temp.size(); i < token.size() - cl.size(); ++i)
+    if (!is_word(token[i])) return 0;
+  return token.size();
 }
 
 }  // namespace

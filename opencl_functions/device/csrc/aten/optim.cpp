@@ -252,7 +252,8 @@ bool all_servable(at::TensorList tensors) {
 // torch._foreach_add_(tensors, number): one launch per kSlots float32 tensors (the fused
 // optimizers' step counts); other dtypes and layouts one operator per tensor, as torch does.
 void foreach_add_scalar(at::TensorList tensors, const at::Scalar& value) {
-  if (tensors.empty() || !all_servable(tensors)) return at::native::foreach_tensor_add_scalar_kernel_slow_(tensors, value);
+  if (tensors.empty() || !all_servable(tensors))
+    return at::native::foreach_tensor_add_scalar_kernel_slow_(tensors, value);
   launch_slots<1>(optim_kernel("foreach_add"), tensors, "_foreach_add_",
                   [&](size_t i) { return std::array<TensorArg, 1>{arg(tensors[i])}; },
                   [&](cl_kernel k, cl_uint* index) { oclf::set_arg_at(k, index, float(value.toDouble())); });
@@ -264,7 +265,8 @@ void foreach_add_scalar(at::TensorList tensors, const at::Scalar& value) {
 bool pairs_servable(at::TensorList tensors, at::TensorList others, bool in_place) {
   bool ok = !tensors.empty() && others.size() == tensors.size() && all_servable(tensors) && all_servable(others);
   std::unordered_map<const void*, size_t> target;
-  for (size_t i = 0; ok && in_place && i < tensors.size(); ++i) ok = target.emplace(tensors[i].storage().data(), i).second;
+  for (size_t i = 0; ok && in_place && i < tensors.size(); ++i)
+    ok = target.emplace(tensors[i].storage().data(), i).second;
   for (size_t i = 0; ok && i < tensors.size(); ++i) {
     const auto found = target.find(others[i].storage().data());
     ok = others[i].numel() == tensors[i].numel() && (found == target.end() || found->second == i);
