@@ -6,9 +6,10 @@
 //   bn_stats          one work-group per channel: mean and 1/sqrt(var + eps) (biased var,
 //                     two passes over the channel), and the running statistics updated
 //                     (running_var with the unbiased variance) when has_running.
-//   bn_stats_part     with few channels for the device (GPUs): NDRange (GROUP·S, C), work-group
-//                     (s, c) takes slice s of channel c's n values (slices of ceil(n / S)) and
-//                     writes its mean and sum of squared deviations to part (C, S, 2);
+//   bn_stats_part     with channels too few for the device's compute units: NDRange
+//                     (GROUP·S, C), work-group (s, c) takes slice s of channel c's n values
+//                     (slices of ceil(n / S)) and writes their mean and sum of squared
+//                     deviations to part (C, S, 2);
 //   bn_stats_combine  then one work-item per channel joins its S slices (Chan et al.'s
 //                     pairwise formula: no sum of squares of large values) and finishes as
 //                     bn_stats does.
@@ -88,7 +89,7 @@ inline float2 slice_moments(__global const float* x, const int c, const int C, c
   const int lid = get_local_id(0);
   float s = 0.0f;
   for (int i = i0 + lid; i < i1; i += GROUP) s += x[CHANNEL_AT(i)];
-  const float m = i1 > i0 ? group_sum(s, scratch) / (i1 - i0) : group_sum(0.0f, scratch);
+  const float m = group_sum(s, scratch) / max(i1 - i0, 1);  // 0 for an empty slice
   float q = 0.0f;
   for (int i = i0 + lid; i < i1; i += GROUP) {
     const float d = x[CHANNEL_AT(i)] - m;
