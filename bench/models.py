@@ -228,7 +228,8 @@ def compare_device(name: str, rounds: int, replay: bool = False) -> Dict[str, fl
 def report(name: str, mode: str, times: Dict[str, List[float]], first: float, error: float,
            rounds: int) -> Dict[str, float]:
     spec = MODELS[name]
-    label = spec["label"] + (f" {str(GPT2_DTYPE).removeprefix('torch.')}" if name == "gpt2" else "")
+    dtype = str(GPT2_DTYPE).removeprefix("torch.") if name == "gpt2" else "float32"
+    label = spec["label"] + (f" {dtype}" if name == "gpt2" else "")
     if FUSE and spec.get("fusable") and mode != "patched":
         label += ", fused"
     result = {key: statistics.median(values) for key, values in times.items()}
@@ -245,9 +246,7 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
             f"({result['opencl'] / result['torch']:.2f}x); first call {first * 1e3:.0f} ms")
     if torch.cuda.is_available():
         result["torch_cuda"] = cuda_seconds(name, rounds)
-        cuda_dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[GPT2_DTYPE] \
-            if name == "gpt2" else "fp32"
-        line += (f"; torch CUDA {cuda_dtype} {result['torch_cuda'] * 1e3:.1f} ms "
+        line += (f"; torch CUDA {dtype} {result['torch_cuda'] * 1e3:.1f} ms "
                  f"(OpenCL speed {result['torch_cuda'] / result['opencl']:.2f}x of CUDA's)")
     print(f"{line}; max rel error {error:.1e}", flush=True)
     return result
