@@ -302,6 +302,74 @@ def test_event_errors(opencl_device):
         torch.opencl.Event(interprocess=True)
 
 
+# --- kernel profile -------------------------------------------------------------------------
+
+def test_kernel_profile_names_ops_and_kernels(opencl_device):
+    x = torch.randn(2, 8, 12, 12, requires_grad=True)
+    conv = nn.Conv2d(8, 16, 3, padding=1).to("opencl")
+    xd = x.detach().to("opencl").requires_grad_()
+    conv(xd).sum().backward()  # programs built before timing
+    with opencl_device.kernel_profile() as prof:
+        y = conv(xd)
+        y.sum().backward()
+        z = xd.transpose(0, 1).contiguous()
+    assert prof.launches and all(launch.seconds >= 0 for launch in prof.launches)
+    ops = {launch.op for launch in prof.launches}
+    assert {"aten::convolution_overrideable", "aten::convolution_backward_overrideable"} <= ops
+    # The copy inside transpose(...).contiguous() is named by the device operator that runs it.
+    assert any(launch.kernel.startswith("ew_") and "copy" in launch.op for launch in prof.launches)
+    assert prof.seconds == pytest.approx(sum(launch.seconds for launch in prof.launches))
+    by_op = prof.totals("op")
+    assert sum(calls for calls, _ in by_op.values()) == len(prof.launches)
+    assert sum(seconds for _, seconds in prof.totals("kernel").values()) == pytest.approx(prof.seconds)
+    table = prof.table(rows=3)
+    assert table.startswith(f"opencl kernel profile: {len(prof.launches)} command(s)")
+    assert len(table.splitlines()) <= 2 + 3 + 1
+    assert "KernelProfile(" in repr(prof)
+    with pytest.raises(ValueError, match="by must be"):
+        prof.totals("layer")
+    # Work outside the block is not timed, and a new block starts empty.
+    (z * 2).cpu()
+    with opencl_device.kernel_profile() as empty:
+        pass
+    assert empty.launches == [] and "no kernel ran" in empty.table()
+
+
+def test_kernel_profile_times_library_calls(opencl_device):
+    a = torch.randn(96, 80).to("opencl")
+    b = torch.randn(80, 72).to("opencl")
+    (a @ b).cpu()
+    with opencl_device.kernel_profile() as prof:
+        c = a @ b
+    assert torch.allclose(c.cpu(), a.cpu() @ b.cpu(), rtol=1e-4, atol=1e-4)
+    assert [launch.op for launch in prof.launches] and all(launch.op == "aten::mm" for launch in prof.launches)
+
+
+def test_kernel_profile_refused_while_recording(opencl_device):
+    x = torch.randn(64).to("opencl")
+    (x + 1).cpu()
+    with opencl_device.graph():
+        with pytest.raises(RuntimeError, match="kernel timing"):
+            with opencl_device.kernel_profile():
+                pass
+        x + 1
+
+
+@pytest.mark.parametrize("shape, dims", [((512, 7, 3, 3), (1, 0, 2, 3)), ((5, 6, 7), (2, 0, 1)),
+                                         ((3, 1, 17, 2), (3, 2, 0, 1)), ((33, 5), (1, 0))])
+def test_strided_copies_across_chunk_ends(opencl_device, shape, dims):
+    # ew_strided steps its index through 16-element chunks on CPUs: chunks that end inside,
+    # at and across the ends of dimensions, with broadcast operands too.
+    x = torch.randn(shape)
+    d = x.to("opencl")
+    assert torch.equal(d.permute(dims).contiguous().cpu(), x.permute(dims).contiguous())
+    y = torch.randn(shape[-1])
+    assert torch.allclose((d.permute(dims) * y.to("opencl")[0]).cpu(), x.permute(dims) * y[0])
+    t = x.permute(dims)
+    bias = torch.randn(t.shape[-1])
+    assert torch.allclose((d.permute(dims) + bias.to("opencl")).cpu(), t + bias)
+
+
 # --- without a driver; installed as a package --------------------------------------------
 
 NO_PLATFORM = """

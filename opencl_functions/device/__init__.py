@@ -35,10 +35,11 @@ except ImportError as err:
     raise ImportError(f"opencl_functions.device cannot load its native module ({err}); it must be built "
                       f"against the torch it runs with ({torch.__version__}): make device in a source tree, "
                       f"or pip install --no-build-isolation . (README.md: Install as a package)") from err
-from . import events, stats
+from . import events, profiling, stats
 from .events import Event, current_stream, default_stream
 from .fusion import fuse
 from .graphs import Graph, graph
+from .profiling import KernelLaunch, KernelProfile, kernel_profile
 from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fallback_report, fallback_scope,
                     fallback_stats, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved,
                     memory_stats, memory_summary, reset_accumulated_memory_stats, reset_fallback_ops,
@@ -46,7 +47,7 @@ from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fal
 
 __all__ = [
     "is_available", "device_count", "current_device", "synchronize", "get_device_name",
-    *stats.__all__, *events.__all__, "manual_seed", "manual_seed_all", "graph", "Graph", "fuse",
+    *stats.__all__, *events.__all__, *profiling.__all__, "manual_seed", "manual_seed_all", "graph", "Graph", "fuse",
 ]
 
 NAME = "opencl"

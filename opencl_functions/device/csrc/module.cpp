@@ -88,6 +88,23 @@ std::vector<std::string> launch_log_take() {
   return out;
 }
 
+// Kernel timing (Device::start_timing): the kernels' names, operators and global sizes, and
+// their device times in nanoseconds, in launch order.
+void kernel_timing_start() { Device::get().start_timing(); }
+
+std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>, std::vector<int64_t>>
+kernel_timing_stop() {
+  std::vector<std::string> kernels, ops, globals;
+  std::vector<int64_t> ns;
+  for (const KernelTime& t : Device::get().stop_timing()) {
+    kernels.push_back(t.kernel);
+    ops.push_back(t.op);
+    globals.push_back(t.global);
+    ns.push_back(int64_t(t.ns));
+  }
+  return {kernels, ops, globals, ns};
+}
+
 // Graphs (runtime/graph.h) by number, for opencl_functions.device.Graph.
 std::mutex graphs_mutex;
 std::map<int64_t, std::unique_ptr<Graph>>& graphs() {
@@ -158,6 +175,8 @@ TORCH_LIBRARY(oclf, m) {
   m.def("launch_log_start() -> ()", &launch_log_start);
   m.def("launch_log_stop() -> ()", &launch_log_stop);
   m.def("launch_log_take() -> str[]", &launch_log_take);
+  m.def("kernel_timing_start() -> ()", &kernel_timing_start);
+  m.def("kernel_timing_stop() -> (str[], str[], str[], int[])", &kernel_timing_stop);
   m.def("graph_record() -> int", &graph_record);
   m.def("graph_end(int id) -> ()", &graph_end);
   m.def("graph_replay(int id) -> ()", &graph_replay);

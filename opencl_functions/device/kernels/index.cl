@@ -18,7 +18,8 @@
 //                      convolution: x[h, w] at y[top + h·SH, left + w·SW], zeros elsewhere
 //                      (top, left may be negative: rows before the window are dropped).
 //   flip_swap_weights  w' (C_in, C_out/G, KH, KW) = w (C_out, C_in/G, KH, KW) with the kernel
-//                      flipped and each group's input and output channels swapped.
+//                      flipped and each group's input and output channels swapped; one
+//                      work-item per (input, output) channel pair reverses its KH·KW taps.
 //   triangle           y = x where the element (r, c) of each trailing (R, Cols) matrix is
 //                      kept, else 0: -DLOWER keeps c - r <= diagonal (tril), else c - r >= diagonal.
 //   cat2               y (outer, n0 + n1, inner) = a (outer, n0, inner) and b (outer, n1, inner)
@@ -132,12 +133,15 @@ __kernel void spread2d(__global const T* x, __global T* y, const int H, const in
 }
 
 __kernel void flip_swap_weights(__global const T* w, __global T* y, const int G, const int CIG, const int COG,
-                                const int KH, const int KW, const int total) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  const int kw = i % KW, kh = (i / KW) % KH, co = (i / (KW * KH)) % COG, c = i / (KW * KH * COG);
+                                const int KH, const int KW, const int pairs) {
+  const int i = get_global_id(0);  // one (input channel, output channel) pair: its KH×KW taps
+  if (i >= pairs) return;
+  const int co = i % COG, c = i / COG;
   const int g = c / CIG, ci = c % CIG;
-  y[i] = w[(((size_t)(g * COG + co) * CIG + ci) * KH + (KH - 1 - kh)) * KW + (KW - 1 - kw)];
+  const int taps = KH * KW;
+  __global const T* from = w + ((size_t)(g * COG + co) * CIG + ci) * taps;
+  __global T* to = y + (size_t)i * taps;
+  for (int t = 0; t < taps; ++t) to[t] = from[taps - 1 - t];
 }
 
 __kernel void pad2d(__global const T* x, const int x_off, __global T* y, const int y_off, const int C, const int H,

@@ -348,7 +348,7 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   }
   const ScalarArg p0(s0, compute), p1(s1, compute);
   const int n = static_cast<int>(out.numel());
-  NDRange range = NDRange::linear(contig ? (size_t(n) + unroll - 1) / unroll : size_t(n));
+  NDRange range = NDRange::linear(contig ? (size_t(n) + unroll - 1) / unroll : (size_t(n) + chunk - 1) / chunk);
   if (rows) {
     // Work-groups of up to 64 along a row (a power of two, so few sizes get compiled).
     const size_t items = (size_t(inner) + chunk - 1) / chunk;

@@ -31,8 +31,9 @@ bool grad_input_as_forward(const Conv2dGeometry& s) {
 at::Tensor flipped_weights(const Conv2dGeometry& s, const at::Tensor& w) {
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
   at::Tensor flipped = empty_device({s.c_in, cout_g, s.k_h, s.k_w}, at::kFloat);
-  launch(Device::get().kernel("index.cl", "flip_swap_weights", "-DT=float"), NDRange::linear(size_t(flipped.numel())),
-         span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, int(flipped.numel()));
+  const int pairs = s.c_in * cout_g;
+  launch(Device::get().kernel("index.cl", "flip_swap_weights", "-DT=float"), NDRange::linear(size_t(pairs)),
+         span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, pairs);
   return flipped;
 }
 

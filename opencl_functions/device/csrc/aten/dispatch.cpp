@@ -218,6 +218,7 @@ void dispatch_by_dtype(const c10::OperatorHandle& op, c10::DispatchKeySet keys, 
 
 void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const std::vector<at::Tensor> written = written_lists(op, *stack, op.schema().arguments().size());
+  const OpLabel label(&op.operator_name().name);
   dispatch_by_dtype(op, keys, stack);
   for (const at::Tensor& t : written) t.unsafeGetTensorImpl()->bump_version();
 }

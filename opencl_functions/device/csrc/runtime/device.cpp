@@ -114,9 +114,18 @@ void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const 
   for (cl_uint i = 0; i < dims; ++i)
     if (global[i] == 0) return;  // OpenCL 1.2 rejects empty ranges
   launch_log::before_launch(queue_, kernel, dims, global, local);
-  CL_CHECK(clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, 0, nullptr, nullptr));
+  const bool timed = timing_ && recording_ == nullptr;
+  cl_event done = nullptr;
+  CL_CHECK(clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, 0, nullptr, timed ? &done : nullptr));
   launch_log::after_launch(queue_);
   ++launches_;
+  if (timed) {
+    char name[128] = {0};
+    clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, sizeof(name) - 1, name, nullptr);
+    std::string sizes;
+    for (cl_uint i = 0; i < dims; ++i) sizes += (i ? "x" : "") + std::to_string(global[i]);
+    note_timed(nullptr, done, name, sizes);
+  }
   if (recording_ != nullptr) {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     recording_->add_launch(kernel, args_[kernel], dims, global, local);
@@ -133,8 +142,81 @@ void Device::copy(cl_mem from, cl_mem to, size_t from_offset, size_t to_offset, 
 
 void Device::run_enqueuing(const std::function<void()>& call) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  const bool timed = timing_ && recording_ == nullptr;
+  cl_event begin = nullptr, end = nullptr;
+  // A library's commands are timed between two markers (the queue is in order).
+  if (timed) CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &begin));
   call();
+  if (timed) {
+    CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &end));
+    note_timed(begin, end, "clblast", "");
+  }
   if (recording_ != nullptr) recording_->add_call(call);
+}
+
+// ---- kernel timing ----------------------------------------------------------------------
+
+namespace {
+thread_local const std::string* current_op = nullptr;
+
+cl_ulong profiling_time(cl_event event, cl_profiling_info what) {
+  cl_ulong t = 0;
+  CL_CHECK(clGetEventProfilingInfo(event, what, sizeof(t), &t, nullptr));
+  return t;
+}
+}  // namespace
+
+OpLabel::OpLabel(const std::string* name) {
+  if (current_op != nullptr) return;
+  current_op = name;
+  set_ = true;
+}
+
+OpLabel::~OpLabel() {
+  if (set_) current_op = nullptr;
+}
+
+const std::string* OpLabel::current() { return current_op; }
+
+void Device::note_timed(cl_event begin, cl_event end, std::string kernel, std::string global) {
+  const std::string* op = OpLabel::current();
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  timed_.push_back({begin, end, std::move(kernel), op ? *op : std::string("(outside an operator)"),
+                    std::move(global)});
+}
+
+void Device::start_timing() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_wait("kernel timing");
+  for (const Timed& t : timed_) {
+    if (t.begin) clReleaseEvent(t.begin);
+    clReleaseEvent(t.end);
+  }
+  timed_.clear();
+  timing_ = true;
+}
+
+std::vector<KernelTime> Device::stop_timing() {
+  std::vector<Timed> timed;
+  {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    timing_ = false;
+    timed.swap(timed_);
+  }
+  synchronize();
+  std::vector<KernelTime> out;
+  out.reserve(timed.size());
+  for (const Timed& t : timed) {
+    // A kernel from its start to its end; a library call from the end of the marker before it
+    // to the end of the one after.
+    const cl_ulong start = t.begin ? profiling_time(t.begin, CL_PROFILING_COMMAND_END)
+                                   : profiling_time(t.end, CL_PROFILING_COMMAND_START);
+    const cl_ulong finish = profiling_time(t.end, CL_PROFILING_COMMAND_END);
+    out.push_back({t.kernel, t.op, t.global, finish > start ? uint64_t(finish - start) : 0});
+    if (t.begin) clReleaseEvent(t.begin);
+    clReleaseEvent(t.end);
+  }
+  return out;
 }
 
 // The arguments of every kernel as they are set, while a graph records: set_arg (the

@@ -4,6 +4,7 @@
 // files of opencl_functions/device/kernels and the library's, and kernel launches.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -26,6 +27,28 @@ struct KernelArg {
   bool null = false;
   size_t size = 0;
   std::string bytes;
+};
+
+// One command's time on the device, while kernel timing is on (opencl_functions.device.
+// kernel_profile): the kernel's name ("clblast" for a library call), the outermost operator
+// that enqueued it on this thread, its global size, and the device's start-to-end time.
+struct KernelTime {
+  std::string kernel, op, global;
+  uint64_t ns = 0;
+};
+
+// The operator running on this thread, for kernel timing: set by the dispatch wrapper for
+// the outermost device operator of a call (an operator's own inner calls keep its name).
+class OpLabel {
+ public:
+  explicit OpLabel(const std::string* name);
+  ~OpLabel();
+  static const std::string* current();
+  OpLabel(const OpLabel&) = delete;
+  OpLabel& operator=(const OpLabel&) = delete;
+
+ private:
+  bool set_ = false;
 };
 
 class Device {
@@ -87,6 +110,11 @@ class Device {
   void end_recording();
   Graph* recording() const { return recording_; }
 
+  // Kernel timing: while on, every launch and library call outside a recording gets an
+  // event; stop_timing() waits for the queue and returns their device times in launch order.
+  void start_timing();
+  std::vector<KernelTime> stop_timing();
+
   uint64_t launches() const { return launches_; }
   uint64_t programs_built() const { return programs_built_; }
 
@@ -112,6 +140,13 @@ class Device {
   static void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
   void refuse_wait(const char* what) const;
   uint64_t launches_ = 0, programs_built_ = 0;
+  struct Timed {
+    cl_event begin = nullptr, end = nullptr;  // begin: a marker before a library call; null for a kernel
+    std::string kernel, op, global;
+  };
+  std::atomic<bool> timing_{false};
+  std::vector<Timed> timed_;  // under mutex_
+  void note_timed(cl_event begin, cl_event end, std::string kernel, std::string global);
 };
 
 // Rounds n up to a multiple of `multiple` (launch/geometry.hpp).
