@@ -78,6 +78,28 @@ SCRIPT = textwrap.dedent("""
         F.batch_norm(ref_x, None, None, training=True).backward(g)
         F.batch_norm(dev_x, None, None, training=True).backward(d(g))
         close(dev_x.grad.cpu(), ref_x.grad)
+        # Convolution gradients: the input's as a forward convolution, the weights' with
+        # images and channels swapped (NC_SWAPPED, inputs loaded along K), padded, strided.
+        for xs, ws, stride, pad in (((2, 3, 9, 7), (5, 3, 3, 3), 1, 1), ((3, 4, 8, 6), (6, 4, 1, 1), 2, 0)):
+            x, w = torch.randn(xs), torch.randn(ws)
+            y = F.conv2d(x, w, None, stride, pad)
+            g = torch.randn_like(y)
+            args = ((stride, stride), (pad, pad), (1, 1), False, (0, 0), 1, [True, True, False])
+            want = torch.ops.aten.convolution_backward(g, x, w, None, *args)
+            got = torch.ops.aten.convolution_backward(d(g), d(x), d(w), None, *args)
+            close(got[0].cpu(), want[0])
+            close(got[1].cpu(), want[1])
+        # Planes shorter than a work-group (a step of the channel walk spans images), with
+        # and without whole float4s, with weights.
+        for shape in ((5, 3, 7, 5), (3, 4, 6, 6)):
+            x, g = torch.randn(shape), torch.randn(shape)
+            w, b = torch.randn(shape[1]), torch.randn(shape[1])
+            ref = [t.clone().requires_grad_() for t in (x, w, b)]
+            dev = [d(t).requires_grad_() for t in (x, w, b)]
+            F.batch_norm(ref[0], None, None, ref[1], ref[2], training=True).backward(g)
+            F.batch_norm(dev[0], None, None, dev[1], dev[2], training=True).backward(d(g))
+            for r, v in zip(ref, dev):
+                close(v.grad.cpu(), r.grad)
         with torch.no_grad():
             t, u = torch.randn(1001), torch.randn(1001)
             y = d(t)

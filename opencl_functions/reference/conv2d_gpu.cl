@@ -27,7 +27,9 @@
 //   NC_SWAPPED every tensor with its first two dimensions swapped: x (C_in, B, H, W),
 //              w (C_in, C_out, K_h, K_w), y (C_out, B, H_out, W_out); groups = 1, no
 //              POINTWISE, VEC_W only if K_h·K_w % 4 == 0. The opencl device computes weight
-//              gradients with it (images and channels swapped) without transposing copies.
+//              gradients with it (images and channels swapped) without transposing copies;
+//              its K runs along rows of x there, so inputs are loaded along K (KH, KW: the
+//              extent of dy, always given).
 // Split-K: NDRange dim 2 is groups·splits; split s sums the K range [s·k_chunk,
 // (s+1)·k_chunk) and writes its partial sums to y + s·B·C_out·H_out·W_out
 // (conv2d_sum_splits adds them up and adds the bias). With splits = 1 it writes y.
@@ -116,9 +118,14 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   const int k_end = min(k_dim, k_begin + k_chunk);
 
   // As[buf][k][m] and Bs[buf][k][n], as float4 quads along m and n; A rows padded by one
-  // quad so that the transposing stores of weights spread over the banks.
+  // quad so that the transposing stores of weights spread over the banks (B rows too where
+  // they are stored transposed: NC_SWAPPED).
   __local float4 As[2][GTK][GTM4 + 1];
+#ifdef NC_SWAPPED
+  __local float4 Bs[2][GTK][GTN4 + 1];
+#else
   __local float4 Bs[2][GTK][GTN4];
+#endif
 
   __global const float* w_group = w + (size_t)g * cout_g * k_dim;
 #ifdef VEC_W
@@ -140,6 +147,25 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   const int nb = n_ok ? n_load / hw_out : 0;
   __global const float* x_col = x + (size_t)(nb * C_in + g * cin_g) * hw_out + (n_load - nb * hw_out);
   float4 b_reg[G_B_PER];
+#elif defined(NC_SWAPPED)
+  // Input loads, along K: row k = k0 + b_k of the step (every load of a work-item has the
+  // same k: image, row and column of dy's extent KH × KW, from one division by constants)
+  // and pixel columns b_col0 + i·G_THREADS/GTK, whose offsets into x are fixed: neighbouring
+  // work-items read neighbouring x values (a row of dy's positions), not pixels H·W apart.
+#if G_THREADS % GTK
+#error "NC_SWAPPED needs a work-group size that is a multiple of GTK"
+#endif
+  const int b_k = tid % GTK, b_col0 = tid / GTK;
+  size_t x_at[G_B_PER];  // -1: past the last pixel
+  for (int i = 0; i < G_B_PER; ++i) {
+    const int n = n0 + b_col0 + i * (G_THREADS / GTK);
+    const int nb = n / hw_out, np = n - nb * hw_out;
+    const int noh = np / W_out;
+    x_at[i] = n < pixels ? nb * x_bs + (size_t)(g * cin_g) * x_cs + (size_t)(noh * stride_h) * W +
+                               (np - noh * W_out) * stride_w
+                         : (size_t)-1;
+  }
+  float b_reg[G_B_PER];
 #else
   // Input loads: pixel column b_col of the tile (fixed), rows b_row0 + i·G_THREADS/GTN.
   const int b_col = tid % GTN, b_row0 = tid / GTN;
@@ -190,6 +216,18 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   }
 #define STORE_B(buf)                                                                          \
   for (int i = 0; i < G_B_PER; ++i) Bs[buf][b_row0 + i * (G_THREADS / GTN4)][b_q] = b_reg[i];
+#elif defined(NC_SWAPPED)
+#define LOAD_B(k0)                                                                            \
+  {                                                                                           \
+    const int k = (k0) + b_k;                                                                 \
+    const int ci = k / k_area, r = k - ci * k_area;                                           \
+    const int kh = r / K_W_, kw = r - kh * K_W_;                                              \
+    const size_t k_at = (size_t)ci * x_cs + kh * dilation_h * W + kw * dilation_w;            \
+    for (int i = 0; i < G_B_PER; ++i)                                                         \
+      b_reg[i] = (k < k_end && x_at[i] != (size_t)-1) ? x[x_at[i] + k_at] : 0.0f;             \
+  }
+#define STORE_B(buf)                                                                          \
+  for (int i = 0; i < G_B_PER; ++i) ((__local float*)Bs[buf][b_k])[b_col0 + i * (G_THREADS / GTK)] = b_reg[i];
 #else
 #define LOAD_B(k0)                                                                            \
   for (int i = 0; i < G_B_PER; ++i) {                                                           \

@@ -94,7 +94,10 @@ inline void conv2d_gpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands&
                               " -DGWM=" + std::to_string(t.wm) + " -DGWN=" + std::to_string(t.wn) +
                               " -DGTK=" + std::to_string(t.tk);
   std::string conv_options = options;
-  if (p.k_h <= 7 && p.k_w <= 7) conv_options += " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w);
+  // Swapped layouts (weight gradients) take dy's extent as the kernel's, which their loads
+  // divide by on every step.
+  if ((p.k_h <= 7 && p.k_w <= 7) || how.swapped)
+    conv_options += " -DKH=" + std::to_string(p.k_h) + " -DKW=" + std::to_string(p.k_w);
   if (p.k_dim() % 4 == 0 && (!how.swapped || (p.k_h * p.k_w) % 4 == 0)) conv_options += " -DVEC_W";
   if (how.swapped) conv_options += " -DNC_SWAPPED";
   if (hw_out % 4 == 0) conv_options += " -DVEC_OUT";

@@ -201,7 +201,7 @@ inline bool valid_tile(const GpuTile& t) {
 // Whether a tile's work-group and local buffers fit the device (As and Bs, two of each).
 inline bool fits_device(const GpuTile& t, const DeviceInfo& info) {
   const size_t threads = size_t(t.tm / t.wm) * (t.tn / t.wn);
-  const size_t local_bytes = 2 * size_t(t.tk) * (t.tm + 4 + t.tn) * sizeof(float);
+  const size_t local_bytes = 2 * size_t(t.tk) * (t.tm + 4 + t.tn + 4) * sizeof(float);  // rows padded by a quad
   return threads <= info.max_work_group_size && local_bytes <= info.local_mem_size;
 }
 

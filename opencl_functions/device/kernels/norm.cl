@@ -25,6 +25,9 @@
 //                     bn_backward_part and bn_backward_combine split it as bn_stats_part does.
 //   bn_backward_input   NDRange as bn_apply: training: dx = w·invstd/n · (n·dy - Σdy - x̂·Σdy·x̂);
 //                     eval: dx = dy · w · invstd.
+//   bn_backward_input4  (GPUs) the same over float4s, as bn_apply4.
+// The channel reductions walk their values with a step of GROUP (ChannelWalk: no division
+// per value).
 // Layer norm: x and y are (M, D), each row normalised on its own.
 //   ln_forward        one work-group per row: mean, rstd = 1/sqrt(var + eps), y = x̂·w + b;
 //                     x and y of type -DT=, w and b of -DTW= (dtypes.h names, float by
@@ -71,6 +74,37 @@ inline float group_sum(float value, __local float* scratch) {
 // Element i of channel c's n = N·HW values: image i / HW, pixel i % HW.
 #define CHANNEL_AT(i) ((((i) / HW) * C + c) * HW + (i) % HW)
 
+// A work-item's walk over channel c's values i, i + GROUP, i + 2·GROUP, ...: the address of
+// each from the last one's without dividing (a step of GROUP values is GROUP / HW images
+// and GROUP % HW pixels, with one carry into the next image).
+typedef struct {
+  size_t at;     // the element's index in x
+  int pixel;     // its pixel in the image
+  size_t jump;   // a step's index change without a carry
+  size_t carry;  // what a carry adds: the rest of the image's channels
+  int pixels;    // a step's pixels
+} ChannelWalk;
+
+inline ChannelWalk walk_from(const int i, const int c, const int C, const int HW) {
+  ChannelWalk w = {0, 0, 0, 0, 0};
+  if (HW <= 0) return w;  // no values to walk
+  w.at = CHANNEL_AT((size_t)i);
+  w.pixel = i % HW;
+  w.pixels = GROUP % HW;
+  w.jump = (size_t)(GROUP / HW) * C * HW + w.pixels;
+  w.carry = (size_t)(C - 1) * HW;
+  return w;
+}
+
+inline void walk_step(ChannelWalk* w, const int HW) {
+  w->at += w->jump;
+  w->pixel += w->pixels;
+  if (w->pixel >= HW) {
+    w->pixel -= HW;
+    w->at += w->carry;
+  }
+}
+
 // Channel c's statistics from its mean m and biased variance var over n values.
 inline void bn_finish(BUF(mean), BUF(invstd), BUF(run_mean), BUF(run_var), const int has_running, const int c,
                       const int n, const float m, const float var, const float eps, const float momentum) {
@@ -86,13 +120,15 @@ inline void bn_finish(BUF(mean), BUF(invstd), BUF(run_mean), BUF(run_var), const
 // The mean of x's values i0 .. i1-1 of channel c, and their sum of squared deviations from it.
 inline float2 slice_moments(__global const float* x, const int c, const int C, const int HW, const int i0,
                             const int i1, __local float* scratch) {
-  const int lid = get_local_id(0);
+  const int first = i0 + get_local_id(0);
   float s = 0.0f;
-  for (int i = i0 + lid; i < i1; i += GROUP) s += x[CHANNEL_AT(i)];
+  ChannelWalk w = walk_from(first, c, C, HW);
+  for (int i = first; i < i1; i += GROUP, walk_step(&w, HW)) s += x[w.at];
   const float m = group_sum(s, scratch) / max(i1 - i0, 1);  // 0 for an empty slice
   float q = 0.0f;
-  for (int i = i0 + lid; i < i1; i += GROUP) {
-    const float d = x[CHANNEL_AT(i)] - m;
+  w = walk_from(first, c, C, HW);
+  for (int i = first; i < i1; i += GROUP, walk_step(&w, HW)) {
+    const float d = x[w.at] - m;
     q += d * d;
   }
   return (float2)(m, group_sum(q, scratch));
@@ -183,11 +219,12 @@ inline float2 slice_grad_sums(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), const
   const float m = mean[mean_off + c];
   const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
   float s = 0.0f, t = 0.0f;
-  for (int i = i0 + get_local_id(0); i < i1; i += GROUP) {
-    const int at = CHANNEL_AT(i);
-    const float g = dy[dy_off + at];
+  const int first = i0 + get_local_id(0);
+  ChannelWalk w = walk_from(first, c, C, HW);
+  for (int i = first; i < i1; i += GROUP, walk_step(&w, HW)) {
+    const float g = dy[dy_off + w.at];
     s += g;
-    t += g * (x[x_off + at] - m) * is;
+    t += g * (x[x_off + w.at] - m) * is;
   }
   s = group_sum(s, scratch);
   return (float2)(s, group_sum(t, scratch));
@@ -228,26 +265,47 @@ __kernel void bn_backward_combine(CBUF(part), BUF(sum_dy), BUF(sum_dy_xhat), con
   sum_dy_xhat[sum_dy_xhat_off + c] = st.y;
 }
 
+// Channel c's dx = scale·dy - a - b·(x - mean) of bn_backward_input: (scale, a, b, mean).
+inline float4 bn_input_terms(__global const float* mean, __global const float* invstd, __global const float* w,
+                             __global const float* sum_dy, __global const float* sum_dy_xhat, const int has_w,
+                             const int training, const int use_var, const float n, const float eps, const int c) {
+  const float is = use_var ? rsqrt(invstd[c] + eps) : invstd[c];
+  const float scale = (has_w ? w[c] : 1.0f) * is;
+  const float a = training ? scale / n * sum_dy[c] : 0.0f;
+  const float b = training ? scale / n * sum_dy_xhat[c] * is : 0.0f;
+  return (float4)(scale, a, b, mean[c]);
+}
+
+#define BN_INPUT_TERMS(c)                                                                                      \
+  bn_input_terms(mean + mean_off, invstd + invstd_off, w + w_off, sum_dy + sum_dy_off,                        \
+                 sum_dy_xhat + sum_dy_xhat_off, has_w, training, use_var, (float)N * HW, eps, c)
+
 __kernel void bn_backward_input(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(sum_dy),
                                 CBUF(sum_dy_xhat), BUF(dx), const int has_w, const int training, const int use_var,
                                 const int N, const int C, const int HW, const float eps) {
   const int j0 = get_global_id(0) * CHUNK;
   const int p = get_global_id(1);
   if (j0 >= HW) return;
-  const int c = p % C;
-  const float is = use_var ? rsqrt(invstd[invstd_off + c] + eps) : invstd[invstd_off + c];
-  const float scale = (has_w ? w[w_off + c] : 1.0f) * is;
-  const float n = (float)(N * HW);
-  const float m = mean[mean_off + c];
-  const float a = training ? scale / n * sum_dy[sum_dy_off + c] : 0.0f;
-  const float b = training ? scale / n * sum_dy_xhat[sum_dy_xhat_off + c] * is : 0.0f;
+  const float4 k = BN_INPUT_TERMS(p % C);
   const size_t base = (size_t)p * HW;
   const int end = min(CHUNK, HW - j0);
   // training: dx = scale·dy - a - b·(x - mean); eval: dx = scale·dy.
-  for (int k = 0; k < end; ++k) {
-    const size_t i = base + j0 + k;
-    dx[dx_off + i] = scale * dy[dy_off + i] - a - b * (x[x_off + i] - m);
+  for (int j = 0; j < end; ++j) {
+    const size_t i = base + j0 + j;
+    dx[dx_off + i] = k.x * dy[dy_off + i] - k.y - k.z * (x[x_off + i] - k.w);
   }
+}
+
+__kernel void bn_backward_input4(CBUF(dy), CBUF(x), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(sum_dy),
+                                 CBUF(sum_dy_xhat), BUF(dx), const int has_w, const int training,
+                                 const int use_var, const int N, const int C, const int HW, const float eps,
+                                 const int n4) {
+  const int i = get_global_id(0);
+  if (i >= n4) return;
+  const float4 k = BN_INPUT_TERMS((i * 4 / HW) % C);
+  const float4 g = ((__global const float4*)(dy + dy_off))[i];
+  const float4 v = ((__global const float4*)(x + x_off))[i];
+  ((__global float4*)(dx + dx_off))[i] = k.x * g - k.y - k.z * (v - k.w);
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))

@@ -34,6 +34,15 @@ NDRange planes_range(int HW, int64_t planes) {
   return NDRange(2, global, local);
 }
 
+// Whether a GPU reads and writes these (N, C, HW) tensors as whole float4s: one flat range
+// of float4s (as many bytes in flight with a quarter of the work-items), each in one plane.
+bool float4_planes(int HW, std::initializer_list<at::Tensor> tensors) {
+  if (Device::get().is_cpu() || HW % 4 != 0) return false;
+  for (const at::Tensor& t : tensors)
+    if (t.numel() > INT_MAX || span(t).offset % 4 != 0) return false;
+  return true;
+}
+
 // One work-group per channel or row.
 NDRange groups_range(size_t groups) {
   const size_t g = group_size();
@@ -96,9 +105,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   }
   const at::Tensor& m = training ? mean : *running_mean;
   const at::Tensor& s = training ? invstd : *running_var;
-  // GPUs read and write whole float4s where the planes allow it: one flat range of
-  // float4s (as many bytes in flight with a quarter of the work-items).
-  const bool by4 = !Device::get().is_cpu() && x.numel() <= INT_MAX && HW % 4 == 0 && span(x).offset % 4 == 0 && span(y).offset % 4 == 0;
+  const bool by4 = float4_planes(HW, {x, y});
   const cl_kernel apply = Device::get().kernel("norm.cl", by4 ? "bn_apply4" : "bn_apply", options());
   const TensorArg w = arg(or_else(weight, x)), b = arg(or_else(bias, x));
   if (by4) {
@@ -145,9 +152,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   at::Tensor dx;
   if (output_mask[0]) {
     dx = empty_device(x.sizes(), at::kFloat);
-    launch(Device::get().kernel("norm.cl", "bn_backward_input", options()), planes_range(HW, int64_t(N) * C), arg(dy),
-           arg(x), arg(m), arg(s), arg(or_else(weight, x)), arg(sum_dy), arg(sum_dy_xhat), arg(dx),
-           int(given(weight)), int(train), int(use_var), N, C, HW, float(eps));
+    const bool by4 = float4_planes(HW, {x, dy, dx});
+    const cl_kernel input = Device::get().kernel("norm.cl", by4 ? "bn_backward_input4" : "bn_backward_input", options());
+    if (by4) {
+      launch(input, NDRange::linear(size_t(x.numel() / 4)), arg(dy), arg(x), arg(m), arg(s), arg(or_else(weight, x)),
+             arg(sum_dy), arg(sum_dy_xhat), arg(dx), int(given(weight)), int(train), int(use_var), N, C, HW,
+             float(eps), int(x.numel() / 4));
+    } else {
+      launch(input, planes_range(HW, int64_t(N) * C), arg(dy), arg(x), arg(m), arg(s), arg(or_else(weight, x)),
+             arg(sum_dy), arg(sum_dy_xhat), arg(dx), int(given(weight)), int(train), int(use_var), N, C, HW,
+             float(eps));
+    }
   }
   return {dx, output_mask[1] ? sum_dy_xhat : at::Tensor(), output_mask[2] ? sum_dy : at::Tensor()};
 }
