@@ -120,6 +120,23 @@ inline void conv2d_gpu_path(Launcher& l, const DeviceInfo& info, const Conv2dGeo
   run(conv_config(l, p, "gpu", forced, block, quick, full, hash, run));
 }
 
+// conv2d_gpu over swapped layouts (the opencl device's weight gradients, NC_SWAPPED): the
+// tile OCLF_GPU_TILE sets, else the one the cache holds or a measurement picks among
+// swapped_candidates, keyed by the swapped geometry.
+inline void conv2d_gpu_swapped(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o) {
+  auto run = [&](const std::string& c) {
+    GpuLaunch how;
+    how.max_splits = 128;
+    how.swapped = true;
+    how.fill_target = config_value(c, "FILL", 0) != 0;
+    conv2d_gpu(l, p, o, GpuTile::of(c), how);
+  };
+  GpuTile set;
+  const std::string block = tile_setting(&set) ? set.text() : "";
+  const std::vector<std::string> candidates = swapped_candidates(l.info(), p);
+  run(conv_config(l, p, "gpu_swapped", "", block, candidates, candidates, l.source_hash(kGpuFile), run));
+}
+
 // The reference's own kernels for the layer's shape and device: depthwise.hpp for depthwise
 // convs, conv2d_cpu on CPU devices, conv2d_gpu elsewhere. Returns false when
 // OCLF_CONV_KERNEL=tiled asks for the students' kernel instead.

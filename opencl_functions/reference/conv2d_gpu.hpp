@@ -24,6 +24,9 @@ struct GpuLaunch {
   int split_target = 0;  // split-K's work-groups per compute unit; 0: split_target()
   int max_splits = 16;   // the most slices K is split into
   bool swapped = false;  // x, w and y with their first two dimensions swapped (NC_SWAPPED)
+  // Split K whenever the tiles fall short of the split target's work-groups, not only when
+  // they would not fill the compute units once (weight gradients: a long K, few tiles).
+  bool fill_target = false;
 };
 
 // 1×1, stride 1, whole float4s of pixels, plain layouts: conv2d_gpu's POINTWISE build.
@@ -70,18 +73,33 @@ inline int split_target() {
 
 // How many slices K is split into: when the output tiles would not fill the device once,
 // enough to fill it `target` times over (splitting 1–2 waves of tiles measured slower), at
-// least 4·TK values of K each, at most max_splits.
+// least 4·TK values of K each, at most max_splits (fill_target: whenever the tiles fall short
+// of the target).
 inline int gpu_splits(const DeviceInfo& info, const Conv2dGeometry& p, const GpuTile& t, const GpuLaunch& how,
                       int* k_chunk) {
   const size_t tiles = round_up(p.cout_g(), t.tm) / t.tm * (round_up(p.pixels(), t.tn) / t.tn) * p.groups;
   const size_t wanted = size_t(how.split_target > 0 ? how.split_target : split_target()) * info.compute_units;
   int splits = 1;
-  if (tiles < info.compute_units)
+  if (tiles < (how.fill_target ? wanted : info.compute_units))
     splits = int(std::min<size_t>({(wanted + tiles - 1) / tiles, size_t(p.k_dim() / (4 * t.tk)),
                                    size_t(how.max_splits)}));
   splits = std::max(splits, 1);
   *k_chunk = int(round_up((p.k_dim() + splits - 1) / splits, t.tk));
   return (p.k_dim() + *k_chunk - 1) / *k_chunk;
+}
+
+// The weight gradient's candidates (swapped layouts, whose K is the batch's positions): the
+// default tile, larger tiles with 8 outputs per work-item along a side, and each with split-K
+// up to the split target ("FILL=1").
+inline std::vector<std::string> swapped_candidates(const DeviceInfo& info, const Conv2dGeometry& p) {
+  std::vector<std::string> out;
+  for (const GpuTile& t : {default_gpu_tile(info, p, true), GpuTile{128, 64, 8, 4, 16}, GpuTile{64, 128, 4, 8, 16},
+                           GpuTile{128, 128, 8, 8, 16}, GpuTile{32, 32, 4, 4, 16}}) {
+    if (!valid_tile(t) || !fits_device(t, info)) continue;
+    for (const std::string& text : {t.text(), t.text() + " FILL=1"})
+      if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+  }
+  return out;
 }
 
 // conv2d_gpu with tile t; split K writes partial sums into scratch memory that

@@ -19,7 +19,8 @@
 //                      (top, left may be negative: rows before the window are dropped).
 //   flip_swap_weights  w' (C_in, C_out/G, KH, KW) = w (C_out, C_in/G, KH, KW) with the kernel
 //                      flipped and each group's input and output channels swapped; one
-//                      work-item per (input, output) channel pair reverses its KH·KW taps.
+//                      work-item per element, or with -DPER_PAIR (CPUs) per (input, output)
+//                      channel pair, reversing its KH·KW taps.
 //   triangle           y = x where the element (r, c) of each trailing (R, Cols) matrix is
 //                      kept, else 0: -DLOWER keeps c - r <= diagonal (tril), else c - r >= diagonal.
 //   cat2               y (outer, n0 + n1, inner) = a (outer, n0, inner) and b (outer, n1, inner)
@@ -133,15 +134,20 @@ __kernel void spread2d(__global const T* x, __global T* y, const int H, const in
 }
 
 __kernel void flip_swap_weights(__global const T* w, __global T* y, const int G, const int CIG, const int COG,
-                                const int KH, const int KW, const int pairs) {
-  const int i = get_global_id(0);  // one (input channel, output channel) pair: its KH×KW taps
-  if (i >= pairs) return;
-  const int co = i % COG, c = i / COG;
-  const int g = c / CIG, ci = c % CIG;
+                                const int KH, const int KW, const int items) {
+  const int i = get_global_id(0);
+  if (i >= items) return;
   const int taps = KH * KW;
+#ifdef PER_PAIR
+  const int pair = i, t0 = 0, t1 = taps;  // CPUs: a pair's taps in one work-item
+#else
+  const int pair = i / taps, t0 = i - pair * taps, t1 = t0 + 1;  // GPUs: one element, coalesced
+#endif
+  const int co = pair % COG, c = pair / COG;
+  const int g = c / CIG, ci = c % CIG;
   __global const T* from = w + ((size_t)(g * COG + co) * CIG + ci) * taps;
-  __global T* to = y + (size_t)i * taps;
-  for (int t = 0; t < taps; ++t) to[t] = from[taps - 1 - t];
+  __global T* to = y + (size_t)pair * taps;
+  for (int t = t0; t < t1; ++t) to[t] = from[taps - 1 - t];
 }
 
 __kernel void pad2d(__global const T* x, const int x_off, __global T* y, const int y_off, const int C, const int H,

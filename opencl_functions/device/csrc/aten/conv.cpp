@@ -74,11 +74,8 @@ void forward_any(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor&
 
 void forward_gpu_swapped(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y) {
   DeviceLauncher launcher;
-  reference::GpuLaunch how;
-  how.max_splits = 128;
-  how.swapped = true;
   const ConvOperands o{whole_buffer(x, "input"), whole_buffer(w, "weight"), nullptr, whole_buffer(y, "output")};
-  reference::conv2d_gpu(launcher, s, o, reference::gpu_tile(launcher.info(), s, true), how);
+  reference::conv2d_gpu_swapped(launcher, s, o);
 }
 
 // The geometry of a 2-D convolution of x (unpadded) with weight; the padded size in s.h, s.w.

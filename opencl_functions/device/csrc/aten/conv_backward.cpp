@@ -31,9 +31,11 @@ bool grad_input_as_forward(const Conv2dGeometry& s) {
 at::Tensor flipped_weights(const Conv2dGeometry& s, const at::Tensor& w) {
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
   at::Tensor flipped = empty_device({s.c_in, cout_g, s.k_h, s.k_w}, at::kFloat);
-  const int pairs = s.c_in * cout_g;
-  launch(Device::get().kernel("index.cl", "flip_swap_weights", "-DT=float"), NDRange::linear(size_t(pairs)),
-         span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, pairs);
+  // CPUs reverse a channel pair's taps per work-item (a division per element was the cost there).
+  const bool per_pair = Device::get().is_cpu();
+  const int items = per_pair ? s.c_in * cout_g : int(flipped.numel());
+  launch(Device::get().kernel("index.cl", "flip_swap_weights", per_pair ? "-DT=float -DPER_PAIR" : "-DT=float"),
+         NDRange::linear(size_t(items)), span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, items);
   return flipped;
 }
 
