@@ -129,12 +129,16 @@ inline void conv2d_gpu_swapped(Launcher& l, const Conv2dGeometry& p, const ConvO
     how.max_splits = 128;
     how.swapped = true;
     how.fill_target = config_value(c, "FILL", 0) != 0;
+    how.splits = config_value(c, "SPLITS", 0);
     conv2d_gpu(l, p, o, GpuTile::of(c), how);
   };
   GpuTile set;
   const std::string block = tile_setting(&set) ? set.text() : "";
+  // A whole gpu configuration in OCLF_CONV_KERNEL applies here too ("gpu TM=... SPLITS=4").
+  const std::string requested = ConvRequest().forced;
+  const std::string forced = config_kind(requested) == "gpu" ? requested : "";
   const std::vector<std::string> candidates = swapped_candidates(l.info(), p);
-  run(conv_config(l, p, "gpu_swapped", "", block, candidates, candidates, l.source_hash(kGpuFile), run));
+  run(conv_config(l, p, "gpu_swapped", forced, block, candidates, candidates, l.source_hash(kGpuFile), run));
 }
 
 // The reference's own kernels for the layer's shape and device: depthwise.hpp for depthwise

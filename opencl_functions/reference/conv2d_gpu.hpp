@@ -27,6 +27,7 @@ struct GpuLaunch {
   // Split K whenever the tiles fall short of the split target's work-groups, not only when
   // they would not fill the compute units once (weight gradients: a long K, few tiles).
   bool fill_target = false;
+  int splits = 0;  // > 0: this many slices of K (at most one per 4·TK values), whatever the rule
 };
 
 // 1×1, stride 1, whole float4s of pixels, plain layouts: conv2d_gpu's POINTWISE build.
@@ -83,6 +84,7 @@ inline int gpu_splits(const DeviceInfo& info, const Conv2dGeometry& p, const Gpu
   if (tiles < (how.fill_target ? wanted : info.compute_units))
     splits = int(std::min<size_t>({(wanted + tiles - 1) / tiles, size_t(p.k_dim() / (4 * t.tk)),
                                    size_t(how.max_splits)}));
+  if (how.splits > 0) splits = std::min(how.splits, p.k_dim() / (4 * t.tk));
   splits = std::max(splits, 1);
   *k_chunk = int(round_up((p.k_dim() + splits - 1) / splits, t.tk));
   return (p.k_dim() + *k_chunk - 1) / *k_chunk;
