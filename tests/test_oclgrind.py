@@ -89,6 +89,16 @@ SCRIPT = textwrap.dedent("""
             got = torch.ops.aten.convolution_backward(d(g), d(x), d(w), None, *args)
             close(got[0].cpu(), want[0])
             close(got[1].cpu(), want[1])
+        # The weight gradient's large tiles with K split into one wave, forced (steps of 8:
+        # Oclgrind has 32 KiB of local memory).
+        import os
+        x, w = torch.randn(2, 5, 7, 6), torch.randn(130, 5, 3, 3)
+        g = torch.randn_like(F.conv2d(x, w, None, 1, 1))
+        args = ((1, 1), (1, 1), (1, 1), False, (0, 0), 1, [False, True, False])
+        os.environ["OCLF_CONV_KERNEL"] = "gpu TM=128 TN=128 WM=8 WN=8 TK=8 WAVE=1"
+        close(torch.ops.aten.convolution_backward(d(g), d(x), d(w), None, *args)[1].cpu(),
+              torch.ops.aten.convolution_backward(g, x, w, None, *args)[1])
+        del os.environ["OCLF_CONV_KERNEL"]
         # Planes shorter than a work-group (a step of the channel walk spans images), with
         # and without whole float4s, with weights.
         for shape in ((5, 3, 7, 5), (3, 4, 6, 6)):

@@ -128,7 +128,7 @@ inline void conv2d_gpu_swapped(Launcher& l, const Conv2dGeometry& p, const ConvO
     GpuLaunch how;
     how.max_splits = 128;
     how.swapped = true;
-    how.fill_target = config_value(c, "FILL", 0) != 0;
+    how.one_wave = config_value(c, "WAVE", 0) != 0;
     how.splits = config_value(c, "SPLITS", 0);
     conv2d_gpu(l, p, o, GpuTile::of(c), how);
   };
