@@ -13,7 +13,8 @@
 //   index_add          y (outer, D, inner) += alpha · src (outer, n, inner) at rows idx (n): one
 //                      work-item per (o, k) adds the n rows in order (no atomics).
 //   pad2d              y (P, H + 2·PH, W + 2·PW) contiguous = x (B, C, H, W) with any strides,
-//                      zero-padded on each side; P = B·C, one work-item per element of y.
+//                      zero-padded on each side; P = B·C. NDRange (ceil(WP / CHUNK), P·HP):
+//                      CHUNK elements of one row of y per work-item (CPUs 16, GPUs 1).
 //   spread2d           y (P, LH, LW) = x (P, H, W) contiguous spread out for a transposed
 //                      convolution: x[h, w] at y[top + h·SH, left + w·SW], zeros elsewhere
 //                      (top, left may be negative: rows before the window are dropped).
@@ -150,17 +151,26 @@ __kernel void flip_swap_weights(__global const T* w, __global T* y, const int G,
   for (int t = t0; t < t1; ++t) to[t] = from[taps - 1 - t];
 }
 
+#ifndef CHUNK
+#define CHUNK 1
+#endif
+
 __kernel void pad2d(__global const T* x, const int x_off, __global T* y, const int y_off, const int C, const int H,
                     const int W, const int PH, const int PW, const int sb, const int sc, const int sh, const int sw,
-                    const int total) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
+                    const int rows) {
+  const int j0 = get_global_id(0) * CHUNK, r = get_global_id(1);
   const int WP = W + 2 * PW, HP = H + 2 * PH;
-  const int ow = i % WP, oh = (i / WP) % HP, p = i / (WP * HP);
-  const int ih = oh - PH, iw = ow - PW;
-  T v = (T)0;
-  if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = x[x_off + (p / C) * sb + (p % C) * sc + ih * sh + iw * sw];
-  y[y_off + i] = v;
+  if (j0 >= WP || r >= rows) return;
+  const int oh = r % HP, p = r / HP;
+  const int ih = oh - PH;
+  __global T* out = y + y_off + (size_t)r * WP;
+  const bool inside = ih >= 0 && ih < H;
+  __global const T* in = x + x_off + (size_t)(p / C) * sb + (size_t)(p % C) * sc + (inside ? ih : 0) * sh;
+  const int end = min(CHUNK, WP - j0);
+  for (int k = 0; k < end; ++k) {
+    const int iw = j0 + k - PW;
+    out[j0 + k] = (inside && iw >= 0 && iw < W) ? in[iw * sw] : (T)0;
+  }
 }
 
 __kernel void cat2(__global const T* a, const int a_off, __global const T* b, const int b_off, __global T* y,
