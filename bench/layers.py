@@ -1,6 +1,6 @@
 """Benchmark: our conv2d and matmul against torch and OpenCL baselines, in one run.
 
-    python -m bench.layers --out DIR [--quick] [--threads N] [--stat min|median]
+    python -m bench.layers --out DIR [--quick] [--threads N] [--stat min|median] [--replay]
     python -m bench.layers --out DIR --only graded      the grader's five layers (~20 s)
     python -m bench.layers --out DIR --layer l3.c2      layers whose name holds this text
 
@@ -16,6 +16,11 @@ matmul shapes (1, 8 and 64 tokens) it times:
   naive      one output per work-item, kernel time;
   tiled      the tiled kernel of conv2d.cl, the assignment's (the reference's host code with
              OCLF_CONV_KERNEL=tiled; in the handout, the student's own kernel), kernel time.
+  replayed   (--replay) the layer on the opencl device (torch.nn.functional.conv2d / @ on
+             device tensors), recorded 20 times in one graph (opencl_functions.device.graph)
+             and replayed: device time between two events around the replay, per call, so
+             the host's cost of enqueueing shows where the device waits for it (the same
+             measure as torch's CUDA graph on a CUDA machine).
 ours, ours_wall, torch (and clblast) are timed in alternation, round after round, so a busy
 machine slows them alike; the baselines after them. Each is warmed up first (the first call
 builds kernels and, with OCLF_TUNE=1, tunes the layer's shape: never inside the timed
@@ -27,6 +32,7 @@ per layer), prints a table and geometric means of time ratios.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -43,10 +49,11 @@ from bench import baselines
 from bench.shapes import DEPTHWISE, GPT2, GRADED, QUICK_CONV, QUICK_DEPTHWISE, QUICK_GPT2, RESNET50, ConvShape, MatmulShape
 from utils.info import host_cpu
 
-METHODS = ["ours", "ours_wall", "torch", "clblast", "convgemm", "naive", "tiled"]
+METHODS = ["ours", "ours_wall", "replayed", "torch", "clblast", "convgemm", "naive", "tiled"]
 # Time ratios reported as geometric means: (numerator, denominator) → "num/den".
-RATIOS = [("torch", "ours"), ("torch", "ours_wall"), ("clblast", "ours"), ("convgemm", "ours"), ("naive", "ours"),
-          ("tiled", "ours"), ("torch", "clblast"), ("torch", "convgemm"), ("torch", "naive"), ("torch", "tiled")]
+RATIOS = [("torch", "ours"), ("torch", "ours_wall"), ("torch", "replayed"), ("clblast", "ours"),
+          ("convgemm", "ours"), ("naive", "ours"), ("tiled", "ours"), ("torch", "clblast"), ("torch", "convgemm"),
+          ("torch", "naive"), ("torch", "tiled")]
 
 
 class Timer:
@@ -160,6 +167,32 @@ def _tiled_kernel_ns(x: torch.Tensor, w: torch.Tensor, args: Dict) -> float:
                      lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, w, None, **args)))
 
 
+REPLAY_REPS = 20
+
+
+def _replayed_timer(fn: Callable[[], object]) -> Callable[[], float]:
+    """A function returning the time per call of fn (device tensors inside) recorded
+    REPLAY_REPS times in one opencl graph and replayed, by events on the device's queue."""
+    import opencl_functions.device  # noqa: F401  (torch.opencl)
+
+    for _ in range(3):  # first-use work (kernel builds, tuning) before the recording
+        fn()
+    torch.opencl.synchronize()
+    with opencl_functions.device.graph() as graph:
+        for _ in range(REPLAY_REPS):
+            fn()
+    start, end = torch.opencl.Event(enable_timing=True), torch.opencl.Event(enable_timing=True)
+
+    def run() -> float:
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e6 / REPLAY_REPS
+
+    return run
+
+
 def _first_call(fn: Callable[[], torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, str]]:
     """Our first call of a layer (it builds kernels and may tune the shape), and where its
     configuration came from."""
@@ -175,7 +208,7 @@ def _choice(ours: Callable[[], object], first: Dict[str, str]) -> Dict[str, str]
     return {"config": last["config"], "origin": first["origin"] if first["config"] else last["origin"]}
 
 
-def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer) -> Dict:
+def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer, replay: bool = False) -> Dict:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(1, s.c_in, s.h + 2 * s.padding, s.w + 2 * s.padding, generator=gen)
     w = torch.randn(s.c_out, s.c_in // s.groups, s.k, s.k, generator=gen) / math.sqrt(s.c_in // s.groups * s.k**2)
@@ -185,11 +218,15 @@ def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer
     param = torch.nn.Parameter(w, requires_grad=False)
     out, first = _first_call(lambda: opencl_functions.ocl_conv2d(x, param, None, **args))
     xd, wd = torch_runner.to(x, w)
-    times = fast.all({
+    timers = {
         "ours": lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args)),
         "ours_wall": lambda: _wall_ns(lambda: opencl_functions.ocl_conv2d(x, param, None, **args)),
         "torch": torch_runner.timer(lambda: F.conv2d(xd, wd, None, padding=0, **args)),
-    })
+    }
+    if replay:
+        xo, wo = x.to("opencl"), torch.nn.Parameter(w.to("opencl"), requires_grad=False)
+        timers["replayed"] = _replayed_timer(lambda: F.conv2d(xo, wo, None, padding=0, **args))
+    times = fast.all(timers)
     choice = _choice(lambda: opencl_functions.ocl_conv2d(x, param, None, **args), first)
     if s.groups == 1:
         times["convgemm"] = slow(lambda: baselines.clblast_convgemm(x, w, args["stride"], args["dilation"])[1])
@@ -198,7 +235,7 @@ def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer
     return {"max_rel_error": _max_rel_error(out, ref), "times_ns": times, **choice}
 
 
-def bench_matmul(s: MatmulShape, torch_runner: TorchRunner, fast: Timer) -> Dict:
+def bench_matmul(s: MatmulShape, torch_runner: TorchRunner, fast: Timer, replay: bool = False) -> Dict:
     """x (M, K) @ W (K, N) with W a resident parameter, as GPT-2's Conv1D layers call it."""
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(s.m, s.k, generator=gen)
@@ -207,12 +244,16 @@ def bench_matmul(s: MatmulShape, torch_runner: TorchRunner, fast: Timer) -> Dict
     ad, bd = torch_runner.to(a, b.detach())
     clblast = lambda: _with_env("OCLF_MATMUL", "clblast", lambda: _kernel_ns(lambda: opencl_functions.ocl_matmul(a, b)))
     clblast()  # builds CLBlast's kernels outside the timed rounds
-    times = fast.all({
+    timers = {
         "ours": lambda: _kernel_ns(lambda: opencl_functions.ocl_matmul(a, b)),
         "ours_wall": lambda: _wall_ns(lambda: opencl_functions.ocl_matmul(a, b)),
         "torch": torch_runner.timer(lambda: ad @ bd),
         "clblast": clblast,
-    })
+    }
+    if replay:
+        ao, bo = a.to("opencl"), torch.nn.Parameter(b.detach().to("opencl"), requires_grad=False)
+        timers["replayed"] = _replayed_timer(lambda: ao @ bo)
+    times = fast.all(timers)
     choice = _choice(lambda: opencl_functions.ocl_matmul(a, b), first)
     return {"max_rel_error": _max_rel_error(out, a @ b.detach()), "times_ns": times, **choice}
 
@@ -308,6 +349,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
                         help="bench only these groups (repeatable; default: all but graded)")
     parser.add_argument("--layer", action="append",
                         help="bench only the layers whose name holds this text (repeatable; see bench/shapes.py)")
+    parser.add_argument("--replay", action="store_true",
+                        help="also time each layer on the opencl device, recorded and replayed (column 'replayed')")
     parser.add_argument("--threads", type=int, default=0,
                         help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
     args = parser.parse_args(argv)
@@ -317,6 +360,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
         os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
 
+    if args.replay:
+        importlib.import_module("opencl_functions.device")  # registers the opencl device
     torch_device = args.torch_device
     if torch_device == "auto":
         torch_device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -343,9 +388,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
                                      if any(group == name for group, _ in work)}
     for group, s in tqdm(work, desc="bench", unit="layer", disable=None):  # no bar when not on a terminal
         if isinstance(s, ConvShape):
-            row = bench_conv(s, runner, fast, slow)
+            row = bench_conv(s, runner, fast, slow, args.replay)
         else:
-            row = bench_matmul(s, runner, fast)
+            row = bench_matmul(s, runner, fast, args.replay)
         row.update(name=s.name, label=s.label(), flops=s.flops, shape=vars(s))
         groups[group].append(row)
 

@@ -24,6 +24,17 @@ def test_bench_quick(ocl, tmp_path):
     assert conv["convgemm"] > 0 and conv["naive"] > 0 and conv["tiled"] > 0
 
 
+def test_bench_replayed_layers(opencl_device, tmp_path):
+    # --replay adds each layer on the device, recorded 20 times and replayed: a time per call.
+    result = bench.main(["--out", str(tmp_path), "--quick", "--torch-device", "cpu", "--replay",
+                         "--only", "depthwise", "--only", "gpt2"])
+    for group in ("depthwise", "gpt2"):
+        for row in result["groups"][group]:
+            assert row["times_ns"]["replayed"] > 0, row["name"]
+        assert result["geomean"][group]["torch/replayed"] > 0
+    assert "resnet50" not in result["groups"]
+
+
 def test_baselines_match_torch(ocl):
     import torch
     import torch.nn.functional as F
