@@ -86,6 +86,20 @@ def test_conv2d_1x1_downsampling_of_even_sizes(conv_mode):
     check(lambda x, w, b: F.conv2d(x, w, b, stride=2), randn(3, 8, 10, 12), randn(16, 8, 1, 1), randn(16))
 
 
+@pytest.mark.parametrize("x_shape, w_shape, kw", [
+    ((2, 6, 9, 10), (4, 6, 3, 3), dict(stride=2)),  # no padding: phases of unequal length
+    ((2, 6, 9, 9), (4, 6, 4, 4), dict(stride=2, padding=1)),  # every phase two taps a side
+    ((2, 6, 8, 8), (4, 6, 2, 2), dict(stride=2)),  # one tap a phase (a patch embedding)
+    ((2, 6, 3, 3), (4, 6, 3, 3), dict(stride=2, padding=2)),  # padding past the kernel's half
+    ((2, 6, 1, 1), (4, 6, 3, 3), dict(stride=2, padding=1)),  # fewer rows than the stride
+    ((2, 6, 11, 13), (4, 3, 5, 3), dict(stride=(2, 1), padding=(2, 1), groups=2)),
+])
+def test_conv2d_strided_input_gradient_by_phases(x_shape, w_shape, kw, conv_mode):
+    # Strided convolutions (dilation 1): the input gradient of each phase of positions as a
+    # stride-1 convolution with its taps, written at the stride.
+    check(lambda x, w: F.conv2d(x, w, **kw), randn(*x_shape), randn(*w_shape))
+
+
 def test_conv2d_7x7_stride_2(conv_mode):
     check(lambda x, w: F.conv2d(x, w, stride=2, padding=3), randn(2, 3, 33, 31), randn(8, 3, 7, 7))
 

@@ -80,7 +80,8 @@ SCRIPT = textwrap.dedent("""
         close(dev_x.grad.cpu(), ref_x.grad)
         # Convolution gradients: the input's as a forward convolution, the weights' with
         # images and channels swapped (NC_SWAPPED, inputs loaded along K), padded, strided.
-        for xs, ws, stride, pad in (((2, 3, 9, 7), (5, 3, 3, 3), 1, 1), ((3, 4, 8, 6), (6, 4, 1, 1), 2, 0)):
+        for xs, ws, stride, pad in (((2, 3, 9, 7), (5, 3, 3, 3), 1, 1), ((3, 4, 8, 6), (6, 4, 1, 1), 2, 0),
+                                    ((2, 3, 9, 8), (5, 3, 3, 3), 2, 1)):  # the last by phases
             x, w = torch.randn(xs), torch.randn(ws)
             y = F.conv2d(x, w, None, stride, pad)
             g = torch.randn_like(y)
