@@ -1,6 +1,7 @@
-// Convolution on the opencl device, backward: the input gradient as a forward
-// convolution of dy spread out by the stride with flipped, swapped weights (strided 1×1
-// layers: at the strided positions only); the weight gradient (groups = 1) as a forward
+// Convolution on the opencl device, backward: the input gradient as forward convolutions
+// of dy with flipped, swapped weights (strided layers: one stride-1 convolution per phase of
+// input positions, with the taps that reach it; strided 1×1 layers: at the strided positions
+// only; strided and dilated ones: of dy spread out by the stride); the weight gradient (groups = 1) as a forward
 // convolution with images and channels swapped (conv2d_gpu with NC_SWAPPED; on CPUs
 // conv2d_cpu over swapped copies: a ResNet-50 training step at batch 16 on PoCL, 2 cores,
 // 38.4 s with the tiled kernel, 4.3 s so); elsewhere the direct and tiled kernels of
@@ -17,11 +18,11 @@ namespace oclf::device::conv {
 
 namespace {
 
-// The input gradient as a forward convolution, on the device's fastest kernel: dy spread
-// out by the stride (zeros between its rows and columns) with d·(K-1) - p around it,
+// The input gradient as forward convolutions, on the device's fastest kernel: dy with
+// d·(K-1) - p zeros around it (strided and dilated: zeros between its rows and columns too)
 // convolved at stride 1 with the weights flipped and each group's input and output
-// channels swapped. It multiplies stride² - 1 zeros for each value, so larger strides
-// (patch embeddings) keep the direct kernel.
+// channels swapped; strided layers by phases (grad_input_phases). Strides above 2×2 (patch
+// embeddings: many phases, or stride² - 1 zeros per value) keep the direct kernel.
 bool grad_input_as_forward(const Conv2dGeometry& s) {
   return conv_mode() != ConvMode::kDirect && s.stride_h * s.stride_w <= 4;
 }
