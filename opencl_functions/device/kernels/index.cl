@@ -18,10 +18,14 @@
 //   spread2d           y (P, LH, LW) = x (P, H, W) contiguous spread out for a transposed
 //                      convolution: x[h, w] at y[top + h·SH, left + w·SW], zeros elsewhere
 //                      (top, left may be negative: rows before the window are dropped).
-//   flip_swap_weights  w' (C_in, C_out/G, KH, KW) = w (C_out, C_in/G, KH, KW) with the kernel
-//                      flipped and each group's input and output channels swapped; one
-//                      work-item per element, or with -DPER_PAIR (CPUs) per (input, output)
-//                      channel pair, reversing its KH·KW taps.
+//   flip_swap_weights  w' (C_in, C_out/G, NH, NW) = w (C_out, C_in/G, KH, KW) with the kernel
+//                      flipped and each group's input and output channels swapped, taps
+//                      (H0 + HS·jh, W0 + WS·jw) of the flipped kernel (all: 0, 1, KH, 0, 1,
+//                      KW); one work-item per element, or with -DPER_PAIR (CPUs) per
+//                      (input, output) channel pair.
+//   unphase2d          y (P, H, W) from the outputs of its stride phases (P, ⌈(H - rh)/SH⌉,
+//                      ⌈(W - rw)/SW⌉) p0..p3 (phase rh·SW + rw; SH·SW <= 4). NDRange as
+//                      pad2d's.
 //   triangle           y = x where the element (r, c) of each trailing (R, Cols) matrix is
 //                      kept, else 0: -DLOWER keeps c - r <= diagonal (tril), else c - r >= diagonal.
 //   cat2               y (outer, n0 + n1, inner) = a (outer, n0, inner) and b (outer, n1, inner)
@@ -134,11 +138,16 @@ __kernel void spread2d(__global const T* x, __global T* y, const int H, const in
   y[i] = v;
 }
 
+#ifndef CHUNK
+#define CHUNK 1
+#endif
+
 __kernel void flip_swap_weights(__global const T* w, __global T* y, const int G, const int CIG, const int COG,
-                                const int KH, const int KW, const int items) {
+                                const int KH, const int KW, const int H0, const int HS, const int NH, const int W0,
+                                const int WS, const int NW, const int items) {
   const int i = get_global_id(0);
   if (i >= items) return;
-  const int taps = KH * KW;
+  const int taps = NH * NW;
 #ifdef PER_PAIR
   const int pair = i, t0 = 0, t1 = taps;  // CPUs: a pair's taps in one work-item
 #else
@@ -146,14 +155,30 @@ __kernel void flip_swap_weights(__global const T* w, __global T* y, const int G,
 #endif
   const int co = pair % COG, c = pair / COG;
   const int g = c / CIG, ci = c % CIG;
-  __global const T* from = w + ((size_t)(g * COG + co) * CIG + ci) * taps;
+  __global const T* from = w + ((size_t)(g * COG + co) * CIG + ci) * KH * KW;
   __global T* to = y + (size_t)pair * taps;
-  for (int t = t0; t < t1; ++t) to[t] = from[taps - 1 - t];
+  for (int t = t0; t < t1; ++t) {
+    const int jh = t / NW, jw = t - jh * NW;
+    to[t] = from[(KH - 1 - H0 - HS * jh) * KW + (KW - 1 - W0 - WS * jw)];
+  }
 }
 
-#ifndef CHUNK
-#define CHUNK 1
-#endif
+// dx's element (p, h, w) from the output of its phase (h mod SH, w mod SW) at (h / SH, w / SW).
+__kernel void unphase2d(__global const T* p0, __global const T* p1, __global const T* p2, __global const T* p3,
+                        __global T* y, const int H, const int W, const int SH, const int SW, const int rows) {
+  const int j0 = get_global_id(0) * CHUNK, r = get_global_id(1);
+  if (j0 >= W || r >= rows) return;
+  const int h = r % H, p = r / H;
+  const int rh = h % SH, ph = (H - rh + SH - 1) / SH;
+  __global T* out = y + (size_t)r * W;
+  const int end = min(CHUNK, W - j0);
+  for (int k = 0; k < end; ++k) {
+    const int w = j0 + k, rw = w % SW, phase = rh * SW + rw;
+    const int pw = (W - rw + SW - 1) / SW;
+    __global const T* part = phase == 0 ? p0 : phase == 1 ? p1 : phase == 2 ? p2 : p3;
+    out[w] = part[((size_t)p * ph + h / SH) * pw + w / SW];
+  }
+}
 
 __kernel void pad2d(__global const T* x, const int x_off, __global T* y, const int y_off, const int C, const int H,
                     const int W, const int PH, const int PW, const int sb, const int sc, const int sh, const int sw,

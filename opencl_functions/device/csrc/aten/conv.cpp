@@ -21,22 +21,27 @@ at::Tensor whole(const at::Tensor& t) {
   return c.clone();
 }
 
+// Rows of a (rows, width) output, chunk() values of a row per work-item.
+int row_chunk() { return Device::get().is_cpu() ? 16 : 1; }
+
+NDRange row_chunks(int64_t rows, int64_t width) {
+  const size_t items = size_t((width + row_chunk() - 1) / row_chunk());
+  size_t group = 1;
+  while (group < items && group < 64) group *= 2;
+  const size_t global[2] = {round_up(items, group), size_t(rows)};
+  const size_t local[2] = {group, 1};
+  return NDRange(2, global, local);
+}
+
 // x (B, C, H, W), any strides, zero-padded by (ph, pw) on each side: contiguous, at offset 0.
 at::Tensor padded(const at::Tensor& x, int64_t ph, int64_t pw) {
   if (ph == 0 && pw == 0) return whole(x);
   at::Tensor out = empty_device({x.size(0), x.size(1), x.size(2) + 2 * ph, x.size(3) + 2 * pw}, at::kFloat);
   if (out.numel() == 0) return out;
-  // Rows of the padded tensor: CHUNK values a work-item on CPUs (a division per element was
-  // 13 % of a ResNet-50 forward on PoCL), one on GPUs (neighbours write neighbours).
-  const int chunk = Device::get().is_cpu() ? 16 : 1;
-  const int64_t rows = out.size(0) * out.size(1) * out.size(2), width = out.size(3);
-  const size_t items = size_t((width + chunk - 1) / chunk);
-  size_t group = 1;
-  while (group < items && group < 64) group *= 2;
-  const size_t global[2] = {round_up(items, group), size_t(rows)};
-  const size_t local[2] = {group, 1};
-  launch(Device::get().kernel("index.cl", "pad2d", "-DT=float -DCHUNK=" + std::to_string(chunk)),
-         NDRange(2, global, local), arg(x), arg(out), int(x.size(1)), int(x.size(2)), int(x.size(3)), int(ph),
+  // By rows (a division per element was 13 % of a ResNet-50 forward on PoCL).
+  const int64_t rows = out.size(0) * out.size(1) * out.size(2);
+  launch(Device::get().kernel("index.cl", "pad2d", "-DT=float -DCHUNK=" + std::to_string(row_chunk())),
+         row_chunks(rows, out.size(3)), arg(x), arg(out), int(x.size(1)), int(x.size(2)), int(x.size(3)), int(ph),
          int(pw), int(x.stride(0)), int(x.stride(1)), int(x.stride(2)), int(x.stride(3)), int(rows));
   return out;
 }

@@ -18,6 +18,10 @@ namespace oclf::device::conv {
 at::Tensor whole(const at::Tensor& t);
 // x (B, C, H, W), any strides, zero-padded by (ph, pw) on each side: contiguous, at offset 0.
 at::Tensor padded(const at::Tensor& x, int64_t ph, int64_t pw);
+// The NDRange of index.cl's row kernels (pad2d, unphase2d) over a (rows, width) output:
+// row_chunk() values of a row per work-item (-DCHUNK: 16 on CPUs, 1 on GPUs).
+int row_chunk();
+NDRange row_chunks(int64_t rows, int64_t width);
 
 // OCLF_DEVICE_CONV: "gpu" runs the GPU paths on any device (so CPU machines test them),
 // "direct" computes gradients with the direct and tiled backward kernels; else by device.

@@ -28,15 +28,20 @@ bool grad_input_as_forward(const Conv2dGeometry& s) {
 }
 
 // The weights flipped and each group's input and output channels swapped: (C_in, C_out/groups,
-// K_h, K_w), the input gradient's forward weights.
-at::Tensor flipped_weights(const Conv2dGeometry& s, const at::Tensor& w) {
+// nh, nw), taps (h0 + hs·jh, w0 + ws·jw) of the flipped kernel (all of them by default): the
+// input gradient's forward weights.
+at::Tensor flipped_weights(const Conv2dGeometry& s, const at::Tensor& w, int h0 = 0, int hs = 1, int nh = 0,
+                           int w0 = 0, int ws = 1, int nw = 0) {
+  nh = nh > 0 ? nh : s.k_h;
+  nw = nw > 0 ? nw : s.k_w;
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
-  at::Tensor flipped = empty_device({s.c_in, cout_g, s.k_h, s.k_w}, at::kFloat);
+  at::Tensor flipped = empty_device({s.c_in, cout_g, nh, nw}, at::kFloat);
   // CPUs reverse a channel pair's taps per work-item (a division per element was the cost there).
   const bool per_pair = Device::get().is_cpu();
   const int items = per_pair ? s.c_in * cout_g : int(flipped.numel());
   launch(Device::get().kernel("index.cl", "flip_swap_weights", per_pair ? "-DT=float -DPER_PAIR" : "-DT=float"),
-         NDRange::linear(size_t(items)), span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, items);
+         NDRange::linear(size_t(items)), span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, h0,
+         hs, nh, w0, ws, nw, items);
   return flipped;
 }
 
@@ -56,23 +61,26 @@ std::vector<int> phase_taps(int phase, int pad, int stride, int k) {
   return taps;
 }
 
-// The input gradient of a strided convolution (dilation 1) by phases: the input positions
-// (rh + i·stride_h, rw + j·stride_w) take only the taps whose offset the stride divides, so
-// each phase is a stride-1 forward convolution of dy (shifted, with a zero border) with those
-// taps of the flipped weights, written into dx at its stride. No product with the zeros of
-// a spread dy: a quarter of the work at stride 2.
+// The input gradient of a strided convolution (dilation 1, stride_h·stride_w <= 4) by
+// phases: the input positions (rh + i·stride_h, rw + j·stride_w) take only the taps whose
+// offset the stride divides, so each phase is a stride-1 forward convolution of dy (shifted,
+// with a zero border) with those taps of the flipped weights, and unphase2d interleaves the
+// phases into dx. No product with the zeros of a spread dy: a quarter of the work at stride 2.
 at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
                              const at::Tensor& dy, const at::Tensor& w) {
   Device& dev = Device::get();
-  const at::Tensor flipped = flipped_weights(s, w);  // tap a of it is tap K - 1 - a of w
-  at::Tensor dx = empty_device({s.batch, s.c_in, height, width}, at::kFloat);
-  for (int rh = 0; rh < s.stride_h && rh < height; ++rh) {
-    for (int rw = 0; rw < s.stride_w && rw < width; ++rw) {
-      at::Tensor target = dx.slice(2, rh, height, s.stride_h).slice(3, rw, width, s.stride_w);
+  std::vector<at::Tensor> parts;  // phase rh·stride_w + rw: (B, C_in, ⌈(H - rh)/s_h⌉, ⌈(W - rw)/s_w⌉)
+  for (int rh = 0; rh < s.stride_h; ++rh) {
+    for (int rw = 0; rw < s.stride_w; ++rw) {
+      const int out_h = int((height - rh + s.stride_h - 1) / s.stride_h);
+      const int out_w = int((width - rw + s.stride_w - 1) / s.stride_w);
+      at::Tensor part = empty_device({s.batch, s.c_in, std::max(out_h, 0), std::max(out_w, 0)}, at::kFloat);
+      parts.push_back(part);
       const std::vector<int> th = phase_taps(rh, int(pad_h), s.stride_h, s.k_h);
       const std::vector<int> tw = phase_taps(rw, int(pad_w), s.stride_w, s.k_w);
+      if (part.numel() == 0) continue;
       if (th.empty() || tw.empty()) {
-        target.zero_();
+        part.zero_();
         continue;
       }
       // Output row i of the phase reads dy rows i + t_min .. i + t_min + taps - 1, t_min the
@@ -80,7 +88,6 @@ at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t wi
       const int taps_h = int(th.size()), taps_w = int(tw.size());
       const int t_min_h = (rh + int(pad_h) - th.back()) / s.stride_h;
       const int t_min_w = (rw + int(pad_w) - tw.back()) / s.stride_w;
-      const int out_h = int(target.size(2)), out_w = int(target.size(3));
       const int lh = out_h + taps_h - 1, lw = out_w + taps_w - 1;
       at::Tensor shifted = dy;
       if (t_min_h != 0 || t_min_w != 0 || lh != s.h_out || lw != s.w_out) {
@@ -90,11 +97,8 @@ at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t wi
                int(shifted.numel()));
       }
       // The phase's taps of the flipped weights: from K - 1 - (last tap), every stride-th.
-      const at::Tensor taps = flipped.slice(2, s.k_h - 1 - th.back(), s.k_h, s.stride_h)
-                                  .slice(2, 0, taps_h)
-                                  .slice(3, s.k_w - 1 - tw.back(), s.k_w, s.stride_w)
-                                  .slice(3, 0, taps_w)
-                                  .contiguous();
+      const at::Tensor taps = flipped_weights(s, w, s.k_h - 1 - th.back(), s.stride_h, taps_h,
+                                              s.k_w - 1 - tw.back(), s.stride_w, taps_w);
       Conv2dGeometry t = s;
       t.c_in = s.c_out;
       t.c_out = s.c_in;
@@ -105,11 +109,19 @@ at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t wi
       t.stride_h = t.stride_w = 1;
       t.h_out = out_h;
       t.w_out = out_w;
-      at::Tensor part = empty_device({s.batch, s.c_in, out_h, out_w}, at::kFloat);
       forward_any(t, shifted, taps, part);
-      target.copy_(part);
     }
   }
+  // The phases' outputs interleaved into dx in one launch.
+  at::Tensor dx = empty_device({s.batch, s.c_in, height, width}, at::kFloat);
+  if (dx.numel() == 0) return dx;
+  const int64_t rows = int64_t(s.batch) * s.c_in * height;
+  // Phases past the strides' count, or without positions (fewer rows than the stride), are
+  // never read: phase 0 (never empty here) stands in for them.
+  auto part = [&](size_t k) { return span(k < parts.size() && parts[k].numel() > 0 ? parts[k] : parts[0]).mem; };
+  launch(dev.kernel("index.cl", "unphase2d", "-DT=float -DCHUNK=" + std::to_string(row_chunk())),
+         row_chunks(rows, width), part(0), part(1), part(2), part(3), span(dx).mem, int(height), int(width),
+         s.stride_h, s.stride_w, int(rows));
   return dx;
 }
 
