@@ -21,15 +21,19 @@ at::Tensor whole(const at::Tensor& t) {
   return c.clone();
 }
 
-// Rows of a (rows, width) output, chunk() values of a row per work-item.
+// Rows of a (rows, width) output, row_chunk() values of a row per work-item. Work-groups
+// span up to 64 work-items of a row and, on GPUs, enough rows for 256 work-items (groups of
+// one short row, 16 work-items at 14×14, ran pad2d at half its speed on the H100).
 int row_chunk() { return Device::get().is_cpu() ? 16 : 1; }
 
 NDRange row_chunks(int64_t rows, int64_t width) {
   const size_t items = size_t((width + row_chunk() - 1) / row_chunk());
   size_t group = 1;
   while (group < items && group < 64) group *= 2;
-  const size_t global[2] = {round_up(items, group), size_t(rows)};
-  const size_t local[2] = {group, 1};
+  const size_t most = std::min<size_t>(256, Device::get().info().max_work_group_size);
+  const size_t group_rows = Device::get().is_cpu() ? 1 : std::max<size_t>(most / group, 1);
+  const size_t global[2] = {round_up(items, group), round_up(size_t(rows), group_rows)};
+  const size_t local[2] = {group, group_rows};
   return NDRange(2, global, local);
 }
 
