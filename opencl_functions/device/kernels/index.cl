@@ -18,6 +18,7 @@
 //   spread2d           y (P, LH, LW) = x (P, H, W) contiguous spread out for a transposed
 //                      convolution: x[h, w] at y[top + h·SH, left + w·SW], zeros elsewhere
 //                      (top, left may be negative: rows before the window are dropped).
+//                      NDRange as pad2d's.
 //   flip_swap_weights  w' (C_in, C_out/G, NH, NW) = w (C_out, C_in/G, KH, KW) with the kernel
 //                      flipped and each group's input and output channels swapped, taps
 //                      (H0 + HS·jh, W0 + WS·jw) of the flipped kernel (all: 0, 1, KH, 0, 1,
@@ -49,6 +50,9 @@
 
 #ifndef T
 #define T float
+#endif
+#ifndef CHUNK
+#define CHUNK 1  // values of a row per work-item in the row kernels (pad2d, spread2d, unphase2d)
 #endif
 
 __kernel void index_select(__global const T* x, const int x_off, __global const long* idx, const int idx_off,
@@ -127,20 +131,20 @@ __kernel void index_add(__global T* y, const int y_off, __global const long* idx
 }
 
 __kernel void spread2d(__global const T* x, __global T* y, const int H, const int W, const int LH, const int LW,
-                       const int top, const int left, const int SH, const int SW, const int total) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  const int ow = i % LW, oh = (i / LW) % LH, p = i / (LW * LH);
-  const int dh = oh - top, dw = ow - left;
-  T v = (T)0;
-  if (dh >= 0 && dw >= 0 && dh % SH == 0 && dw % SW == 0 && dh / SH < H && dw / SW < W)
-    v = x[((size_t)p * H + dh / SH) * W + dw / SW];
-  y[i] = v;
+                       const int top, const int left, const int SH, const int SW, const int rows) {
+  const int j0 = get_global_id(0) * CHUNK, r = get_global_id(1);
+  if (j0 >= LW || r >= rows) return;
+  const int oh = r % LH, p = r / LH;
+  const int dh = oh - top;
+  const bool row_in = dh >= 0 && dh % SH == 0 && dh / SH < H;
+  __global const T* in = x + ((size_t)p * H + (row_in ? dh / SH : 0)) * W;
+  __global T* out = y + (size_t)r * LW;
+  const int end = min(CHUNK, LW - j0);
+  for (int k = 0; k < end; ++k) {
+    const int dw = j0 + k - left;
+    out[j0 + k] = (row_in && dw >= 0 && dw % SW == 0 && dw / SW < W) ? in[dw / SW] : (T)0;
+  }
 }
-
-#ifndef CHUNK
-#define CHUNK 1
-#endif
 
 __kernel void flip_swap_weights(__global const T* w, __global T* y, const int G, const int CIG, const int COG,
                                 const int KH, const int KW, const int H0, const int HS, const int NH, const int W0,

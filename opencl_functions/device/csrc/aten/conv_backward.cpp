@@ -52,6 +52,15 @@ at::Tensor at_strides(const at::Tensor& t, const Conv2dGeometry& s) {
       .slice(3, 0, int64_t(s.w_out - 1) * s.stride_w + 1, s.stride_w);
 }
 
+// y (B, C, LH, LW) = dy (B, C, H_out, W_out) placed at rows top + h·sh, columns left + w·sw
+// (top, left may be negative), zeros elsewhere: spread2d by rows.
+void spread(const at::Tensor& dy, const at::Tensor& y, int top, int left, int sh, int sw) {
+  const int64_t rows = y.size(0) * y.size(1) * y.size(2);
+  launch(Device::get().kernel("index.cl", "spread2d", "-DT=float -DCHUNK=" + std::to_string(row_chunk())),
+         row_chunks(rows, y.size(3)), span(dy).mem, span(y).mem, int(dy.size(2)), int(dy.size(3)), int(y.size(2)),
+         int(y.size(3)), top, left, sh, sw, int(rows));
+}
+
 // The taps of one axis that reach the input positions phase, phase + stride, ...: those k
 // with (phase + pad - k) a multiple of the stride (dilation 1), ascending.
 std::vector<int> phase_taps(int phase, int pad, int stride, int k) {
@@ -92,9 +101,7 @@ at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t wi
       at::Tensor shifted = dy;
       if (t_min_h != 0 || t_min_w != 0 || lh != s.h_out || lw != s.w_out) {
         shifted = empty_device({s.batch, s.c_out, lh, lw}, at::kFloat);
-        launch(dev.kernel("index.cl", "spread2d", "-DT=float"), NDRange::linear(size_t(shifted.numel())),
-               span(dy).mem, span(shifted).mem, s.h_out, s.w_out, lh, lw, -t_min_h, -t_min_w, 1, 1,
-               int(shifted.numel()));
+        spread(dy, shifted, -t_min_h, -t_min_w, 1, 1);
       }
       // The phase's taps of the flipped weights: from K - 1 - (last tap), every stride-th.
       const at::Tensor taps = flipped_weights(s, w, s.k_h - 1 - th.back(), s.stride_h, taps_h,
@@ -127,7 +134,6 @@ at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t wi
 
 at::Tensor grad_input_forward(const Conv2dGeometry& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
                               const at::Tensor& dy, const at::Tensor& w) {
-  Device& dev = Device::get();
   const int ext_h = s.dilation_h * (s.k_h - 1), ext_w = s.dilation_w * (s.k_w - 1);
   const int lh = int(height) + ext_h, lw = int(width) + ext_w;
   const bool as_is = s.stride_h == 1 && s.stride_w == 1 && ext_h == pad_h && ext_w == pad_w;  // e.g. 1×1, no padding
@@ -150,12 +156,10 @@ at::Tensor grad_input_forward(const Conv2dGeometry& s, int64_t height, int64_t w
   }
   if ((s.stride_h > 1 || s.stride_w > 1) && s.dilation_h == 1 && s.dilation_w == 1)
     return grad_input_phases(s, height, width, pad_h, pad_w, dy, w);
-  at::Tensor spread = dy;
+  at::Tensor spread_dy = dy;
   if (!as_is) {
-    spread = empty_device({s.batch, s.c_out, lh, lw}, at::kFloat);
-    launch(dev.kernel("index.cl", "spread2d", "-DT=float"), NDRange::linear(size_t(spread.numel())), span(dy).mem,
-           span(spread).mem, s.h_out, s.w_out, lh, lw, ext_h - int(pad_h), ext_w - int(pad_w), s.stride_h,
-           s.stride_w, int(spread.numel()));
+    spread_dy = empty_device({s.batch, s.c_out, lh, lw}, at::kFloat);
+    spread(dy, spread_dy, ext_h - int(pad_h), ext_w - int(pad_w), s.stride_h, s.stride_w);
   }
   const at::Tensor flipped = flipped_weights(s, w);
   Conv2dGeometry t = s;
@@ -167,7 +171,7 @@ at::Tensor grad_input_forward(const Conv2dGeometry& s, int64_t height, int64_t w
   t.h_out = int(height);
   t.w_out = int(width);
   at::Tensor dx = empty_device({s.batch, s.c_in, height, width}, at::kFloat);
-  forward_any(t, spread, flipped, dx);
+  forward_any(t, spread_dy, flipped, dx);
   return dx;
 }
 
