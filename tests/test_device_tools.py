@@ -331,7 +331,9 @@ def test_kernel_profile_names_ops_and_kernels(opencl_device):
     # Work outside the block is not timed, and a new block starts empty.
     (z * 2).cpu()
     with opencl_device.kernel_profile() as empty:
-        pass
+        with pytest.raises(RuntimeError, match="one runs at a time"):
+            with opencl_device.kernel_profile():
+                pass
     assert empty.launches == [] and "no kernel ran" in empty.table()
 
 

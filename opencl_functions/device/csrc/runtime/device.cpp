@@ -188,6 +188,8 @@ void Device::note_timed(cl_event begin, cl_event end, std::string kernel, std::s
 void Device::start_timing() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   refuse_wait("kernel timing");
+  if (timing_)
+    throw Error("opencl: a kernel profile is running already; one runs at a time", CL_INVALID_OPERATION);
   for (const Timed& t : timed_) {
     if (t.begin) clReleaseEvent(t.begin);
     clReleaseEvent(t.end);
