@@ -116,20 +116,28 @@ class TorchRunner:
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            for _ in range(self.GRAPH_REPS):
+            for _ in range(GRAPH_REPS):
                 fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        return _replay_timer(graph.replay, torch.cuda.Event)
 
-        def run() -> float:
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) * 1e6 / self.GRAPH_REPS
 
-        return run
+# Calls recorded in one graph (torch's CUDA graph, the opencl device's graph) per timed replay.
+GRAPH_REPS = 20
 
-    GRAPH_REPS = 20
+
+def _replay_timer(replay: Callable[[], object], event: Callable[..., object]) -> Callable[[], float]:
+    """A function returning the time per call of a graph of GRAPH_REPS calls: `event`
+    (torch.cuda.Event, torch.opencl.Event) recorded around one replay, on the device's clock."""
+    start, end = event(enable_timing=True), event(enable_timing=True)
+
+    def run() -> float:
+        start.record()
+        replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e6 / GRAPH_REPS
+
+    return run
 
 
 def _wall_ns(fn: Callable[[], object]) -> float:
@@ -167,30 +175,18 @@ def _tiled_kernel_ns(x: torch.Tensor, w: torch.Tensor, args: Dict) -> float:
                      lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, w, None, **args)))
 
 
-REPLAY_REPS = 20
-
-
 def _replayed_timer(fn: Callable[[], object]) -> Callable[[], float]:
     """A function returning the time per call of fn (device tensors inside) recorded
-    REPLAY_REPS times in one opencl graph and replayed, by events on the device's queue."""
+    GRAPH_REPS times in one opencl graph and replayed, by events on the device's queue."""
     import opencl_functions.device  # noqa: F401  (torch.opencl)
 
     for _ in range(3):  # first-use work (kernel builds, tuning) before the recording
         fn()
     torch.opencl.synchronize()
     with opencl_functions.device.graph() as graph:
-        for _ in range(REPLAY_REPS):
+        for _ in range(GRAPH_REPS):
             fn()
-    start, end = torch.opencl.Event(enable_timing=True), torch.opencl.Event(enable_timing=True)
-
-    def run() -> float:
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e6 / REPLAY_REPS
-
-    return run
+    return _replay_timer(graph.replay, torch.opencl.Event)
 
 
 def _first_call(fn: Callable[[], torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, str]]:
