@@ -1,8 +1,8 @@
 // Convolution on the opencl device, backward: the input gradient as forward convolutions
 // of dy with flipped, swapped weights (strided layers: one stride-1 convolution per phase of
 // input positions, with the taps that reach it; strided 1×1 layers: at the strided positions
-// only; strided and dilated ones: of dy spread out by the stride); the weight gradient (groups = 1) as a forward
-// convolution with images and channels swapped (conv2d_gpu with NC_SWAPPED; on CPUs
+// only; strided and dilated ones: of dy spread out by the stride); the weight gradient
+// (groups = 1) as a forward convolution with images and channels swapped (conv2d_gpu with NC_SWAPPED; on CPUs
 // conv2d_cpu over swapped copies: a ResNet-50 training step at batch 16 on PoCL, 2 cores,
 // 38.4 s with the tiled kernel, 4.3 s so); elsewhere the direct and tiled kernels of
 // conv2d_backward.cl, which compute the gradient of the padded input (its interior is
@@ -50,6 +50,23 @@ at::Tensor flipped_weights(const Conv2dGeometry& s, const at::Tensor& w, int h0 
 at::Tensor at_strides(const at::Tensor& t, const Conv2dGeometry& s) {
   return t.slice(2, 0, int64_t(s.h_out - 1) * s.stride_h + 1, s.stride_h)
       .slice(3, 0, int64_t(s.w_out - 1) * s.stride_w + 1, s.stride_w);
+}
+
+// The forward convolution that gives an input gradient: dy's C_out channels in, the
+// input's C_in out, at stride 1 (s's dilation and groups), an h × w input and a k_h × k_w
+// kernel giving h_out × w_out.
+Conv2dGeometry input_gradient_shape(const Conv2dGeometry& s, int h, int w, int k_h, int k_w, int h_out, int w_out) {
+  Conv2dGeometry t = s;
+  t.c_in = s.c_out;
+  t.c_out = s.c_in;
+  t.h = h;
+  t.w = w;
+  t.k_h = k_h;
+  t.k_w = k_w;
+  t.stride_h = t.stride_w = 1;
+  t.h_out = h_out;
+  t.w_out = w_out;
+  return t;
 }
 
 // y (B, C, LH, LW) = dy (B, C, H_out, W_out) placed at rows top + h·sh, columns left + w·sw
@@ -106,17 +123,7 @@ at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t wi
       // The phase's taps of the flipped weights: from K - 1 - (last tap), every stride-th.
       const at::Tensor taps = flipped_weights(s, w, s.k_h - 1 - th.back(), s.stride_h, taps_h,
                                               s.k_w - 1 - tw.back(), s.stride_w, taps_w);
-      Conv2dGeometry t = s;
-      t.c_in = s.c_out;
-      t.c_out = s.c_in;
-      t.h = lh;
-      t.w = lw;
-      t.k_h = taps_h;
-      t.k_w = taps_w;
-      t.stride_h = t.stride_w = 1;
-      t.h_out = out_h;
-      t.w_out = out_w;
-      forward_any(t, shifted, taps, part);
+      forward_any(input_gradient_shape(s, lh, lw, taps_h, taps_w, out_h, out_w), shifted, taps, part);
     }
   }
   // The phases' outputs interleaved into dx in one launch.
@@ -141,12 +148,7 @@ at::Tensor grad_input_forward(const Conv2dGeometry& s, int64_t height, int64_t w
     // 1×1 with a stride (downsampling): the products at the strided positions only, then
     // put in place among zeros, rather than a convolution of the spread dy (stride² times
     // the work).
-    Conv2dGeometry t = s;
-    t.c_in = s.c_out;
-    t.c_out = s.c_in;
-    t.h = t.h_out = s.h_out;
-    t.w = t.w_out = s.w_out;
-    t.stride_h = t.stride_w = 1;
+    const Conv2dGeometry t = input_gradient_shape(s, s.h_out, s.w_out, 1, 1, s.h_out, s.w_out);
     at::Tensor products = empty_device({s.batch, s.c_in, s.h_out, s.w_out}, at::kFloat);
     forward_any(t, dy, flipped_weights(s, w), products);
     at::Tensor dx = empty_device({s.batch, s.c_in, height, width}, at::kFloat);
@@ -161,17 +163,9 @@ at::Tensor grad_input_forward(const Conv2dGeometry& s, int64_t height, int64_t w
     spread_dy = empty_device({s.batch, s.c_out, lh, lw}, at::kFloat);
     spread(dy, spread_dy, ext_h - int(pad_h), ext_w - int(pad_w), s.stride_h, s.stride_w);
   }
-  const at::Tensor flipped = flipped_weights(s, w);
-  Conv2dGeometry t = s;
-  t.c_in = s.c_out;
-  t.c_out = s.c_in;
-  t.h = lh;
-  t.w = lw;
-  t.stride_h = t.stride_w = 1;
-  t.h_out = int(height);
-  t.w_out = int(width);
+  const Conv2dGeometry t = input_gradient_shape(s, lh, lw, s.k_h, s.k_w, int(height), int(width));
   at::Tensor dx = empty_device({s.batch, s.c_in, height, width}, at::kFloat);
-  forward_any(t, spread_dy, flipped, dx);
+  forward_any(t, spread_dy, flipped_weights(s, w), dx);
   return dx;
 }
 

@@ -181,8 +181,8 @@ const std::string* OpLabel::current() { return current_op; }
 void Device::note_timed(cl_event begin, cl_event end, std::string kernel, std::string global) {
   const std::string* op = OpLabel::current();
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  timed_.push_back({begin, end, std::move(kernel), op ? *op : std::string("(outside an operator)"),
-                    std::move(global)});
+  timed_.push_back(
+      {begin, end, {std::move(kernel), op ? *op : std::string("(outside an operator)"), std::move(global)}});
 }
 
 void Device::start_timing() {
@@ -208,13 +208,14 @@ std::vector<KernelTime> Device::stop_timing() {
   synchronize();
   std::vector<KernelTime> out;
   out.reserve(timed.size());
-  for (const Timed& t : timed) {
+  for (Timed& t : timed) {
     // A kernel from its start to its end; a library call from the end of the marker before it
     // to the end of the one after.
     const cl_ulong start = t.begin ? profiling_time(t.begin, CL_PROFILING_COMMAND_END)
                                    : profiling_time(t.end, CL_PROFILING_COMMAND_START);
     const cl_ulong finish = profiling_time(t.end, CL_PROFILING_COMMAND_END);
-    out.push_back({t.kernel, t.op, t.global, finish > start ? uint64_t(finish - start) : 0});
+    t.what.ns = finish > start ? uint64_t(finish - start) : 0;
+    out.push_back(std::move(t.what));
     if (t.begin) clReleaseEvent(t.begin);
     clReleaseEvent(t.end);
   }

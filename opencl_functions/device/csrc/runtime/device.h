@@ -142,7 +142,7 @@ class Device {
   uint64_t launches_ = 0, programs_built_ = 0;
   struct Timed {
     cl_event begin = nullptr, end = nullptr;  // begin: a marker before a library call; null for a kernel
-    std::string kernel, op, global;
+    KernelTime what;                          // ns filled in by stop_timing()
   };
   std::atomic<bool> timing_{false};
   std::vector<Timed> timed_;  // under mutex_
