@@ -59,7 +59,7 @@ $(BUILT): .venv/.requirements $(SOURCES)
 build: $(BUILT)
 
 # BEGIN STAFF
-$(DEVICE_BUILT): .venv/.requirements $(DEVICE_SOURCES)
+$(DEVICE_BUILT): $(BUILT) $(DEVICE_SOURCES)
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) setup_device.py -q build_ext --inplace
 	@touch $@
 

@@ -28,6 +28,7 @@ core = Pybind11Extension(
     sources=[
         "opencl_functions/opencl-functions.cpp",
         "opencl_functions/bindings.cpp",
+        "opencl_functions/bindings_runtime.cpp",
         "opencl_functions/backward.cpp",
         "opencl_functions/baselines.cpp",
         *sorted(glob.glob("opencl_functions/runtime/*.cpp")),

@@ -1,6 +1,8 @@
 // The Python binding, opencl_functions._core: takes float32 buffers (NumPy views of CPU
 // tensors, zero-copy) and calls the host code (opencl-functions.cpp, backward.cpp,
-// baselines.cpp) one operation at a time, without the GIL. Arguments are validated, with
+// baselines.cpp) one operation at a time, without the GIL, on the calling thread's current
+// device. The runtime's own functions (devices, tuning, the launch log) are in
+// bindings_runtime.cpp. Arguments are validated, with
 // the messages users see, by opencl_functions/checks.py before they get here; this file
 // only guards memory safety (buffer sizes against the shapes it is told).
 #include <pybind11/pybind11.h>
@@ -14,10 +16,14 @@
 #include "backward.hpp"
 #include "baselines.hpp"
 #include "opencl-functions.hpp"
-#include "runtime/launch_log.hpp"
 #include "runtime/runtime.hpp"
 
 namespace py = pybind11;
+
+namespace oclf::bindings {
+// The runtime's functions (bindings_runtime.cpp).
+void bind_runtime(py::module_& m);
+}  // namespace oclf::bindings
 
 namespace {
 
@@ -61,7 +67,7 @@ template <typename F>
 void run_op(F&& op) {
   py::gil_scoped_release no_gil;
   oclf::Runtime& rt = oclf::Runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex());
+  std::lock_guard<std::recursive_mutex> lock(rt.mutex());
   rt.tuning().clear_note();
   try {
     op();
@@ -93,42 +99,37 @@ void matmul(const py::buffer& a_buf, const py::buffer& b_buf, const py::buffer& 
   });
 }
 
+// The geometry of a convolution from its shapes (Conv2dGeometry::of), its refusals as the
+// module's own (the Python side checks first, with the messages users see).
+oclf::Conv2dGeometry geometry(const std::vector<py::ssize_t>& x, const std::vector<py::ssize_t>& w, int stride_h,
+                              int stride_w, int dilation_h, int dilation_w, int groups) {
+  try {
+    return oclf::Conv2dGeometry::of(int(x[0]), int(x[1]), int(x[2]), int(x[3]), int(w[0]), int(w[1]), int(w[2]),
+                                    int(w[3]), stride_h, stride_w, dilation_h, dilation_w, groups);
+  } catch (const std::invalid_argument& err) {
+    require(false, err.what());
+    throw;
+  }
+}
+
 // Conv2dArgs from buffers, after checking that they describe one valid convolution.
 oclf::Conv2dArgs checked_conv2d_args(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& bias_obj,
-                               const py::buffer& y_buf, int stride_h, int stride_w, int dilation_h, int dilation_w,
-                               int groups) {
+                                     const py::buffer& y_buf, int stride_h, int stride_w, int dilation_h,
+                                     int dilation_w, int groups) {
   FloatView x = float_view(x_buf, "x", 4, false);
   FloatView w = float_view(w_buf, "weight", 4, false);
   FloatView y = float_view(y_buf, "out", 4, true);
+  require(x.size > 0 && w.size > 0 && y.size > 0, "conv2d sizes must be positive");
   oclf::Conv2dArgs p{};
+  static_cast<oclf::Conv2dGeometry&>(p) = geometry(x.shape, w.shape, stride_h, stride_w, dilation_h, dilation_w, groups);
   if (!bias_obj.is_none()) {
     FloatView b = float_view(bias_obj.cast<py::buffer>(), "bias", 1, false);
     require(b.shape[0] == w.shape[0], "bias must have C_out elements");
     p.bias = b.data;
   }
-  require(groups >= 1 && stride_h >= 1 && stride_w >= 1 && dilation_h >= 1 && dilation_w >= 1,
-          "stride, dilation and groups must be positive");
-  require(w.shape[0] % groups == 0 && x.shape[1] == w.shape[1] * groups, "channels do not match groups");
-  require(x.size > 0 && w.size > 0 && y.size > 0, "conv2d sizes must be positive");
   p.x = x.data;
   p.weight = w.data;
   p.y = y.data;
-  p.batch = int(x.shape[0]);
-  p.c_in = int(x.shape[1]);
-  p.h = int(x.shape[2]);
-  p.w = int(x.shape[3]);
-  p.c_out = int(w.shape[0]);
-  p.k_h = int(w.shape[2]);
-  p.k_w = int(w.shape[3]);
-  p.stride_h = stride_h;
-  p.stride_w = stride_w;
-  p.dilation_h = dilation_h;
-  p.dilation_w = dilation_w;
-  p.groups = groups;
-  require(p.h - dilation_h * (p.k_h - 1) - 1 >= 0 && p.w - dilation_w * (p.k_w - 1) - 1 >= 0,
-          "kernel is larger than the padded input");
-  p.h_out = (p.h - dilation_h * (p.k_h - 1) - 1) / stride_h + 1;
-  p.w_out = (p.w - dilation_w * (p.k_w - 1) - 1) / stride_w + 1;
   require(y.shape[0] == p.batch && y.shape[1] == p.c_out && y.shape[2] == p.h_out && y.shape[3] == p.w_out,
           "out must be (B, C_out, H_out, W_out)");
   return p;
@@ -141,74 +142,15 @@ void conv2d(const py::buffer& x_buf, const py::buffer& w_buf, const py::object& 
   run_op([&] { oclf::conv2d(p); });
 }
 
-py::dict device_info() {
-  const oclf::DeviceInfo& i = oclf::Runtime::get().info();
-  py::dict d;
-  d["platform"] = i.platform;
-  d["device"] = i.device;
-  d["type"] = i.type;
-  d["version"] = i.version;
-  d["driver_version"] = i.driver_version;
-  d["opencl_c_version"] = i.opencl_c_version;
-  d["max_work_group_size"] = i.max_work_group_size;
-  d["local_mem_size"] = i.local_mem_size;
-  d["global_mem_size"] = i.global_mem_size;
-  d["compute_units"] = i.compute_units;
-  d["preferred_vector_width_float"] = i.preferred_vector_width_float;
-  d["native_vector_width_float"] = i.native_vector_width_float;
-  d["index"] = std::to_string(i.platform_index) + ":" + std::to_string(i.device_index);
-  return d;
-}
-
-py::list list_devices() {
-  py::list out;
-  for (const auto& e : oclf::list_devices()) {
-    py::dict d;
-    d["index"] = std::to_string(e.platform_index) + ":" + std::to_string(e.device_index);
-    d["platform"] = e.platform;
-    d["device"] = e.device;
-    d["type"] = e.type;
-    out.append(d);
-  }
-  return out;
-}
-
-py::dict memory_stats() {
-  oclf::Runtime& rt = oclf::Runtime::get();
-  py::dict d;
-  d["bytes_in_use"] = rt.pool().bytes_in_use();
-  d["bytes_pooled"] = rt.pool().bytes_pooled();
-  return d;
-}
-
-// The shapes of a convolution with padded input x (B, C_in, H, W), weight
+// The geometry of a convolution with padded input x (B, C_in, H, W), weight
 // (C_out, C_in/groups, K_h, K_w) and output (B, C_out, H_out, W_out), checked against each other.
 oclf::Conv2dGeometry conv2d_shape(const std::vector<py::ssize_t>& x, const std::vector<py::ssize_t>& w,
-                               const std::vector<py::ssize_t>& y, int stride_h, int stride_w, int dilation_h,
-                               int dilation_w, int groups) {
-  require(groups >= 1 && stride_h >= 1 && stride_w >= 1 && dilation_h >= 1 && dilation_w >= 1,
-          "stride, dilation and groups must be positive");
+                                  const std::vector<py::ssize_t>& y, int stride_h, int stride_w, int dilation_h,
+                                  int dilation_w, int groups) {
   for (const auto* shape : {&x, &w, &y})
     for (auto d : *shape)
       require(d >= 1, "conv2d backward sizes must be positive");
-  oclf::Conv2dGeometry s{};
-  s.batch = int(x[0]);
-  s.c_in = int(x[1]);
-  s.h = int(x[2]);
-  s.w = int(x[3]);
-  s.c_out = int(w[0]);
-  s.k_h = int(w[2]);
-  s.k_w = int(w[3]);
-  s.stride_h = stride_h;
-  s.stride_w = stride_w;
-  s.dilation_h = dilation_h;
-  s.dilation_w = dilation_w;
-  s.groups = groups;
-  require(s.c_out % groups == 0 && s.c_in == w[1] * groups, "channels do not match groups");
-  require(s.h - dilation_h * (s.k_h - 1) - 1 >= 0 && s.w - dilation_w * (s.k_w - 1) - 1 >= 0,
-          "kernel is larger than the padded input");
-  s.h_out = (s.h - dilation_h * (s.k_h - 1) - 1) / stride_h + 1;
-  s.w_out = (s.w - dilation_w * (s.k_w - 1) - 1) / stride_w + 1;
+  const oclf::Conv2dGeometry s = geometry(x, w, stride_h, stride_w, dilation_h, dilation_w, groups);
   require(y[0] == s.batch && y[1] == s.c_out && y[2] == s.h_out && y[3] == s.w_out,
           "grad_out must be (B, C_out, H_out, W_out)");
   return s;
@@ -252,49 +194,6 @@ void conv2d_backward_bias(const py::buffer& dy_buf, const py::buffer& db_buf) {
   run_op([&] { oclf::conv2d_backward_bias(batch, c_out, area, dy.data, db.data); });
 }
 
-// The launch log as Python data (for grading.child): per launch its program, NDRange,
-// arguments and, when captured, its buffers' contents before and after.
-py::list take_launch_log() {
-  std::vector<oclf::LoggedLaunch> launches;
-  {
-    oclf::Runtime& rt = oclf::Runtime::get();
-    std::lock_guard<std::mutex> lock(rt.mutex());
-    launches = oclf::launch_log::take();
-  }
-  static const char* kinds[] = {"value", "buffer", "local", "unset"};
-  py::list out;
-  for (const oclf::LoggedLaunch& l : launches) {
-    py::list args, buffers;
-    for (const oclf::LoggedArg& a : l.args) {
-      py::dict arg;
-      arg["kind"] = kinds[a.kind];
-      arg["size"] = a.size;
-      arg["value"] = py::bytes(a.value);
-      arg["buffer"] = a.buffer;
-      args.append(arg);
-    }
-    for (const oclf::LoggedBuffer& b : l.buffers) {
-      py::dict buffer;
-      buffer["bytes"] = b.bytes;
-      buffer["before"] = py::bytes(b.before);
-      buffer["after"] = py::bytes(b.after);
-      buffers.append(buffer);
-    }
-    py::dict d;
-    d["path"] = l.path;
-    d["source_hash"] = l.source_hash;
-    d["options"] = l.options;
-    d["kernel"] = l.kernel;
-    d["global"] = l.global;
-    d["local"] = l.local;
-    d["args"] = args;
-    d["buffers"] = buffers;
-    d["captured"] = l.captured;
-    out.append(d);
-  }
-  return out;
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -311,8 +210,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("conv2d", &conv2d, py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("out"), py::arg("stride_h"),
         py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("groups"),
         "out = conv2d(x, weight) + bias with conv2d.cl; x (B, C_in, H, W) is already padded.");
-  m.def("device_info", &device_info, "The selected OpenCL device: platform, device, version, limits.");
-  m.def("list_devices", &list_devices, "Every OpenCL device, as dicts with index 'P:D', platform, device, type.");
   m.def("last_kernel_time_ns", [] { return g_last_kernel_ns; },
         "Kernel time of the last operation, summed from OpenCL profiling events, in nanoseconds.");
   m.def(
@@ -325,51 +222,7 @@ PYBIND11_MODULE(_core, m) {
       },
       "The configuration the last operation used and where it came from ('defaults', 'tuned now',\n"
       "'cache: first use', 'cache: sweep', 'setting'); empty strings when the host code set none.");
-  m.def(
-      "tuning_cache_path", [] { return oclf::Runtime::get().tuning().cache_path(); },
-      "The tuning cache file of the selected device ('' when no cache folder can be named).");
-  m.def(
-      "tuning_seconds", [] { return oclf::Runtime::get().tuning().seconds_spent(); },
-      "Seconds this process spent measuring candidates (tuning at first use).");
-  m.def(
-      "tuning_forget",
-      [] {
-        oclf::Runtime& rt = oclf::Runtime::get();
-        std::lock_guard<std::mutex> lock(rt.mutex());
-        rt.tuning().forget();
-      },
-      "Forgets the tuning choices read or measured so far (the cache file is read again).");
-  m.def("_launch_log_start", &oclf::launch_log::start, py::arg("capture"),
-        "Starts the launch log (for the grader and make check); capture keeps buffer contents.");
-  m.def("_launch_log_capture", &oclf::launch_log::set_capture, py::arg("capture"),
-        "Turns the launch log's buffer capture on or off.");
-  m.def("_launch_log_stop", &oclf::launch_log::stop, "Stops the launch log and forgets what it recorded.");
-  m.def("_launch_log_take", &take_launch_log, "What the launch log recorded since it started or was last taken.");
-  m.def("memory_stats", &memory_stats, "Device bytes held by live buffers and by the reuse pool.");
-  m.def("clblast_clear_cache", [] { CLBLAST_CHECK(clblast::ClearCache()); },
-        "Releases CLBlast's compiled programs (opencl_functions does at exit, before static destructors run).");
-  m.def("clear_pool", [] { oclf::Runtime::get().pool().clear(); }, "Frees the pooled device buffers.");
-  m.def(
-      "clblast_parameters",
-      [](const std::string& kernel) {
-        oclf::Runtime& rt = oclf::Runtime::get();
-        std::lock_guard<std::mutex> lock(rt.mutex());
-        return oclf::clblast_parameters(rt.device(), kernel);
-      },
-      py::arg("kernel"), "CLBlast's current tuning parameters (single precision) of a kernel ('Xgemm', ...).");
-  m.def(
-      "clblast_override",
-      [](const std::map<std::string, oclf::KernelParameters>& params) {
-        oclf::Runtime& rt = oclf::Runtime::get();
-        std::lock_guard<std::mutex> lock(rt.mutex());
-        oclf::clblast_override(rt.device(), params);
-      },
-      py::arg("params"),
-      "Replaces CLBlast's tuning parameters: {kernel: {parameter: value}}, each entry complete.\n"
-      "Raises ValueError naming the kernel, and changes nothing, if an entry is unknown or incomplete.");
-  m.def("set_default_kernel_dir", &oclf::Programs::set_default_kernel_dir,
-        "Folder of the .cl files when OCLF_KERNEL_DIR (or OCL_KERNEL_DIR) is not set.");
-  m.def("kernel_dir", &oclf::Programs::kernel_dir, "Folder the .cl files are read from.");
+  oclf::bindings::bind_runtime(m);
   m.def("conv2d_backward_input", &conv2d_backward_input, py::arg("grad_out"), py::arg("weight"),
         py::arg("grad_input"), py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"),
         py::arg("dilation_w"), py::arg("groups"), py::arg("variant") = "auto",
@@ -411,18 +264,20 @@ PYBIND11_MODULE(_core, m) {
         FloatView v = float_view(data, "data", -1, false);
         py::gil_scoped_release no_gil;
         oclf::Runtime& rt = oclf::Runtime::get();
-        std::lock_guard<std::mutex> lock(rt.mutex());
+        std::lock_guard<std::recursive_mutex> lock(rt.mutex());
         return rt.residents().upload(v.data, v.size * sizeof(float));
       },
       py::arg("data"), "Copies a float32 buffer to the device to stay there; returns its handle.");
   m.def(
       "resident_release",
-      [](uint64_t handle) {
-        oclf::Runtime& rt = oclf::Runtime::get();
-        std::lock_guard<std::mutex> lock(rt.mutex());
+      [](uint64_t handle, int device) {
+        oclf::Runtime& rt = device < 0 ? oclf::Runtime::get() : oclf::Runtime::at(device);
+        std::lock_guard<std::recursive_mutex> lock(rt.mutex());
         rt.residents().release(handle);
       },
-      py::arg("handle"), "Frees a resident buffer and what was derived from it (unknown handles are ignored).");
+      py::arg("handle"), py::arg("device") = -1,
+      "Frees a resident buffer of a device (-1: the current one) and what was derived from it (unknown\n"
+      "handles are ignored).");
   m.def(
       "resident_bytes", [] { return oclf::Runtime::get().residents().bytes(); },
       "Device bytes held by resident parameters and buffers derived from them.");

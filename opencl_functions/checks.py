@@ -17,6 +17,11 @@ IntPair = Union[int, Sequence[int]]
 VARIANTS = ("auto", "direct", "tiled")
 
 
+# Where the operations take tensors: host memory, or the opencl device (computed there in
+# place by the device's own operators, on the same runtime).
+DEVICE_TYPES = ("cpu", "opencl")
+
+
 def check_tensor(t, name: str, ndim: Optional[int] = None, min_ndim: Optional[int] = None) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -24,14 +29,25 @@ def check_tensor(t, name: str, ndim: Optional[int] = None, min_ndim: Optional[in
         raise TypeError(f"{name} must be a dense tensor, got layout {t.layout}")
     if t.dtype != torch.float32:
         raise TypeError(f"{name} must be float32, got {t.dtype}")
-    if t.device.type != "cpu":
-        raise ValueError(f"{name} must be on the CPU, got device {t.device}")
+    if t.device.type not in DEVICE_TYPES:
+        raise ValueError(f"{name} must be on the CPU or an opencl device, got device {t.device}")
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
     if min_ndim is not None and t.dim() < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(t.shape)}")
     if t.numel() > MAX_ELEMENTS:
         raise ValueError(f"{name} has {t.numel()} elements; at most {MAX_ELEMENTS} are supported")
+
+
+def check_same_device(**tensors: Optional[torch.Tensor]) -> torch.device:
+    """The one device of the given tensors (None ones left out); a ValueError naming them when
+    they lie on two."""
+    given = {name: t.device for name, t in tensors.items() if t is not None}
+    devices = set(given.values())
+    if len(devices) > 1:
+        where = ", ".join(f"{name} on {device}" for name, device in given.items())
+        raise ValueError(f"the tensors must be on one device, got {where}")
+    return devices.pop()
 
 
 def check_output_size(shape: Tuple[int, ...]) -> None:

@@ -1,5 +1,8 @@
 """The torch-facing operations: tensors in, tensors out, each computed by the C++ module
 _core on the OpenCL device after opencl_functions.checks has validated its arguments.
+Tensors on the opencl torch device (opencl_functions.device) are computed in place there,
+by the device's operators on the same runtime (its kernels and programs), without a copy to
+the host; host tensors go through _core as the course's host code has them.
 
     ocl_matmul(a, b)                           CLBlast SGEMM (or GEMV for one row)
     ocl_conv2d(x, weight, bias, stride, dilation, groups)
@@ -14,7 +17,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from . import _core
-from .checks import IntPair, backward_checks, check_output_size, check_tensor, conv2d_args
+from .checks import IntPair, backward_checks, check_output_size, check_same_device, check_tensor, conv2d_args
 from .clblast_params import load_clblast_params
 from .resident import resident_handle
 
@@ -61,6 +64,9 @@ def ocl_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     check_tensor(b, "b", ndim=2)
     if a.shape[-1] != b.shape[0]:
         raise ValueError(f"a (..., M, K) and b (K, N) disagree on K: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if check_same_device(a=a, b=b).type == "opencl":
+        with torch.no_grad():
+            return torch.matmul(a.detach(), b.detach())
     b_param = b  # before detach(), to find the parameter it views
     a, b = a.detach(), b.detach()
     k, n = b.shape
@@ -103,6 +109,10 @@ def ocl_conv2d(
     and optional bias (C_out,), by the kernel in conv2d.cl. Returns (B, C_out, H_out, W_out)."""
     stride, dilation, groups, (batch, c_out, h_out, w_out) = conv2d_args(x, weight, bias, stride, dilation, groups)
     c_in = x.shape[1]
+    if check_same_device(x=x, weight=weight, bias=bias).type == "opencl":
+        with torch.no_grad():
+            return torch.nn.functional.conv2d(x.detach(), weight.detach(), None if bias is None else bias.detach(),
+                                              stride, 0, dilation, groups)
 
     if batch == 0 or c_out == 0:
         return torch.empty(batch, c_out, h_out, w_out)
@@ -141,6 +151,10 @@ def ocl_conv2d_backward_input(
     stride, dilation, groups = backward_checks(
         input_shape, tuple(weight.shape), grad_out, stride, dilation, groups, variant, "input_shape", "weight"
     )
+    if check_same_device(grad_out=grad_out, weight=weight).type == "opencl":  # the device picks its kernels
+        with torch.no_grad():
+            return torch.nn.grad.conv2d_input(input_shape, weight.detach(), grad_out.detach(), stride, 0, dilation,
+                                              groups)
     grad_input = torch.zeros(input_shape)
     if grad_out.numel() == 0 or weight.numel() == 0:
         return grad_input
@@ -168,6 +182,10 @@ def ocl_conv2d_backward_weight(
     stride, dilation, groups = backward_checks(
         tuple(x.shape), weight_shape, grad_out, stride, dilation, groups, variant, "x", "weight_shape"
     )
+    if check_same_device(x=x, grad_out=grad_out).type == "opencl":  # the device picks its kernels
+        with torch.no_grad():
+            return torch.nn.grad.conv2d_weight(x.detach(), weight_shape, grad_out.detach(), stride, 0, dilation,
+                                               groups)
     grad_weight = torch.zeros(weight_shape)
     if grad_out.numel() == 0 or x.numel() == 0 or grad_weight.numel() == 0:
         return grad_weight
@@ -182,6 +200,9 @@ def ocl_conv2d_backward_bias(grad_out: torch.Tensor) -> torch.Tensor:
     """Gradient of ocl_conv2d with respect to its bias: grad_out (B, C_out, H_out, W_out)
     summed over B, H_out and W_out, by a reduction kernel. Returns (C_out,)."""
     check_tensor(grad_out, "grad_out", ndim=4)
+    if grad_out.device.type == "opencl":
+        with torch.no_grad():
+            return grad_out.detach().sum((0, 2, 3))
     grad_bias = torch.zeros(grad_out.shape[1])
     if grad_out.numel() == 0:
         return grad_bias

@@ -1,6 +1,6 @@
 """Resident parameters: device copies of nn.Parameter tensors (weights, biases) kept
-between calls, keyed by the tensor, its data pointer and its version counter, and freed
-with the tensor.
+between calls, keyed by the tensor, its data pointer, its version counter and the device
+(the current one when the copy was made), and freed with the tensor.
 """
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from . import _core
 class _Resident:
     """The device copy of one parameter: its handle and what it was copied from."""
 
-    __slots__ = ("handle", "version", "data_ptr", "shape", "stride", "__weakref__")
+    __slots__ = ("handle", "device", "version", "data_ptr", "shape", "__weakref__")
 
     def __init__(self):
         self.handle = 0
+        self.device = -1
 
 
 # id(tensor) -> its device copy; a finalizer on the tensor removes the entry (tensors
@@ -28,7 +29,7 @@ _residents: Dict[int, _Resident] = {}
 
 def _release(entry: _Resident) -> None:
     if entry.handle:
-        _core.resident_release(entry.handle)
+        _core.resident_release(entry.handle, entry.device)
         entry.handle = 0
 
 
@@ -49,8 +50,9 @@ def resident_handle(t: Optional[torch.Tensor]) -> int:
     if not isinstance(t, torch.nn.Parameter) or not t.is_contiguous() or t.numel() == 0:
         return 0
     entry = _residents.get(id(t))
-    key = (t._version, t.data_ptr(), tuple(t.shape))
-    if entry is not None and entry.handle and (entry.version, entry.data_ptr, entry.shape) == key:
+    device = _core.current_device()
+    key = (device, t._version, t.data_ptr(), tuple(t.shape))
+    if entry is not None and entry.handle and (entry.device, entry.version, entry.data_ptr, entry.shape) == key:
         return entry.handle
     if entry is None:
         entry = _Resident()
@@ -58,7 +60,7 @@ def resident_handle(t: Optional[torch.Tensor]) -> int:
         weakref.finalize(t, _forget, id(t), entry).atexit = False
     _release(entry)
     entry.handle = _core.resident_upload(t.detach().reshape(-1).numpy())
-    entry.version, entry.data_ptr, entry.shape = key
+    entry.device, entry.version, entry.data_ptr, entry.shape = key
     return entry.handle
 
 

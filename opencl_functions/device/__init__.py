@@ -1,12 +1,14 @@
-"""PyTorch's `opencl` device, on the OpenCL device that OCLF_DEVICE (or OCL_DEVICE) selects.
+"""PyTorch's `opencl` device, on the OpenCL devices of the platform OCLF_DEVICE (or
+OCL_DEVICE) selects: opencl:0 ... opencl:N-1 (devices.py).
 
     import opencl_functions.device          # registers the device (once per process)
-    x = torch.randn(8, 3).to("opencl")       # or torch.empty(..., device="opencl")
+    x = torch.randn(8, 3).to("opencl")       # or torch.empty(..., device="opencl:1")
     model = model.to("opencl")               # tensors stay there: ops run as OpenCL kernels
     y = model(x).cpu()                       # .cpu(), printing and .item() wait for the queue
 
 Torch's PrivateUse1 backend, renamed "opencl", with `torch.opencl.is_available()`,
-`device_count()`, `synchronize()`, memory statistics (`memory_allocated()`,
+`device_count()`, `current_device()`, `set_device()`, `with torch.opencl.device(i)`,
+`synchronize()`, memory statistics per device (`memory_allocated()`,
 `max_memory_allocated()`, `memory_summary()`, `reset_peak_memory_stats()`, ...),
 `empty_cache()` and `Event(enable_timing=True)` as for other backends (stats.py,
 events.py). Operators without an OpenCL kernel run on the CPU (copied to the host and
@@ -35,7 +37,8 @@ except ImportError as err:
     raise ImportError(f"opencl_functions.device cannot load its native module ({err}); it must be built "
                       f"against the torch it runs with ({torch.__version__}): make device in a source tree, "
                       f"or pip install --no-build-isolation . (README.md: Install as a package)") from err
-from . import events, profiling, stats
+from . import devices, events, profiling, stats
+from .devices import current_device, device, device_count, get_device_name, set_device
 from .events import Event, current_stream, default_stream
 from .fusion import fuse
 from .graphs import Graph, graph
@@ -46,7 +49,7 @@ from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fal
                     reset_peak_memory_stats)
 
 __all__ = [
-    "is_available", "device_count", "current_device", "synchronize", "get_device_name",
+    "is_available", "device_count", "current_device", "set_device", "device", "synchronize", "get_device_name",
     *stats.__all__, *events.__all__, *profiling.__all__, "manual_seed", "manual_seed_all", "graph", "Graph", "fuse",
 ]
 
@@ -59,46 +62,13 @@ def is_available() -> bool:
     return bool(_ops.is_available())
 
 
-def device_count() -> int:
-    return 1 if is_available() else 0
-
-
-def current_device() -> int:
-    return 0
-
-
-def set_device(device) -> None:
-    index = device if isinstance(device, int) else torch.device(device).index
-    if index not in (None, 0):
-        raise ValueError(f"there is one opencl device (index 0), got {device!r}")
-
-
-class device:
-    """Context manager selecting the device (there is one): torch.load(..., map_location)
-    and storage copies use it."""
-
-    def __init__(self, device):
-        set_device(device if device is not None else 0)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        return False
-
-
 def is_initialized() -> bool:
     return is_available()
 
 
 def synchronize(device=None) -> None:
-    """Waits for every queued kernel and copy of the device."""
-    _ops.synchronize()
-
-
-def get_device_name(device=None) -> str:
-    """'platform / device (type)' of the OpenCL device behind `opencl`."""
-    return str(_ops.device_name())
+    """Waits for every queued kernel and copy of a device (the current one by default)."""
+    _ops.synchronize(devices.device_index(device))
 
 
 def manual_seed(seed: int) -> None:
@@ -133,15 +103,15 @@ def _register() -> None:
         torch.utils.rename_privateuse1_backend(NAME)
     if not hasattr(torch, NAME):
         module = types.ModuleType(f"torch.{NAME}", __doc__.split("\n\n")[0])
-        for name in [*__all__, "set_device", "device", "is_initialized", "_is_in_bad_fork"]:
+        for name in [*__all__, "is_initialized", "_is_in_bad_fork"]:
             setattr(module, name, globals()[name])
         torch._register_device_module(NAME, module)
         torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
         sys.modules[f"torch.{NAME}"] = module
         torch._tensor_str._str = _tensor_str
-    # Backward passes through the device run on an autograd worker thread; the engine sizes
+    # Backward passes through the device run on autograd worker threads; the engine sizes
     # its device queues once, so a process that ran a CPU backward pass before this import
-    # needs the queue for opencl:0 added.
+    # needs the queues of the opencl devices added.
     _ops.ensure_autograd_threads()
     # CLBlast's tuned parameters for this device (clblast_params/), as the library applies
     # them before its first product; CLBlast keeps them per device for the whole process.

@@ -5,30 +5,33 @@
     end.synchronize()
     ms = start.elapsed_time(end)     # device time between the two markers, in milliseconds
 
-An event is an OpenCL marker on the device's one in-order queue (csrc/runtime/guard.cpp):
+An event is an OpenCL marker on a device's one in-order queue (csrc/runtime/guard.cpp):
 it completes when everything queued before it has, and its CL_PROFILING_COMMAND_END is that
-moment. The device has one stream, the queue; current_stream() and default_stream() return
+moment. Each device has one stream, its queue; current_stream() and default_stream() return
 it as a torch.Stream, for code that passes a stream to Event.record() or Stream.record_event().
 """
 from __future__ import annotations
 
 import torch
 
+from .devices import device_index
+
 __all__ = ["Event", "current_stream", "default_stream"]
 
 
-def _stream() -> torch.Stream:
-    return torch.Stream(stream_id=0, device_index=0, device_type=torch._C._autograd.DeviceType.PrivateUse1.value)
+def _stream(device) -> torch.Stream:
+    return torch.Stream(stream_id=0, device_index=device_index(device, optional=False),
+                        device_type=torch._C._autograd.DeviceType.PrivateUse1.value)
 
 
 def current_stream(device=None) -> torch.Stream:
-    """The device's queue (it has one stream)."""
-    return _stream()
+    """A device's queue (the current device's by default; each has one stream)."""
+    return _stream(device)
 
 
 def default_stream(device=None) -> torch.Stream:
-    """The device's queue (it has one stream)."""
-    return _stream()
+    """A device's queue (the current device's by default; each has one stream)."""
+    return _stream(device)
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:

@@ -20,6 +20,8 @@ from typing import Dict, List, NamedTuple, Tuple
 
 import torch
 
+from .devices import device_index
+
 __all__ = ["KernelLaunch", "KernelProfile", "kernel_profile"]
 
 _ops = torch.ops.oclf
@@ -85,16 +87,19 @@ class KernelProfile:
 
 
 class kernel_profile:
-    """`with kernel_profile() as prof: ...` times every kernel the device launches inside the
-    block (see the module's text). One profile runs at a time; it cannot wrap a graph's
-    recording (recording may not wait for the device)."""
+    """`with kernel_profile() as prof: ...` times every kernel a device (the current one, or
+    `device`) launches inside the block (see the module's text). One profile runs at a time
+    per device; it cannot wrap a graph's recording (recording may not wait for the device)."""
+
+    def __init__(self, device=None) -> None:
+        self._device = device_index(device, optional=False)
 
     def __enter__(self) -> KernelProfile:
         self._profile = KernelProfile()
-        _ops.kernel_timing_start()
+        _ops.kernel_timing_start(self._device)
         return self._profile
 
     def __exit__(self, *exc) -> bool:
-        kernels, ops, sizes, ns = _ops.kernel_timing_stop()
+        kernels, ops, sizes, ns = _ops.kernel_timing_stop(self._device)
         self._profile.launches = [KernelLaunch(k, o, g, t * 1e-9) for k, o, g, t in zip(kernels, ops, sizes, ns)]
         return False

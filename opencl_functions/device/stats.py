@@ -8,6 +8,8 @@ from typing import Dict, NamedTuple
 
 import torch
 
+from .devices import device_index
+
 __all__ = [
     "FallbackStat", "FallbackReport", "fallback_ops", "reset_fallback_ops", "fallback_stats", "fallback_report",
     "fallback_scope", "memory_stats", "memory_allocated", "memory_reserved", "max_memory_allocated",
@@ -145,56 +147,58 @@ class fallback_scope:
 
 _MEMORY_KEYS = ("allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "buffers_created", "allocations",
                 "cache_hits", "kernel_launches", "programs_built", "peak_reserved_bytes", "live_buffers",
-                "cached_buffers", "frees", "buffers_released")
+                "cached_buffers", "frees", "buffers_released", "bytes_to_host")
 
 
 def memory_stats(device=None) -> Dict[str, int]:
-    """The caching allocator's counters. Bytes: allocated (live storages, rounded to their
-    bucket), reserved (allocated plus cached free buffers) and their peaks (since the start or
-    reset_peak_memory_stats()); buffers: live and cached now; accumulated since the start or
-    reset_accumulated_memory_stats(): buffers created, allocations, allocations served from the
-    cache, frees, buffers released; and the queue's kernel launches and programs built."""
-    return dict(zip(_MEMORY_KEYS, (int(v) for v in _ops.memory_stats())))
+    """One device's caching allocator's counters (the current device by default). Bytes:
+    allocated (live storages, rounded to their bucket), reserved (allocated plus cached free
+    buffers) and their peaks (since the start or reset_peak_memory_stats()); buffers: live and
+    cached now; accumulated since the start or reset_accumulated_memory_stats(): buffers
+    created, allocations, allocations served from the cache, frees, buffers released; and the
+    device's kernel launches, the kernels it took from the program cache, and the bytes read
+    back to the host since the start."""
+    return dict(zip(_MEMORY_KEYS, (int(v) for v in _ops.memory_stats(device_index(device)))))
 
 
 def memory_allocated(device=None) -> int:
-    return memory_stats()["allocated_bytes"]
+    return memory_stats(device)["allocated_bytes"]
 
 
 def memory_reserved(device=None) -> int:
-    return memory_stats()["reserved_bytes"]
+    return memory_stats(device)["reserved_bytes"]
 
 
 def max_memory_allocated(device=None) -> int:
-    return memory_stats()["peak_allocated_bytes"]
+    return memory_stats(device)["peak_allocated_bytes"]
 
 
 def max_memory_reserved(device=None) -> int:
-    return memory_stats()["peak_reserved_bytes"]
+    return memory_stats(device)["peak_reserved_bytes"]
 
 
 def reset_peak_memory_stats(device=None) -> None:
     """The peaks of allocated and reserved bytes start again from their current values."""
-    _ops.reset_peak_memory_stats()
+    _ops.reset_peak_memory_stats(device_index(device))
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
     """Buffers created, allocations, cache hits, frees and buffers released start again from 0."""
-    _ops.reset_accumulated_memory_stats()
+    _ops.reset_accumulated_memory_stats(device_index(device))
 
 
 def empty_cache() -> None:
-    """Gives the cached (free) device buffers back to OpenCL."""
+    """Gives the cached (free) buffers of every device back to OpenCL."""
     _ops.empty_cache()
 
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     """The allocator's state as a table, as torch.cuda.memory_summary() prints it."""
-    s = memory_stats()
+    s = memory_stats(device)
     cached = s["reserved_bytes"] - s["allocated_bytes"]
     hits = 100 * s["cache_hits"] / s["allocations"] if s["allocations"] else 0.0
     rule = "-" * 60
-    lines = [rule, f"opencl memory summary: {_ops.device_name()}", rule,
+    lines = [rule, f"opencl memory summary: {_ops.device_name(device_index(device))}", rule,
              f"{'':<24}{'current':>18}{'peak':>18}",
              f"{'allocated':<24}{_bytes(s['allocated_bytes']):>18}{_bytes(s['peak_allocated_bytes']):>18}",
              f"{'reserved':<24}{_bytes(s['reserved_bytes']):>18}{_bytes(s['peak_reserved_bytes']):>18}",

@@ -50,7 +50,7 @@ void BufferPool::clear() {
 }
 
 Buffer::Buffer(size_t bytes, cl_mem_flags flags)
-    : mem_(Runtime::get().pool().acquire(bytes, flags)), bytes_(bytes), flags_(flags) {}
+    : rt_(&Runtime::get()), mem_(rt_->pool().acquire(bytes, flags)), bytes_(bytes), flags_(flags) {}
 
 // Wraps host bytes on zero-copy devices, else a pooled buffer (filled when copy_in).
 Buffer Buffer::over_host(void* host, size_t bytes, cl_mem_flags flags, bool copy_in) {
@@ -63,7 +63,7 @@ Buffer Buffer::over_host(void* host, size_t bytes, cl_mem_flags flags, bool copy
   cl_int status = CL_SUCCESS;
   cl_mem mem = clCreateBuffer(rt.context(), flags | CL_MEM_USE_HOST_PTR, bytes, host, &status);
   CL_CHECK(status);
-  return Buffer(mem, bytes, flags, host);
+  return Buffer(&rt, mem, bytes, flags, host);
 }
 
 Buffer Buffer::input(const void* host, size_t bytes) {
@@ -72,28 +72,29 @@ Buffer Buffer::input(const void* host, size_t bytes) {
 
 Buffer Buffer::output(void* host, size_t bytes, cl_mem_flags flags) { return over_host(host, bytes, flags, false); }
 
-Buffer::Buffer(cl_mem wrapped, size_t bytes, cl_mem_flags flags, void* host)
-    : mem_(wrapped), bytes_(bytes), flags_(flags), host_(host) {}
+Buffer::Buffer(Runtime* rt, cl_mem wrapped, size_t bytes, cl_mem_flags flags, void* host)
+    : rt_(rt), mem_(wrapped), bytes_(bytes), flags_(flags), host_(host) {}
 
 void Buffer::free() {
   if (!mem_) return;
   if (host_)
     clReleaseMemObject(mem_);
   else
-    Runtime::get().pool().release(mem_, bytes_, flags_);
+    rt_->pool().release(mem_, bytes_, flags_);
   mem_ = nullptr;
 }
 
 Buffer::~Buffer() { free(); }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : mem_(other.mem_), bytes_(other.bytes_), flags_(other.flags_), host_(other.host_) {
+    : rt_(other.rt_), mem_(other.mem_), bytes_(other.bytes_), flags_(other.flags_), host_(other.host_) {
   other.mem_ = nullptr;
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     free();
+    rt_ = other.rt_;
     mem_ = other.mem_;
     bytes_ = other.bytes_;
     flags_ = other.flags_;
@@ -105,12 +106,12 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::write(const void* host, size_t bytes) {
   if (bytes == 0) return;
-  CL_CHECK(clEnqueueWriteBuffer(Runtime::get().queue(), mem_, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr));
+  CL_CHECK(clEnqueueWriteBuffer(rt_->queue(), mem_, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr));
 }
 
 void Buffer::read(void* host, size_t bytes) const {
   if (bytes == 0) return;
-  cl_command_queue queue = Runtime::get().queue();
+  cl_command_queue queue = rt_->queue();
   if (!host_) {
     CL_CHECK(clEnqueueReadBuffer(queue, mem_, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr));
     return;
@@ -126,7 +127,7 @@ void Buffer::read(void* host, size_t bytes) const {
 
 void Buffer::read_async(void* host, size_t bytes) const {
   if (bytes == 0) return;
-  cl_command_queue queue = Runtime::get().queue();
+  cl_command_queue queue = rt_->queue();
   if (!host_) {
     CL_CHECK(clEnqueueReadBuffer(queue, mem_, CL_FALSE, 0, bytes, host, 0, nullptr, nullptr));
     return;
@@ -147,7 +148,7 @@ void Buffer::read_async(void* host, size_t bytes) const {
 
 void Buffer::zero() {
   const float zero = 0.0f;
-  CL_CHECK(clEnqueueFillBuffer(Runtime::get().queue(), mem_, &zero, sizeof(zero), 0, bytes_, 0, nullptr, nullptr));
+  CL_CHECK(clEnqueueFillBuffer(rt_->queue(), mem_, &zero, sizeof(zero), 0, bytes_, 0, nullptr, nullptr));
 }
 
 }  // namespace oclf

@@ -8,7 +8,11 @@
 
 #include "errors.hpp"
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
+
+class Runtime;
 
 class BufferPool {
  public:
@@ -33,7 +37,8 @@ class BufferPool {
   size_t bytes_in_use_ = 0, bytes_pooled_ = 0;
 };
 
-// A device buffer of the runtime's pool, given back to it on destruction.
+// A device buffer of the current device's runtime (its pool, its queue), given back to
+// that runtime's pool on destruction.
 class Buffer {
  public:
   Buffer() = default;
@@ -65,9 +70,10 @@ class Buffer {
   void zero();
 
  private:
-  Buffer(cl_mem wrapped, size_t bytes, cl_mem_flags flags, void* host);
+  Buffer(Runtime* rt, cl_mem wrapped, size_t bytes, cl_mem_flags flags, void* host);
   static Buffer over_host(void* host, size_t bytes, cl_mem_flags flags, bool copy_in);
   void free();
+  Runtime* rt_ = nullptr;  // whose pool and queue
   cl_mem mem_ = nullptr;
   size_t bytes_ = 0;
   cl_mem_flags flags_ = 0;
@@ -75,3 +81,4 @@ class Buffer {
 };
 
 }  // namespace oclf
+#pragma GCC visibility pop

@@ -8,6 +8,8 @@
 
 #include "errors.hpp"
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
 
 using KernelParameters = std::map<std::string, size_t>;
@@ -21,3 +23,4 @@ KernelParameters clblast_parameters(cl_device_id device, const std::string& kern
 void clblast_override(cl_device_id device, const std::map<std::string, KernelParameters>& params);
 
 }  // namespace oclf
+#pragma GCC visibility pop

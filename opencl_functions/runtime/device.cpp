@@ -2,6 +2,7 @@
 #include "device.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -115,6 +116,14 @@ static std::string lower(std::string s) {
   return s;
 }
 
+static std::string describe(const std::vector<DeviceEntry>& all) {
+  std::string out;
+  for (const auto& e : all)
+    out += "\n  " + std::to_string(e.platform_index) + ":" + std::to_string(e.device_index) + "  " + e.platform +
+           " / " + e.device + " (" + e.type + ")";
+  return out;
+}
+
 // OCLF_DEVICE is "P:D" or a case-insensitive substring of a device name, a platform name or
 // a platform vendor, tried in that order. Unset, the first GPU wins, else the first device.
 static const DeviceEntry& choose(const std::vector<DeviceEntry>& all) {
@@ -139,25 +148,100 @@ static const DeviceEntry& choose(const std::vector<DeviceEntry>& all) {
     for (const auto& e : all)  // PoCL's platform is "Portable Computing Language", its vendor "The pocl project"
       if (lower(e.platform_vendor).find(w) != std::string::npos) return e;
   }
-  std::string msg = setting_variable("DEVICE") + "=" + want +
-                    " matches no OpenCL device; give \"P:D\" or part of a name. Devices:";
-  for (const auto& e : all)
-    msg += "\n  " + std::to_string(e.platform_index) + ":" + std::to_string(e.device_index) + "  " + e.platform +
-           " / " + e.device + " (" + e.type + ")";
-  throw Error(msg, CL_DEVICE_NOT_FOUND);
+  throw Error(setting_variable("DEVICE") + "=" + want +
+                  " matches no OpenCL device; give \"P:D\" or part of a name. Devices:" + describe(all),
+              CL_DEVICE_NOT_FOUND);
 }
 
-Device::Device() {
+// OCLF_VISIBLE_DEVICES: the platform's device indices that become the process's devices, in
+// order, separated by commas ("" or unset: all of them).
+static std::vector<int> visible_devices(const std::vector<DeviceEntry>& platform) {
+  const std::string text = setting("VISIBLE_DEVICES");
+  std::vector<int> out;
+  if (text.empty()) {
+    for (const auto& e : platform) out.push_back(e.device_index);
+    return out;
+  }
+  const auto refuse = [&](const std::string& why) {
+    return Error(setting_variable("VISIBLE_DEVICES") + "=" + text + ": " + why +
+                     "; give the platform's device indices separated by commas. Devices of the platform:" +
+                     describe(platform),
+                 CL_DEVICE_NOT_FOUND);
+  };
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    int d = -1;
+    char tail = 0;
+    if (std::sscanf(item.c_str(), " %d %c", &d, &tail) != 1) throw refuse("'" + item + "' is not an index");
+    if (d < 0 || d >= static_cast<int>(platform.size())) throw refuse("the platform has no device " + item);
+    if (std::find(out.begin(), out.end(), d) != out.end()) throw refuse("device " + item + " is listed twice");
+    out.push_back(d);
+    at = comma + 1;
+  }
+  return out;
+}
+
+static DeviceSet open_set() {
   const std::vector<DeviceEntry> all = list_devices();
-  const DeviceEntry& e = choose(all);
-  platform_ = platforms()[e.platform_index];
-  device_ = devices(platform_)[e.device_index];
+  const DeviceEntry& chosen = choose(all);
+  std::vector<DeviceEntry> platform;
+  for (const auto& e : all)
+    if (e.platform_index == chosen.platform_index) platform.push_back(e);
+  DeviceSet set;
+  set.platform = platforms()[chosen.platform_index];
+  const std::vector<cl_device_id> ids = devices(set.platform);
+  set.default_index = -1;
+  for (int d : visible_devices(platform)) {
+    if (d == chosen.device_index) set.default_index = static_cast<int>(set.ids.size());
+    set.ids.push_back(ids[d]);
+    set.entries.push_back(platform[d]);
+  }
+  if (set.default_index < 0) {
+    // The named device is not among the visible ones: an explicit OCLF_DEVICE is an error,
+    // else the first visible device is the default.
+    if (!setting("DEVICE").empty())
+      throw Error(setting_variable("DEVICE") + " names device " + std::to_string(chosen.platform_index) + ":" +
+                      std::to_string(chosen.device_index) + ", which " + setting_variable("VISIBLE_DEVICES") +
+                      " leaves out",
+                  CL_DEVICE_NOT_FOUND);
+    set.default_index = 0;
+  }
+  return set;
+}
+
+// Read once and kept for the process (never freed); a failure is tried again at the next
+// call. Every operator asks for it: the read after the first is one atomic load.
+const DeviceSet& device_set() {
+  static std::atomic<DeviceSet*> set{nullptr};
+  if (DeviceSet* known = set.load(std::memory_order_acquire)) return *known;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (set.load(std::memory_order_relaxed) == nullptr) {
+    DeviceSet* made = new DeviceSet(open_set());
+    if (made->ids.size() > kMaxDevices) made->ids.resize(kMaxDevices), made->entries.resize(kMaxDevices);
+    set.store(made, std::memory_order_release);
+  }
+  return *set.load(std::memory_order_relaxed);
+}
+
+Device::Device(int index) {
+  const DeviceSet& set = device_set();
+  if (index < 0 || index >= static_cast<int>(set.ids.size()))
+    throw Error("opencl: there is no device " + std::to_string(index) + "; the process has " +
+                    std::to_string(set.ids.size()) + " (opencl:0 to opencl:" + std::to_string(set.ids.size() - 1) + ")",
+                CL_INVALID_DEVICE);
+  const DeviceEntry& e = set.entries[index];
+  platform_ = set.platform;
+  device_ = set.ids[index];
 
   info_.platform = e.platform;
   info_.device = e.device;
   info_.type = e.type;
   info_.platform_index = e.platform_index;
   info_.device_index = e.device_index;
+  info_.index = index;
   info_.version = device_string(device_, CL_DEVICE_VERSION);
   info_.driver_version = device_string(device_, CL_DRIVER_VERSION);
   info_.opencl_c_version = device_string(device_, CL_DEVICE_OPENCL_C_VERSION);

@@ -1,11 +1,14 @@
-// The OpenCL device the process works on: which one (OCLF_DEVICE), its description, and
-// the one context and in-order profiling queue made for it.
+// The OpenCL devices the process works on: every device of one platform (the one
+// OCLF_DEVICE picks, narrowed by OCLF_VISIBLE_DEVICES), their descriptions, and for each
+// opened device the one context and in-order profiling queue made for it.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "errors.hpp"
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 
 namespace oclf {
 
@@ -18,6 +21,7 @@ struct DeviceInfo {
   // AVX-512; GPUs usually 1): the reference's CPU kernels take their vector width from these.
   unsigned preferred_vector_width_float = 0, native_vector_width_float = 0;
   int platform_index = 0, device_index = 0;
+  int index = 0;  // the process's index of the device (opencl:<index>; DeviceSet)
 };
 
 // One entry of list_devices().
@@ -31,12 +35,28 @@ struct DeviceEntry {
 // the ICD loader finds no platform.
 std::vector<DeviceEntry> list_devices();
 
+// The devices of the process, in the order of their indices (opencl:0, opencl:1, ...): the
+// devices of the platform OCLF_DEVICE picks, in the platform's order, or those
+// OCLF_VISIBLE_DEVICES lists ("1,0": the platform's devices 1 and 0, in that order).
+// OCLF_DEVICE is "P:D" (platform and device index) or a case-insensitive part of a device
+// name, platform name or platform vendor, tried in that order; it names the platform and the
+// default device. Unset, the first GPU (its platform), else the first device.
+constexpr size_t kMaxDevices = 64;  // more devices of one platform than this are left out
+
+struct DeviceSet {
+  cl_platform_id platform = nullptr;
+  std::vector<cl_device_id> ids;
+  std::vector<DeviceEntry> entries;
+  int default_index = 0;  // where the device OCLF_DEVICE names is
+};
+// Read once, on first use (no context is made); throws Error when no platform or device can
+// be found, or when a setting names none (the message lists the devices).
+const DeviceSet& device_set();
+
 class Device {
  public:
-  // Opens the device OCLF_DEVICE names: "P:D" (platform and device index) or a
-  // case-insensitive part of a device name, platform name or platform vendor, tried in
-  // that order. Unset, the first GPU, else the first device.
-  Device();
+  // Opens device `index` of device_set(): its context and in-order profiling queue.
+  explicit Device(int index);
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
@@ -58,3 +78,4 @@ class Device {
 };
 
 }  // namespace oclf
+#pragma GCC visibility pop

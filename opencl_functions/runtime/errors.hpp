@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
 
 // An OpenCL (or CLBlast) call failed. what() reads like
@@ -47,3 +49,4 @@ void check_clblast(int status, const char* call, const char* file, int line);
 
 #define CL_CHECK(call) ::oclf::check((call), #call, __FILE__, __LINE__)
 #define CLBLAST_CHECK(call) ::oclf::check_clblast(static_cast<int>(call), #call, __FILE__, __LINE__)
+#pragma GCC visibility pop

@@ -13,6 +13,8 @@
 
 #include "errors.hpp"
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
 
 struct LoggedArg {
@@ -61,3 +63,4 @@ std::vector<LoggedLaunch> take();
 
 }  // namespace launch_log
 }  // namespace oclf
+#pragma GCC visibility pop

@@ -8,6 +8,8 @@
 
 #include "errors.hpp"
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
 
 class Profiler {
@@ -51,3 +53,4 @@ class Profiler {
 };
 
 }  // namespace oclf
+#pragma GCC visibility pop

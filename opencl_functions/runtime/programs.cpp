@@ -161,6 +161,7 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
                        status);
     }
     it = programs_.emplace(key, Program{program, {}, Tuning::hash(source)}).first;
+    ++programs_built_;
   }
   auto& kernels = it->second.kernels;
   auto k = kernels.find(name);
@@ -176,6 +177,16 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
     k = kernels.emplace(name, kernel).first;
   }
   return k->second;
+}
+
+cl_kernel Programs::kernel_fixed(const std::string& file, const std::string& name, const std::string& options) {
+  const std::string key = file + "|" + options + "|" + name;
+  auto found = fixed_.find(key);
+  if (found != fixed_.end()) return found->second;
+  cl_kernel made = kernel(file, name, options);
+  CL_CHECK(clRetainKernel(made));  // kept past a rebuild of an edited file, which releases kernel()'s own
+  fixed_.emplace(key, made);
+  return made;
 }
 
 namespace {

@@ -3,11 +3,15 @@
 // arguments in order.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include "errors.hpp"
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
 
 class Programs {
@@ -22,6 +26,14 @@ class Programs {
   // options), so an edited file is rebuilt on the next call. Throws BuildError with the
   // build log, Error when the file or the kernel is missing.
   cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options = "");
+  // The same kernel, looked up by (file, name, options) alone once made: for files that do
+  // not change while the process runs (the opencl device's own kernels, and the library's
+  // as the device launches them), where kernel()'s look at the file's time would cost every
+  // launch. Kept for the process, also past a rebuild of an edited file.
+  cl_kernel kernel_fixed(const std::string& file, const std::string& name, const std::string& options);
+  // How many programs this cache has built (both lookups), and how many kernel_fixed() made.
+  uint64_t programs_built() const { return programs_built_; }
+  uint64_t fixed_kernels() const { return fixed_.size(); }
   // A hash of the .cl file's text (as kernel() finds it), for keying tuning results to the
   // source they were measured with.
   std::string source_hash(const std::string& file);
@@ -42,6 +54,8 @@ class Programs {
   std::string device_name_;
   std::map<std::string, Program> programs_;
   std::map<std::string, std::string> hashes_;  // by file version (path, time, size)
+  std::unordered_map<std::string, cl_kernel> fixed_;  // by file + options + name
+  uint64_t programs_built_ = 0;
 };
 
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
@@ -69,3 +83,4 @@ void set_args(cl_kernel kernel, const Args&... args) {
 }
 
 }  // namespace oclf
+#pragma GCC visibility pop

@@ -9,6 +9,8 @@
 
 #include "buffers.hpp"
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
 
 class ResidentStore {
@@ -47,3 +49,4 @@ class ResidentStore {
 };
 
 }  // namespace oclf
+#pragma GCC visibility pop

@@ -6,6 +6,8 @@
 
 #include <string>
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
 
 // The value of setting `name` ("DEVICE", "CONV_KERNEL", ...): OCLF_<name>, else its alias,
@@ -16,3 +18,4 @@ std::string setting(const char* name);
 std::string setting_variable(const char* name);
 
 }  // namespace oclf
+#pragma GCC visibility pop

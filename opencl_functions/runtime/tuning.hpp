@@ -22,6 +22,8 @@
 #include "device.hpp"
 #include "profiling.hpp"
 
+// Exported from _core for the opencl device's module, which links it (runtime.hpp).
+#pragma GCC visibility push(default)
 namespace oclf {
 
 class Tuning {
@@ -85,3 +87,4 @@ class Tuning {
 };
 
 }  // namespace oclf
+#pragma GCC visibility pop

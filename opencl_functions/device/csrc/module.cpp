@@ -24,32 +24,51 @@ namespace oclf::device {
 
 namespace {
 
-void synchronize() {
-  if (Device::available()) Device::get().synchronize();
+// A device index from Python: -1 is the current device.
+int device_index(int64_t index) { return index < 0 ? Runtime::current() : static_cast<int>(index); }
+
+void synchronize(int64_t index) {
+  if (Device::available()) Device::at(device_index(index)).synchronize();
 }
 
 bool is_available() { return Device::available(); }
 
-std::string device_name() {
-  const DeviceInfo& info = Device::get().info();
+int64_t device_count() { return Device::count(); }
+
+int64_t current_device() { return Runtime::current(); }
+
+void set_device(int64_t index) { Runtime::set_current(static_cast<int>(index)); }
+
+std::string device_name(int64_t index) {
+  const DeviceInfo& info = Device::at(device_index(index)).info();
   return info.platform + " / " + info.device + " (" + info.type + ")";
+}
+
+// The address of a device's runtime (runtime/runtime.hpp), as _core.runtime_id() gives it
+// for the library: equal when the two modules share it.
+int64_t runtime_id(int64_t index) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(&Runtime::at(device_index(index))));
 }
 
 // [allocated, reserved, peak allocated, buffers created, allocations, cache hits,
 //  kernel launches, programs built, peak reserved, live buffers, cached buffers, frees,
-//  buffers released] (opencl_functions/device/__init__.py names them)
-std::vector<int64_t> memory_stats() {
-  const MemoryStats s = Allocator::get().stats();
-  const bool open = Device::available();
+//  buffers released, bytes read to the host] of one device (opencl_functions/device/stats.py
+//  names them)
+std::vector<int64_t> memory_stats(int64_t index) {
+  const int i = device_index(index);
+  const MemoryStats s = Allocator::get().memory(i).stats();
+  Device& dev = Device::at(i);
   return {int64_t(s.allocated),       int64_t(s.reserved),       int64_t(s.peak_allocated),
           int64_t(s.buffers_created), int64_t(s.allocations),    int64_t(s.cache_hits),
-          open ? int64_t(Device::get().launches()) : 0, open ? int64_t(Device::get().programs_built()) : 0,
+          int64_t(dev.launches()),    int64_t(dev.programs_built()),
           int64_t(s.peak_reserved),   int64_t(s.live_buffers),   int64_t(s.cached_buffers),
-          int64_t(s.frees),           int64_t(s.buffers_released)};
+          int64_t(s.frees),           int64_t(s.buffers_released), int64_t(dev.bytes_to_host())};
 }
 
-void reset_peak_memory_stats() { Allocator::get().reset_peak(); }
-void reset_accumulated_memory_stats() { Allocator::get().reset_accumulated(); }
+void reset_peak_memory_stats(int64_t index) { Allocator::get().memory(device_index(index)).reset_peak(); }
+void reset_accumulated_memory_stats(int64_t index) {
+  Allocator::get().memory(device_index(index)).reset_accumulated();
+}
 
 // The fallback's record (aten/fallback.h): operator names, and for each four numbers in
 // order: calls, nanoseconds, bytes to the host, bytes to the device.
@@ -63,7 +82,7 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> fallback_record_op(bo
   return {names, numbers};
 }
 
-void empty_cache() { Allocator::get().empty_cache(); }
+void empty_cache() { Allocator::get().emptyCache(); }
 
 int64_t bucket_bytes(int64_t bytes) { return int64_t(Allocator::bucket(size_t(bytes))); }
 
@@ -90,13 +109,13 @@ std::vector<std::string> launch_log_take() {
 
 // Kernel timing (Device::start_timing): the kernels' names, operators and global sizes, and
 // their device times in nanoseconds, in launch order.
-void kernel_timing_start() { Device::get().start_timing(); }
+void kernel_timing_start(int64_t index) { Device::at(device_index(index)).start_timing(); }
 
 std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>, std::vector<int64_t>>
-kernel_timing_stop() {
+kernel_timing_stop(int64_t index) {
   std::vector<std::string> kernels, ops, globals;
   std::vector<int64_t> ns;
-  for (const KernelTime& t : Device::get().stop_timing()) {
+  for (const KernelTime& t : Device::at(device_index(index)).stop_timing()) {
     kernels.push_back(t.kernel);
     ops.push_back(t.op);
     globals.push_back(t.global);
@@ -130,8 +149,9 @@ int64_t graph_record() {
 
 void graph_end(int64_t id) {
   Graph& g = graph(id);
-  DEVICE_CHECK(Device::get().recording() == &g, "opencl: graph ", id, " is not recording");
-  Device::get().end_recording();
+  Device& dev = Device::at(g.device());
+  DEVICE_CHECK(dev.recording() == &g, "opencl: graph ", id, " is not recording");
+  dev.end_recording();
   g.finish();
 }
 
@@ -146,7 +166,8 @@ void graph_release(int64_t id) {
     gone = std::move(found->second);
     graphs().erase(found);
   }
-  if (Device::get().recording() == gone.get()) Device::get().end_recording();
+  Device& dev = Device::at(gone->device());
+  if (dev.recording() == gone.get()) dev.end_recording();
 }
 
 // [kernel launches, copies, host writes, library calls, command buffers, bytes of its memory pool]
@@ -154,19 +175,23 @@ std::vector<int64_t> graph_counts(int64_t id) {
   Graph& g = graph(id);
   const Graph::Counts c = g.counts();
   return {int64_t(c.launches), int64_t(c.copies),          int64_t(c.writes),
-          int64_t(c.calls),    int64_t(c.command_buffers), int64_t(Allocator::get().pool_bytes(g.pool()))};
+          int64_t(c.calls),    int64_t(c.command_buffers), int64_t(Allocator::get().memory(g.device()).pool_bytes(g.pool()))};
 }
 
 }  // namespace
 
 TORCH_LIBRARY(oclf, m) {
-  m.def("synchronize() -> ()", &synchronize);
+  m.def("synchronize(int device) -> ()", &synchronize);
   m.def("is_available() -> bool", &is_available);
-  m.def("device_name() -> str", &device_name);
-  m.def("memory_stats() -> int[]", &memory_stats);
+  m.def("device_count() -> int", &device_count);
+  m.def("current_device() -> int", &current_device);
+  m.def("set_device(int device) -> ()", &set_device);
+  m.def("device_name(int device) -> str", &device_name);
+  m.def("runtime_id(int device) -> int", &runtime_id);
+  m.def("memory_stats(int device) -> int[]", &memory_stats);
   m.def("empty_cache() -> ()", &empty_cache);
-  m.def("reset_peak_memory_stats() -> ()", &reset_peak_memory_stats);
-  m.def("reset_accumulated_memory_stats() -> ()", &reset_accumulated_memory_stats);
+  m.def("reset_peak_memory_stats(int device) -> ()", &reset_peak_memory_stats);
+  m.def("reset_accumulated_memory_stats(int device) -> ()", &reset_accumulated_memory_stats);
   m.def("bucket_bytes(int bytes) -> int", &bucket_bytes);
   m.def("fallback_ops() -> str[]", &fallback_names);
   m.def("reset_fallback_ops() -> ()", &reset_fallback_counts);
@@ -175,8 +200,8 @@ TORCH_LIBRARY(oclf, m) {
   m.def("launch_log_start() -> ()", &launch_log_start);
   m.def("launch_log_stop() -> ()", &launch_log_stop);
   m.def("launch_log_take() -> str[]", &launch_log_take);
-  m.def("kernel_timing_start() -> ()", &kernel_timing_start);
-  m.def("kernel_timing_stop() -> (str[], str[], str[], int[])", &kernel_timing_stop);
+  m.def("kernel_timing_start(int device) -> ()", &kernel_timing_start);
+  m.def("kernel_timing_stop(int device) -> (str[], str[], str[], int[])", &kernel_timing_stop);
   m.def("graph_record() -> int", &graph_record);
   m.def("graph_end(int id) -> ()", &graph_end);
   m.def("graph_replay(int id) -> ()", &graph_replay);

@@ -87,7 +87,7 @@ bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bo
 }
 
 at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype) {
-  return at::empty(sizes, at::TensorOptions().device(kType, 0).dtype(dtype));
+  return at::empty(sizes, at::TensorOptions().device(current_device()).dtype(dtype));
 }
 
 at::Tensor contiguous(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }

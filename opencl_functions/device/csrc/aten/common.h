@@ -50,6 +50,9 @@ const char* cl_move_type(at::ScalarType dtype, const char* what = "tensor");
 // The type arithmetic on a dtype runs in: float32 for float16 and bfloat16, else itself.
 at::ScalarType compute_type(at::ScalarType dtype);
 bool is_device(const at::Tensor& t);
+// The calling thread's current device (an operator's: the dispatch wrapper sets it), where
+// new tensors and host copies go.
+inline at::Device current_device() { return at::Device(kType, static_cast<c10::DeviceIndex>(Runtime::current())); }
 // Throws unless t is a device tensor of one of the given dtypes; `what` names it.
 void check_device(const at::Tensor& t, const char* what);
 // Throws unless t is a float32 device tensor (DtypeError for other dtypes: the

@@ -31,12 +31,25 @@ Registry& registry() {
 
 bool is_16bit_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
 
-// The dtypes of the device tensors among the n arguments on top of the stack, one bit each.
-uint64_t dtype_mask(const torch::jit::Stack& stack, size_t n) {
-  uint64_t mask = 0;
+// What the dispatch wrapper needs of the n arguments on top of the stack: the dtypes of
+// their device tensors (one bit each), and the device they are on: that of the first device
+// tensor, else of a `device=` argument naming one (factories), else -1 (the current one).
+struct ArgumentScan {
+  uint64_t dtypes = 0;
+  int device = -1;
+  int other_device = -1;  // a second device among the tensors, if any
+};
+
+ArgumentScan scan_arguments(const torch::jit::Stack& stack, size_t n) {
+  ArgumentScan scan;
   const auto note = [&](const at::Tensor& t) {
-    if (is_device(t)) mask |= uint64_t(1) << static_cast<int>(t.scalar_type());
+    if (!is_device(t)) return;
+    scan.dtypes |= uint64_t(1) << static_cast<int>(t.scalar_type());
+    const int index = t.device().index();
+    if (scan.device < 0) scan.device = index;
+    else if (index != scan.device && scan.other_device < 0) scan.other_device = index;
   };
+  int named = -1;
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
     if (v.isTensor()) {
@@ -46,9 +59,18 @@ uint64_t dtype_mask(const torch::jit::Stack& stack, size_t n) {
     } else if (v.isOptionalTensorList()) {
       for (const std::optional<at::Tensor>& t : v.toOptionalTensorList().vec())
         if (t) note(*t);
+    } else if (v.isDevice() && named < 0) {
+      const c10::Device d = v.toDevice();
+      if (d.type() == kType && d.has_index()) named = d.index();
     }
   }
-  return mask;
+  if (scan.device < 0) scan.device = named;
+  return scan;
+}
+
+// Operators that take tensors of two devices by design: copies between them.
+bool crosses_devices(const c10::OperatorName& name) {
+  return name.name == "aten::_copy_from" || name.name == "aten::_copy_from_and_resize";
 }
 
 constexpr uint64_t bit(at::ScalarType t) { return uint64_t(1) << static_cast<int>(t); }
@@ -165,13 +187,13 @@ std::vector<at::Tensor> written_lists(const c10::OperatorHandle& op, const torch
   return out;
 }
 
-void dispatch_by_dtype(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+void dispatch_by_dtype(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
+                       uint64_t mask) {
   Registry& r = registry();
   const c10::OperatorName& name = op.operator_name();
   const c10::KernelFunction* native = nullptr;
   Route route = Route::Native;
   const size_t n = op.schema().arguments().size();
-  const uint64_t mask = dtype_mask(*stack, n);
   const bool unusual = (mask & ~kKernelTypes) != 0;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -216,10 +238,19 @@ void dispatch_by_dtype(const c10::OperatorHandle& op, c10::DispatchKeySet keys, 
   run_on_cpu(op, stack);
 }
 
+// Every native operator runs here: on the device of its tensors (made the thread's current
+// one while it runs, as torch's own backends' device guards do), by dtype, with its label
+// for kernel timing.
 void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  const std::vector<at::Tensor> written = written_lists(op, *stack, op.schema().arguments().size());
+  const size_t n = op.schema().arguments().size();
+  const ArgumentScan scan = scan_arguments(*stack, n);
+  DEVICE_CHECK(scan.other_device < 0 || crosses_devices(op.operator_name()), "opencl: ", op.operator_name().name,
+               " got tensors on two devices, opencl:", scan.device, " and opencl:", scan.other_device,
+               "; move them to one device first (tensor.to(\"opencl:", scan.device, "\"))");
+  const CurrentDevice on(scan.device);
+  const std::vector<at::Tensor> written = written_lists(op, *stack, n);
   const OpLabel label(&op.operator_name().name);
-  dispatch_by_dtype(op, keys, stack);
+  dispatch_by_dtype(op, keys, stack, scan.dtypes);
   for (const at::Tensor& t : written) t.unsafeGetTensorImpl()->bump_version();
 }
 

@@ -86,7 +86,7 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   for (int64_t d : dims) {
     const int64_t w = at::maybe_wrap_dim(d, self.dim());
     if (self.dim() == 0) continue;  // one element: flipped, it is itself
-    const at::TensorOptions options = at::TensorOptions().device(kType, 0).dtype(at::kLong);
+    const at::TensorOptions options = at::TensorOptions().device(current_device()).dtype(at::kLong);
     const at::Tensor reversed = at::arange(self.size(w) - 1, -1, -1, options);
     out = out.index_select(w, reversed);
   }
@@ -178,7 +178,7 @@ Coords coords(const at::Tensor& index, const at::Tensor& x, const at::Tensor& sr
 }
 
 at::Tensor long_index(const at::Tensor& index) {
-  const at::Tensor moved = is_device(index) ? index : index.to(at::Device(kType, 0));
+  const at::Tensor moved = is_device(index) ? index : index.to(current_device());
   return moved.scalar_type() == at::kLong ? moved : moved.to(at::kLong);
 }
 

@@ -40,10 +40,14 @@ std::map<std::string, FallbackRecord>& whole_process() {
 std::string mode() { return setting("FALLBACK"); }
 
 // Bytes of the opencl tensors among `values` (tensors and lists of tensors).
-int64_t device_bytes(c10::ArrayRef<c10::IValue> values) {
+// Bytes of the device tensors among `values`; *device, when given, is set to the index of
+// the first one's device (left as it was when there is none).
+int64_t device_bytes(c10::ArrayRef<c10::IValue> values, int* device = nullptr) {
   int64_t bytes = 0;
-  auto add = [&bytes](const at::Tensor& t) {
-    if (t.defined() && t.device().is_privateuseone()) bytes += int64_t(t.numel()) * int64_t(t.element_size());
+  auto add = [&](const at::Tensor& t) {
+    if (!t.defined() || !t.device().is_privateuseone()) return;
+    bytes += int64_t(t.numel()) * int64_t(t.element_size());
+    if (device && *device < 0) *device = t.device().index();
   };
   for (const c10::IValue& v : values) {
     if (v.isTensor()) {
@@ -68,7 +72,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   DEVICE_CHECK_NOT_IMPLEMENTED(how != "error", "opencl: ", name, " has no OpenCL kernel and ",
                               setting_variable("FALLBACK"), "=error forbids running it on the CPU");
   const size_t arguments = op.schema().arguments().size();
-  const int64_t to_host = device_bytes(torch::jit::last(*stack, arguments));
+  int device = -1;
+  const int64_t to_host = device_bytes(torch::jit::last(*stack, arguments), &device);
+  const CurrentDevice on(device);  // the results go back to the arguments' device
   // The first copy to the host waits for the queue anyway; waiting before the clock starts
   // keeps the kernels queued earlier out of this operator's time.
   if (to_host > 0) Device::get().synchronize();

@@ -36,7 +36,7 @@ struct IndexLayout {
 
 std::string typed(at::ScalarType dtype) { return std::string("-DT=") + cl_type(dtype); }
 
-at::Tensor on_device(const at::Tensor& t) { return is_device(t) ? t : t.to(at::Device(kType, 0)); }
+at::Tensor on_device(const at::Tensor& t) { return is_device(t) ? t : t.to(current_device()); }
 
 // What an indexing refers to: x's indexed dimensions, the offsets of the J selected
 // positions along them, and where the block of broadcast index dimensions goes.

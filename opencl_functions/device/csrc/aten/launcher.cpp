@@ -40,7 +40,7 @@ cl_mem DeviceLauncher::derived(const std::string& tag, size_t bytes, const std::
   return whole_buffer(made, "a derived buffer");
 }
 
-// The device's queue is not the runtime's: each trial run waits for its own kernels.
+// The device launches without profiling events: each trial run waits for its own kernels.
 void DeviceLauncher::trial_done() { Device::get().synchronize(); }
 
 Tuning& DeviceLauncher::tuning() { return Runtime::get().tuning(); }

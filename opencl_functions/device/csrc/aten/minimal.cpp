@@ -18,9 +18,12 @@ namespace {
 
 const c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
 
+// A factory's device names one of the process's devices (the dispatch wrapper made it the
+// current one, which the allocator serves).
 void check_index(std::optional<at::Device> device) {
-  DEVICE_CHECK(!device || !device->has_index() || device->index() == 0,
-              "opencl: there is one OpenCL device (index 0), got ", device->str());
+  const int n = Device::count();
+  DEVICE_CHECK(!device || !device->has_index() || device->index() < n, "opencl: there is no device ",
+               device->str(), "; the process has ", n, " (opencl:0 to opencl:", n - 1, ")");
 }
 
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -240,15 +243,27 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     if (self.is_neg()) (dst.is_complex() ? at::view_as_real(dst) : dst).neg_();
     return dst;
   }
-  if (is_device(self) && is_device(dst)) {
+  if (is_device(self) && is_device(dst) && self.get_device() == dst.get_device()) {
+    const CurrentDevice on(dst.get_device());
     copy_on_device(self, dst);
+  } else if (is_device(self) && is_device(dst)) {
+    // Between two devices (two OpenCL contexts): through the host.
+    at::Tensor host = at::empty(dst.sizes(), dst.options().device(at::kCPU));
+    {
+      const CurrentDevice on(self.get_device());
+      copy_to_host(self, host);
+    }
+    const CurrentDevice on(dst.get_device());
+    copy_to_device(host, dst);
   } else if (is_device(dst)) {
     DEVICE_CHECK(self.device().is_cpu(), "opencl: copies go between the CPU and the opencl device, got ",
                 self.device());
+    const CurrentDevice on(dst.get_device());
     copy_to_device(self, dst);
   } else {
     DEVICE_CHECK(dst.device().is_cpu(), "opencl: copies go between the CPU and the opencl device, got ",
                 dst.device());
+    const CurrentDevice on(self.get_device());
     copy_to_host(self, dst);
   }
   return dst;

@@ -17,7 +17,7 @@ namespace oclf::device {
 
 namespace {
 
-at::TensorOptions options(at::ScalarType dtype) { return at::TensorOptions().device(kType, 0).dtype(dtype); }
+at::TensorOptions options(at::ScalarType dtype) { return at::TensorOptions().device(current_device()).dtype(dtype); }
 
 // (values, indices) of self sorted along dim: fresh tensors of self's shape.
 std::tuple<at::Tensor, at::Tensor> sort_along(const at::Tensor& self, int64_t dim, bool descending,

@@ -5,22 +5,21 @@
 #include <stdexcept>
 #include <string>
 
+#include "../check.h"
+
 namespace oclf::device {
 
 namespace {
 // Addresses of consecutive blocks are this far apart at least, and aligned to it.
 constexpr size_t kAddressAlign = 4096;
+// Serials name allocations on every device (derived caches key by them): never reused.
+std::atomic<uint64_t> next_serial{1};
 }  // namespace
 
-struct Allocator::Pool {
+struct DeviceMemory::Pool {
   std::multimap<size_t, Block*> free;  // by size
   std::set<Block*> blocks;             // every block it holds, free or in use
 };
-
-Allocator& Allocator::get() {
-  static Allocator* instance = new Allocator();
-  return *instance;
-}
 
 // Buckets: multiples of 512 bytes up to 1 MiB; above, multiples of an eighth of the
 // next lower power of two (at most 12.5 % wasted), so a training loop whose sizes repeat
@@ -32,10 +31,12 @@ size_t Allocator::bucket(size_t bytes) {
   return round_up(bytes, power / 8);
 }
 
-c10::DataPtr Allocator::allocate(size_t bytes) {
-  const c10::Device device(c10::DeviceType::PrivateUse1, 0);
+DeviceMemory::DeviceMemory(int index) : index_(index), next_address_(base(index)) {}
+
+c10::DataPtr DeviceMemory::allocate(size_t bytes) {
+  const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index_));
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
-  Device& dev = Device::get();
+  Device& dev = Device::at(index_);
   // More than the device holds can never succeed, and some drivers (NVIDIA) hand out such
   // a buffer anyway, failing only when a kernel first touches it.
   if (bytes > dev.info().global_mem_size) {
@@ -43,7 +44,7 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
                     std::to_string(dev.info().global_mem_size) + " bytes in all (CL_MEM_OBJECT_ALLOCATION_FAILURE)",
                 CL_MEM_OBJECT_ALLOCATION_FAILURE);
   }
-  const size_t size = bucket(bytes);
+  const size_t size = Allocator::bucket(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.allocations;
   Block* block = nullptr;
@@ -73,6 +74,7 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
       mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
     }
     if (status != CL_SUCCESS) {
+      ++stats_.out_of_memory;
       try {
         CL_CHECK(status);
       } catch (const Error& err) {  // the CL_* name, with what was asked and what is in use
@@ -81,7 +83,7 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
                          status);
       }
     }
-    block = new Block{mem, size, next_address_, 0};
+    block = new Block{mem, size, next_address_, 0, this};
     next_address_ += round_up(size, kAddressAlign) + kAddressAlign;  // a gap: block ends never meet
     stats_.reserved += size;
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
@@ -91,20 +93,20 @@ c10::DataPtr Allocator::allocate(size_t bytes) {
     block->pool = pool_;
     pool_->blocks.insert(block);
   }
-  block->serial = next_serial_++;
+  block->serial = next_serial++;
   live_.emplace(block->base, block);
   stats_.allocated += size;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
   return c10::DataPtr(reinterpret_cast<void*>(block->base), block, &free_block, device);
 }
 
-void Allocator::free_block(void* context) {
-  if (context != nullptr) get().release(static_cast<Block*>(context));
+void DeviceMemory::free_block(void* context) {
+  if (context == nullptr) return;
+  Block* block = static_cast<Block*>(context);
+  block->owner->release(block);
 }
 
-c10::DeleterFnPtr Allocator::raw_deleter() const { return nullptr; }
-
-void Allocator::release(Block* block) {
+void DeviceMemory::release(Block* block) {
   uint64_t serial = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -115,46 +117,29 @@ void Allocator::release(Block* block) {
     else cache_.emplace(block->size, block);
     serial = block->serial;
   }
-  if (on_free_ != nullptr) on_free_(serial);
+  Allocator::get().notify_free(serial);
 }
 
-uint64_t Allocator::serial(const void* address) const {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(address);
+bool DeviceMemory::find(uintptr_t a, Location* where, uint64_t* serial) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.upper_bound(a);
-  if (it != live_.begin()) {
-    --it;
-    if (a >= it->second->base && a <= it->second->base + it->second->size) return it->second->serial;
-  }
-  return 0;
+  if (it == live_.begin()) return false;
+  --it;
+  const Block* block = it->second;
+  if (a < block->base || a > block->base + block->size) return false;
+  if (where) *where = Location{block->mem, size_t(a - block->base)};
+  if (serial) *serial = block->serial;
+  return true;
 }
 
-Location Allocator::locate(const void* address) const {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(address);
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.upper_bound(a);
-  if (it != live_.begin()) {
-    --it;
-    const Block* block = it->second;
-    if (a >= block->base && a <= block->base + block->size) return Location{block->mem, size_t(a - block->base)};
-  }
-  throw std::invalid_argument("opencl: address " + std::to_string(a) + " is not inside a live device storage");
-}
+DeviceMemory::Pool* DeviceMemory::open_pool() { return new Pool(); }
 
-void Allocator::copy_data(void* dest, const void* src, std::size_t count) const {
-  if (count == 0) return;
-  const Location to = locate(dest), from = locate(src);
-  Device::get().copy(from.mem, to.mem, from.offset, to.offset, count);
-}
-
-Allocator::Pool* Allocator::open_pool() { return new Pool(); }
-
-void Allocator::set_pool(Pool* pool) {
+void DeviceMemory::set_pool(Pool* pool) {
   std::lock_guard<std::mutex> lock(mutex_);
   pool_ = pool;
 }
 
-void Allocator::close_pool(Pool* pool) {
+void DeviceMemory::close_pool(Pool* pool) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (pool_ == pool) pool_ = nullptr;
   for (auto& entry : pool->free) cache_.emplace(entry.first, entry.second);
@@ -162,14 +147,14 @@ void Allocator::close_pool(Pool* pool) {
   delete pool;
 }
 
-size_t Allocator::pool_bytes(const Pool* pool) const {
+size_t DeviceMemory::pool_bytes(const Pool* pool) const {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t bytes = 0;
   for (const Block* block : pool->blocks) bytes += block->size;
   return bytes;
 }
 
-MemoryStats Allocator::stats() const {
+MemoryStats DeviceMemory::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   MemoryStats out = stats_;
   out.live_buffers = live_.size();
@@ -177,13 +162,13 @@ MemoryStats Allocator::stats() const {
   return out;
 }
 
-void Allocator::reset_peak() {
+void DeviceMemory::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.peak_allocated = stats_.allocated;
   stats_.peak_reserved = stats_.reserved;
 }
 
-void Allocator::reset_accumulated() {
+void DeviceMemory::reset_accumulated() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.buffers_created = 0;
   stats_.allocations = 0;
@@ -192,12 +177,12 @@ void Allocator::reset_accumulated() {
   stats_.buffers_released = 0;
 }
 
-void Allocator::empty_cache() {
+void DeviceMemory::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   release_cached();
 }
 
-void Allocator::release_cached() {
+void DeviceMemory::release_cached() {
   for (auto& entry : cache_) {
     clReleaseMemObject(entry.second->mem);
     stats_.reserved -= entry.second->size;
@@ -205,6 +190,103 @@ void Allocator::release_cached() {
     delete entry.second;
   }
   cache_.clear();
+}
+
+// ---- the allocator torch holds: each call on the right device's memory ------------------
+
+Allocator& Allocator::get() {
+  static Allocator* instance = new Allocator();
+  return *instance;
+}
+
+DeviceMemory& Allocator::memory(int index) {
+  DEVICE_CHECK(index >= 0 && index < static_cast<int>(kMaxDevices), "opencl: no device ", index);
+  if (DeviceMemory* m = memories_[index].load(std::memory_order_acquire)) return *m;
+  std::lock_guard<std::mutex> lock(opening_);
+  if (memories_[index].load(std::memory_order_relaxed) == nullptr)
+    memories_[index].store(new DeviceMemory(index), std::memory_order_release);
+  return *memories_[index].load(std::memory_order_relaxed);
+}
+
+int Allocator::device_of(const void* address) {
+  const uintptr_t range = reinterpret_cast<uintptr_t>(address) >> DeviceMemory::kRangeBits;
+  return range >= 1 && range <= kMaxDevices ? static_cast<int>(range) - 1 : -1;
+}
+
+c10::DataPtr Allocator::allocate(size_t bytes) { return memory(Runtime::current()).allocate(bytes); }
+
+c10::DeleterFnPtr Allocator::raw_deleter() const { return nullptr; }
+
+uint64_t Allocator::serial(const void* address) const {
+  const int index = device_of(address);
+  DeviceMemory* m = index >= 0 ? memories_[index].load(std::memory_order_acquire) : nullptr;
+  uint64_t serial = 0;
+  if (m) m->find(reinterpret_cast<uintptr_t>(address), nullptr, &serial);
+  return serial;
+}
+
+Location Allocator::locate(const void* address) const {
+  const int index = device_of(address);
+  DeviceMemory* m = index >= 0 ? memories_[index].load(std::memory_order_acquire) : nullptr;
+  Location where;
+  if (m && m->find(reinterpret_cast<uintptr_t>(address), &where, nullptr)) return where;
+  throw std::invalid_argument("opencl: address " + std::to_string(reinterpret_cast<uintptr_t>(address)) +
+                              " is not inside a live device storage");
+}
+
+void Allocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  if (count == 0) return;
+  const Location to = locate(dest), from = locate(src);
+  const int to_device = device_of(dest), from_device = device_of(src);
+  if (to_device == from_device) {
+    Device::at(to_device).copy(from.mem, to.mem, from.offset, to.offset, count);
+    return;
+  }
+  std::vector<unsigned char> staging(count);
+  Device::at(from_device).read(from.mem, from.offset, staging.data(), count);
+  Device::at(to_device).write_async(to.mem, to.offset, staging.data(), count);
+}
+
+void Allocator::emptyCache(c10::MempoolId_t) {
+  for (int i = 0; i < static_cast<int>(kMaxDevices); ++i)
+    if (DeviceMemory* m = memories_[i].load(std::memory_order_acquire)) m->empty_cache();
+}
+
+c10::CachingDeviceAllocator::DeviceStats Allocator::getDeviceStats(c10::DeviceIndex device) {
+  const MemoryStats s = memory(device).stats();
+  c10::CachingDeviceAllocator::DeviceStats out;
+  using c10::CachingAllocator::StatType;
+  const auto fill = [](c10::CachingAllocator::StatArray& stat, int64_t current, int64_t peak, int64_t allocated,
+                       int64_t freed) {
+    auto& all = stat[static_cast<size_t>(StatType::AGGREGATE)];
+    all.current = current;
+    all.peak = peak;
+    all.allocated = allocated;
+    all.freed = freed;
+  };
+  // Bytes: what is live and what is held; counts: storages and buffers.
+  fill(out.allocated_bytes, s.allocated, s.peak_allocated, 0, 0);
+  fill(out.active_bytes, s.allocated, s.peak_allocated, 0, 0);
+  fill(out.requested_bytes, s.allocated, s.peak_allocated, 0, 0);
+  fill(out.reserved_bytes, s.reserved, s.peak_reserved, 0, 0);
+  fill(out.allocation, s.live_buffers, s.live_buffers, s.allocations, s.frees);
+  fill(out.active, s.live_buffers, s.live_buffers, s.allocations, s.frees);
+  fill(out.segment, s.live_buffers + s.cached_buffers, s.live_buffers + s.cached_buffers, s.buffers_created,
+       s.buffers_released);
+  out.num_ooms = static_cast<int64_t>(s.out_of_memory);
+  out.num_device_alloc = static_cast<int64_t>(s.buffers_created);
+  out.num_device_free = static_cast<int64_t>(s.buffers_released);
+  return out;
+}
+
+void Allocator::resetAccumulatedStats(c10::DeviceIndex device) { memory(device).reset_accumulated(); }
+
+void Allocator::resetPeakStats(c10::DeviceIndex device) { memory(device).reset_peak(); }
+
+std::pair<size_t, size_t> Allocator::getMemoryInfo(c10::DeviceIndex device) {
+  const size_t total = Device::at(device).info().global_mem_size;
+  const size_t reserved = memory(device).stats().reserved;
+  return {total > reserved ? total - reserved : 0, total};
 }
 
 }  // namespace oclf::device

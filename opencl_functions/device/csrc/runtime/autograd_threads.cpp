@@ -2,7 +2,7 @@
 // thread of its own, one ready queue per device index. It creates those queues once, at
 // the first backward pass of the process, sized by the device count of the backends
 // registered at that moment. A process that ran a CPU backward pass before importing
-// opencl_functions.device would therefore have no queue for opencl:0, and every later
+// opencl_functions.device would therefore have no queues for the opencl devices, and every later
 // backward pass through the device would stop on an internal assert of the engine.
 // ensure_autograd_threads(), called when the device registers, adds the missing queues
 // and their worker threads the way the engine does, when the engine had already started
@@ -41,7 +41,7 @@ void ensure_autograd_threads() {
   // by now). Starting them here would make a later fork-based child unable to run autograd.
   if (!EngineQueues::started(engine)) return;
   auto& queues = EngineQueues::of(engine);
-  const int needed = 1;  // one device, index 0
+  const int needed = Device::count();  // one queue per device index
   // Called from the import, before any opencl tensor exists: no backward pass can be
   // reading the queues of this device yet.
   while (int(queues.size()) < needed) {

@@ -2,7 +2,7 @@
 
 namespace oclf::device {
 
-// Makes sure torch's autograd engine has a device queue (and worker thread) for opencl:0,
+// Makes sure torch's autograd engine has a device queue (and worker thread) for every opencl device,
 // also when the process ran a backward pass before the device registered.
 void ensure_autograd_threads();
 

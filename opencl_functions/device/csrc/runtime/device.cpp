@@ -1,4 +1,5 @@
-// The opencl device's runtime core: queue, program cache and launches (see device.h).
+// The opencl device's side of each OpenCL device: kernels, launches, graphs' recording and
+// kernel timing over the shared Runtime (see device.h).
 #include "device.h"
 
 #include <dlfcn.h>
@@ -6,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "../../../runtime/launch_log.hpp"
 #include "graph.h"
@@ -40,9 +42,30 @@ std::string Device::library_dir() {
   return dir;
 }
 
-Device& Device::get() {
-  static Device* instance = new Device();
-  return *instance;
+namespace {
+// One Device per index, made on first use and never freed; a filled slot is one atomic load.
+std::atomic<Device*> opened[kMaxDevices];
+std::mutex opening;
+}  // namespace
+
+Device& Device::at(int index) {
+  if (index >= 0 && index < static_cast<int>(kMaxDevices))
+    if (Device* dev = opened[index].load(std::memory_order_acquire)) return *dev;
+  Runtime& rt = Runtime::at(index);  // throws out of range
+  std::lock_guard<std::mutex> lock(opening);
+  if (opened[index].load(std::memory_order_relaxed) == nullptr)
+    opened[index].store(new Device(rt), std::memory_order_release);
+  return *opened[index].load(std::memory_order_relaxed);
+}
+
+Device& Device::get() { return at(Runtime::current()); }
+
+int Device::count() {
+  try {
+    return Runtime::count();
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 bool Device::available() {
@@ -54,70 +77,49 @@ bool Device::available() {
   }
 }
 
-Device::Device()
-    : context_(Runtime::get().context()),
-      device_(Runtime::get().device()),
-      programs_(context_, device_, Runtime::get().info().device) {
-  is_cpu_ = Runtime::get().info().type == "CPU";
+Device::Device(Runtime& rt) : rt_(rt) {
+  is_cpu_ = rt.info().type == "CPU";
   size_t size = 0;
-  CL_CHECK(clGetDeviceInfo(device_, CL_DEVICE_EXTENSIONS, 0, nullptr, &size));
+  CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_EXTENSIONS, 0, nullptr, &size));
   std::string extensions(size, '\0');
-  CL_CHECK(clGetDeviceInfo(device_, CL_DEVICE_EXTENSIONS, size, extensions.data(), nullptr));
+  CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_EXTENSIONS, size, extensions.data(), nullptr));
   has_fp64_ = extensions.find("cl_khr_fp64") != std::string::npos;
-  // A queue of our own, in order. Profiling is on so that markers carry timestamps for
-  // torch.opencl.Event; launches create no events, so it costs no measurable time.
-  cl_int status = CL_SUCCESS;
-  queue_ = clCreateCommandQueue(context_, device_, CL_QUEUE_PROFILING_ENABLE, &status);
-  CL_CHECK(status);
   // OCLF_DEVICE_SYNC=1 waits for each kernel (for profiling per operator; slow).
   sync_each_ = setting("DEVICE_SYNC") == "1";
 }
 
-const DeviceInfo& Device::info() const { return Runtime::get().info(); }
-
 cl_kernel Device::kernel(const std::string& file, const std::string& name, const std::string& options) {
-  static const std::string common = " -I" + kernels_dir() + (has_fp64_ ? " -DHAS_FP64" : "");
-  return cached(kernels_dir() + "/" + file, name, options + common);
+  const std::string common = " -I" + kernels_dir() + (has_fp64_ ? " -DHAS_FP64" : "");
+  std::lock_guard<std::recursive_mutex> lock(mutex());
+  return rt_.programs().kernel_fixed(kernels_dir() + "/" + file, name, options + common);
 }
 
 cl_kernel Device::library_kernel(const std::string& file, const std::string& name, const std::string& options) {
   // The library's kernel folder: OCLF_KERNEL_DIR when set, else the folder of this package.
   // A build with a fused epilogue includes reference/epilogue.h from beside the file; plain
-  // builds take the options as the library gives them, so both launch alike.
+  // builds take the options as the library gives them, so both launch alike (and share the
+  // programs the library built).
   const std::string dir = Programs::kernel_dir();
   const std::string path = (dir.empty() ? library_dir() : dir) + "/" + file;
   const bool epilogue = options.find("-DEPI_") != std::string::npos;
-  return cached(path, name, epilogue ? options + " -I" + folder_of(path) : options);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
+  return rt_.programs().kernel_fixed(path, name, epilogue ? options + " -I" + folder_of(path) : options);
 }
 
 std::string Device::library_source_hash(const std::string& file) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   const std::string dir = Programs::kernel_dir();
-  return programs_.source_hash((dir.empty() ? library_dir() : dir) + "/" + file);
-}
-
-// Kernels are looked up on every operator: a map by (path, options, name) in front of the
-// runtime's program cache (Programs, which builds each file once per version and options).
-cl_kernel Device::cached(const std::string& path, const std::string& name, const std::string& options) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  const std::string key = path + "|" + options + "|" + name;
-  auto found = kernels_.find(key);
-  if (found != kernels_.end()) return found->second;
-  cl_kernel made = programs_.kernel(path, name, options);
-  CL_CHECK(clRetainKernel(made));  // kept past a rebuild of an edited file, which releases Programs' own
-  kernels_.emplace(key, made);
-  ++programs_built_;
-  return made;
+  return rt_.programs().source_hash((dir.empty() ? library_dir() : dir) + "/" + file);
 }
 
 void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
   for (cl_uint i = 0; i < dims; ++i)
     if (global[i] == 0) return;  // OpenCL 1.2 rejects empty ranges
-  launch_log::before_launch(queue_, kernel, dims, global, local);
+  launch_log::before_launch(queue(), kernel, dims, global, local);
   const bool timed = timing_ && recording_ == nullptr;
   cl_event done = nullptr;
-  CL_CHECK(clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, 0, nullptr, timed ? &done : nullptr));
-  launch_log::after_launch(queue_);
+  CL_CHECK(clEnqueueNDRangeKernel(queue(), kernel, dims, nullptr, global, local, 0, nullptr, timed ? &done : nullptr));
+  launch_log::after_launch(queue());
   ++launches_;
   if (timed) {
     char name[128] = {0};
@@ -127,28 +129,28 @@ void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const 
     note_timed(nullptr, done, name, sizes);
   }
   if (recording_ != nullptr) {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex());
     recording_->add_launch(kernel, args_[kernel], dims, global, local);
   }
-  if (sync_each_ && recording_ == nullptr) CL_CHECK(clFinish(queue_));
+  if (sync_each_ && recording_ == nullptr) CL_CHECK(clFinish(queue()));
 }
 
 void Device::copy(cl_mem from, cl_mem to, size_t from_offset, size_t to_offset, size_t bytes) {
   if (bytes == 0) return;
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  CL_CHECK(clEnqueueCopyBuffer(queue_, from, to, from_offset, to_offset, bytes, 0, nullptr, nullptr));
+  std::lock_guard<std::recursive_mutex> lock(mutex());
+  CL_CHECK(clEnqueueCopyBuffer(queue(), from, to, from_offset, to_offset, bytes, 0, nullptr, nullptr));
   if (recording_ != nullptr) recording_->add_copy(from, to, from_offset, to_offset, bytes);
 }
 
 void Device::run_enqueuing(const std::function<void()>& call) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   const bool timed = timing_ && recording_ == nullptr;
   cl_event begin = nullptr, end = nullptr;
   // A library's commands are timed between two markers (the queue is in order).
-  if (timed) CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &begin));
+  if (timed) CL_CHECK(clEnqueueMarkerWithWaitList(queue(), 0, nullptr, &begin));
   call();
   if (timed) {
-    CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &end));
+    CL_CHECK(clEnqueueMarkerWithWaitList(queue(), 0, nullptr, &end));
     note_timed(begin, end, "clblast", "");
   }
   if (recording_ != nullptr) recording_->add_call(call);
@@ -180,13 +182,13 @@ const std::string* OpLabel::current() { return current_op; }
 
 void Device::note_timed(cl_event begin, cl_event end, std::string kernel, std::string global) {
   const std::string* op = OpLabel::current();
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   timed_.push_back(
       {begin, end, {std::move(kernel), op ? *op : std::string("(outside an operator)"), std::move(global)}});
 }
 
 void Device::start_timing() {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   refuse_wait("kernel timing");
   if (timing_)
     throw Error("opencl: a kernel profile is running already; one runs at a time", CL_INVALID_OPERATION);
@@ -201,7 +203,7 @@ void Device::start_timing() {
 std::vector<KernelTime> Device::stop_timing() {
   std::vector<Timed> timed;
   {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex());
     timing_ = false;
     timed.swap(timed_);
   }
@@ -228,7 +230,7 @@ std::vector<KernelTime> Device::stop_timing() {
 void Device::note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
   Device& dev = get();
   if (dev.recording_ == nullptr) return;
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex_);
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
   std::vector<KernelArg>& args = dev.args_[kernel];
   if (args.size() <= index) args.resize(index + 1);
   KernelArg& arg = args[index];
@@ -238,19 +240,27 @@ void Device::note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* 
   arg.bytes.assign(value ? static_cast<const char*>(value) : "", value ? size : 0);
 }
 
+namespace {
+std::atomic<int> devices_recording{0};  // the argument observer is on while any device records
+}  // namespace
+
 void Device::begin_recording(Graph* graph) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  if (recording_ != nullptr) throw Error("opencl: a graph is recording already; one records at a time", CL_INVALID_OPERATION);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
+  if (recording_ != nullptr)
+    throw Error("opencl: a graph is recording already on opencl:" + std::to_string(index()) +
+                    "; one records at a time per device",
+                CL_INVALID_OPERATION);
   args_.clear();
   recording_ = graph;
-  Allocator::get().set_pool(graph->pool());
-  set_arg_observer(&Device::note_arg);
+  Allocator::get().memory(index()).set_pool(graph->pool());
+  if (devices_recording++ == 0) set_arg_observer(&Device::note_arg);
 }
 
 void Device::end_recording() {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  set_arg_observer(nullptr);
-  Allocator::get().set_pool(nullptr);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
+  if (recording_ == nullptr) return;
+  if (--devices_recording == 0) set_arg_observer(nullptr);
+  Allocator::get().memory(index()).set_pool(nullptr);
   recording_ = nullptr;
   args_.clear();
 }
@@ -266,15 +276,15 @@ void Device::refuse_wait(const char* what) const {
 
 void Device::synchronize() {
   refuse_wait("synchronize()");
-  CL_CHECK(clFinish(queue_));
+  CL_CHECK(clFinish(queue()));
 }
 
 cl_event Device::marker() {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   cl_event event = nullptr;
-  CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &event));
+  CL_CHECK(clEnqueueMarkerWithWaitList(queue(), 0, nullptr, &event));
   // Submitted now, so that query() and a wait see it progress without another command.
-  CL_CHECK(clFlush(queue_));
+  CL_CHECK(clFlush(queue()));
   return event;
 }
 
@@ -285,15 +295,15 @@ void CL_CALLBACK free_staging(cl_event, cl_int, void* staging) { std::free(stagi
 void Device::write_async(cl_mem mem, size_t offset, const void* host, size_t bytes) {
   if (bytes == 0) return;
   if (recording_ != nullptr) {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex());
     recording_->add_write(mem, offset, host, bytes);
   }
   void* staging = std::malloc(bytes);
   if (staging == nullptr) throw Error("opencl: out of host memory staging a copy", CL_OUT_OF_HOST_MEMORY);
   std::memcpy(staging, host, bytes);
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   cl_event done = nullptr;
-  const cl_int status = clEnqueueWriteBuffer(queue_, mem, CL_FALSE, offset, bytes, staging, 0, nullptr, &done);
+  const cl_int status = clEnqueueWriteBuffer(queue(), mem, CL_FALSE, offset, bytes, staging, 0, nullptr, &done);
   if (status != CL_SUCCESS) std::free(staging);
   CL_CHECK(status);
   CL_CHECK(clSetEventCallback(done, CL_COMPLETE, &free_staging, staging));
@@ -303,8 +313,9 @@ void Device::write_async(cl_mem mem, size_t offset, const void* host, size_t byt
 void Device::read(cl_mem mem, size_t offset, void* host, size_t bytes) {
   if (bytes == 0) return;
   refuse_wait("a read to the host");
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  CL_CHECK(clEnqueueReadBuffer(queue_, mem, CL_TRUE, offset, bytes, host, 0, nullptr, nullptr));
+  std::lock_guard<std::recursive_mutex> lock(mutex());
+  CL_CHECK(clEnqueueReadBuffer(queue(), mem, CL_TRUE, offset, bytes, host, 0, nullptr, nullptr));
+  bytes_to_host_ += bytes;
 }
 
 }  // namespace oclf::device

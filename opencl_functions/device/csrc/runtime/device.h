@@ -1,7 +1,9 @@
-// The opencl device's runtime core: the OpenCL device the library's Runtime chose
-// (OCLF_DEVICE), the device's own in-order queue (asynchronous: only reads to the host
-// wait; profiling on, for events), its kernels (the runtime's Programs, with a fast lookup in front) for the .cl
-// files of opencl_functions/device/kernels and the library's, and kernel launches.
+// The opencl device's side of one OpenCL device: what torch's device adds to the library's
+// Runtime of that device (runtime/runtime.hpp, shared with the library: its context, its
+// in-order queue, its program cache, its lock). Kernels of opencl_functions/device/kernels
+// and of the library's files, launched asynchronously (only reads to the host wait), graph
+// recording (graph.h) and kernel timing. One Device per index of the process's devices
+// (opencl:0, opencl:1, ...); Device::get() is the calling thread's current one.
 #pragma once
 
 #include <atomic>
@@ -53,28 +55,34 @@ class OpLabel {
 
 class Device {
  public:
-  // The process's device, created on first use (opens the OpenCL device).
+  // The calling thread's current device (Runtime::current()), opened on first use.
   static Device& get();
+  // Device `index`, opened on first use; throws Error out of range.
+  static Device& at(int index);
+  // How many devices the process has; 0 when no OpenCL device can be found. Never throws.
+  static int count();
   // Whether an OpenCL device can be opened; never throws.
   static bool available();
 
-  cl_context context() const { return context_; }
-  cl_device_id id() const { return device_; }
-  cl_command_queue queue() const { return queue_; }
-  cl_command_queue* queue_ptr() { return &queue_; }
-  const DeviceInfo& info() const;
+  Runtime& runtime() const { return rt_; }
+  int index() const { return rt_.index(); }
+  cl_context context() const { return rt_.context(); }
+  cl_device_id id() const { return rt_.device(); }
+  cl_command_queue queue() const { return rt_.queue(); }
+  cl_command_queue* queue_ptr() { return rt_.queue_ptr(); }
+  const DeviceInfo& info() const { return rt_.info(); }
   bool is_cpu() const { return is_cpu_; }
   // Whether the device computes in double precision (it reports cl_khr_fp64).
   bool has_fp64() const { return has_fp64_; }
-  // One lock for every enqueue: cached cl_kernel objects are shared, and setting their
-  // arguments and enqueueing them must not interleave between threads (autograd runs the
-  // backward pass on a thread of its own).
-  std::recursive_mutex& mutex() { return mutex_; }
+  // The runtime's lock, for every enqueue: cached cl_kernel objects are shared (by the
+  // library too), and setting their arguments and enqueueing them must not interleave
+  // between threads (autograd runs the backward pass on a thread of its own).
+  std::recursive_mutex& mutex() { return rt_.mutex(); }
 
   // A kernel of a device file, e.g. kernel("elementwise.cl", "ew_contig", "-DOP_add ..."):
-  // programs are built once per (file, options) from kernels_dir() and kept for the
-  // process, with -I kernels_dir() (for dtypes.h) and -DHAS_FP64 on fp64 devices added.
-  // Throws BuildError with the build log.
+  // built once per (file, options) by the runtime's program cache from kernels_dir() and
+  // kept for the process, with -I kernels_dir() (for dtypes.h) and -DHAS_FP64 on fp64
+  // devices added. Throws BuildError with the build log.
   cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options);
   // A kernel of one of the student-facing files next to the library (conv2d.cl,
   // conv2d_backward.cl), read from OCLF_KERNEL_DIR when set, else the library's folder.
@@ -116,30 +124,26 @@ class Device {
   std::vector<KernelTime> stop_timing();
 
   uint64_t launches() const { return launches_; }
-  uint64_t programs_built() const { return programs_built_; }
+  // Kernels the device took from the runtime's program cache (each made once).
+  uint64_t programs_built() const { return rt_.programs().fixed_kernels(); }
+  // Bytes read back to the host (reads, and the CPU fallback's copies), since the start.
+  uint64_t bytes_to_host() const { return bytes_to_host_; }
 
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
  private:
-  Device();  // never destroyed: OpenCL drivers may unload before static destructors run
+  explicit Device(Runtime& rt);  // never destroyed: OpenCL drivers may unload before static destructors run
 
-  cl_kernel cached(const std::string& path, const std::string& name, const std::string& options);
-
-  cl_context context_ = nullptr;
-  cl_device_id device_ = nullptr;
-  Programs programs_;  // a cache of its own: the library's runtime runs on other threads
-  cl_command_queue queue_ = nullptr;
+  Runtime& rt_;
   bool is_cpu_ = false;
   bool has_fp64_ = false;
   bool sync_each_ = false;
-  std::recursive_mutex mutex_;
-  std::map<std::string, cl_kernel> kernels_;  // by path + options + name
   Graph* recording_ = nullptr;
   std::map<cl_kernel, std::vector<KernelArg>> args_;  // as set while recording
   static void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
   void refuse_wait(const char* what) const;
-  uint64_t launches_ = 0, programs_built_ = 0;
+  std::atomic<uint64_t> launches_{0}, bytes_to_host_{0};
   struct Timed {
     cl_event begin = nullptr, end = nullptr;  // begin: a marker before a library call; null for a kernel
     KernelTime what;                          // ns filled in by stop_timing()

@@ -84,13 +84,13 @@ std::string kernel_name(cl_kernel kernel) {
 
 }  // namespace
 
-Graph::Graph() : pool_(Allocator::get().open_pool()) {}
+Graph::Graph() : device_(Device::get().index()), pool_(Allocator::get().memory(device_).open_pool()) {}
 
 Graph::~Graph() {
-  clFinish(Device::get().queue());  // a replay's writes read the bytes this graph holds
+  clFinish(Device::at(device_).queue());  // a replay's writes read the bytes this graph holds
   for (cl_kernel k : kernels_) clReleaseKernel(k);
   for (void* b : buffers_) command_buffers().release(static_cast<cl_command_buffer_khr>(b));
-  Allocator::get().close_pool(pool_);
+  Allocator::get().memory(device_).close_pool(pool_);
 }
 
 // A kernel object of the graph's own, from the launched kernel's program, with the
@@ -183,7 +183,7 @@ void Graph::issue(const Command& c, cl_command_queue queue) const {
 }
 
 void Graph::replay() {
-  Device& dev = Device::get();
+  Device& dev = Device::at(device_);
   std::lock_guard<std::recursive_mutex> lock(dev.mutex());
   if (dev.recording() != nullptr) throw Error("opencl: a graph cannot be replayed while one records", CL_INVALID_OPERATION);
   cl_command_queue queue = dev.queue();
@@ -219,7 +219,7 @@ void Graph::finish() {
     throw Error("opencl: " + setting_variable("GRAPH_COMMAND_BUFFERS") + " must be 0 or 1, got '" + wanted + "'",
                 CL_INVALID_VALUE);
   if (!api.usable || wanted == "0") return;
-  cl_command_queue queue = Device::get().queue();
+  cl_command_queue queue = Device::at(device_).queue();
   const cl_command_buffer_properties_khr simultaneous[] = {CL_COMMAND_BUFFER_FLAGS_KHR,
                                                            CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR, 0};
   std::vector<Step> plan;

@@ -30,6 +30,7 @@ namespace oclf::device {
 
 class Graph {
  public:
+  // A graph of the calling thread's current device: it records and replays there alone.
   Graph();
   ~Graph();
   Graph(const Graph&) = delete;
@@ -48,6 +49,7 @@ class Graph {
   };
   Counts counts() const { return counts_; }
   Allocator::Pool* pool() const { return pool_; }
+  int device() const { return device_; }
 
   // Recording (from Device).
   void add_launch(cl_kernel source, const std::vector<KernelArg>& args, cl_uint dims, const size_t* global,
@@ -80,6 +82,7 @@ class Graph {
   std::vector<cl_kernel> kernels_;  // owned
   std::vector<void*> buffers_;      // owned cl_command_buffer_khr
   Counts counts_;
+  int device_ = 0;  // the index of its device
   Allocator::Pool* pool_ = nullptr;
 };
 

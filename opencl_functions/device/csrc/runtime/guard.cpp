@@ -1,6 +1,7 @@
-// Registers the opencl device with torch's core: the device guard (one device, one
-// stream: the in-order queue; events are markers on it), the allocator and the PrivateUse1
-// hooks.
+// Registers the opencl device with torch's core: the device guard (the devices of the
+// process, opencl:0 .. opencl:N-1, the calling thread's current one being Runtime's; one
+// stream per device: its in-order queue; events are markers on it), the allocator and the
+// PrivateUse1 hooks.
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Storage.h>
@@ -16,39 +17,58 @@ namespace {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
-c10::DeviceIndex device_count() { return Device::available() ? 1 : 0; }
+c10::DeviceIndex device_count() { return static_cast<c10::DeviceIndex>(Device::count()); }
 
-// One device (index 0) and one stream (id 0), the in-order queue.
+c10::DeviceIndex current_index() { return static_cast<c10::DeviceIndex>(Runtime::current()); }
+
+// The device a c10::Device means: its index, or the current one when it has none.
+int index_of(c10::Device d) {
+  const int n = Device::count();
+  DEVICE_CHECK(!d.has_index() || (d.index() >= 0 && d.index() < n), "opencl: there is no device ", int(d.index()),
+               "; the process has ", n, " (", n > 0 ? "opencl:0 to opencl:" + std::to_string(n - 1) : "none", ")");
+  return d.has_index() ? d.index() : Runtime::current();
+}
+
+// The devices of the process; one stream per device (id 0), its in-order queue.
 struct Guard final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kType; }
   c10::Device exchangeDevice(c10::Device d) const override {
-    check(d);
-    return c10::Device(kType, 0);
+    const int to = index_of(d);
+    const c10::Device before(kType, current_index());
+    if (to != before.index()) Runtime::set_current(to);
+    return before;
   }
-  c10::Device getDevice() const override { return c10::Device(kType, 0); }
-  void setDevice(c10::Device d) const override { check(d); }
-  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Device getDevice() const override { return c10::Device(kType, current_index()); }
+  void setDevice(c10::Device d) const override { Runtime::set_current(index_of(d)); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    try {
+      Runtime::set_current(index_of(d));
+    } catch (const std::exception&) {
+    }
+  }
   c10::Stream getStream(c10::Device d) const noexcept override {
-    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, 0), 0);
+    const c10::DeviceIndex index = d.has_index() ? d.index() : current_index_or_0();
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, index), 0);
   }
   c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return getStream(s.device()); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
-  bool queryStream(const c10::Stream&) const override {
-    Device::get().synchronize();
+  bool queryStream(const c10::Stream& s) const override {
+    device_of(s.device()).synchronize();
     return true;
   }
-  void synchronizeStream(const c10::Stream&) const override { Device::get().synchronize(); }
-  void synchronizeDevice(const c10::DeviceIndex) const override { Device::get().synchronize(); }
-  // Events are markers on the queue (Device::marker). With one in-order queue, block() has
-  // nothing to order; elapsedTime reads the markers' profiling timestamps.
+  void synchronizeStream(const c10::Stream& s) const override { device_of(s.device()).synchronize(); }
+  void synchronizeDevice(const c10::DeviceIndex index) const override { Device::at(index).synchronize(); }
+  // Events are markers on a device's queue (Device::marker). With one in-order queue per
+  // device, block() has nothing to order within a device; across devices it waits for the
+  // event on the host (the queues of two devices are in two contexts). elapsedTime reads
+  // the markers' profiling timestamps.
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag) const override {
-    check(stream.device());
-    cl_event fresh = Device::get().marker();
+    cl_event fresh = device_of(stream.device()).marker();
     if (*event != nullptr) clReleaseEvent(static_cast<cl_event>(*event));
     *event = fresh;
   }
-  void block(void*, const c10::Stream&) const override {}
+  void block(void* event, const c10::Stream&) const override { synchronizeEvent(event); }
   bool queryEvent(void* event) const override {
     return event == nullptr || status(static_cast<cl_event>(event)) == CL_COMPLETE;
   }
@@ -81,9 +101,13 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
     CL_CHECK(clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof(ns), &ns, nullptr));
     return ns;
   }
-  static void check(c10::Device d) {
-    DEVICE_CHECK(!d.has_index() || d.index() == 0, "opencl: there is one OpenCL device (index 0), got index ",
-                int(d.index()));
+  static Device& device_of(c10::Device d) { return Device::at(index_of(d)); }
+  static c10::DeviceIndex current_index_or_0() noexcept {
+    try {
+      return current_index();
+    } catch (const std::exception&) {
+      return 0;
+    }
   }
 };
 
@@ -92,11 +116,19 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   bool isAvailable() const override { return device_count() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override { return device_count(); }
-  void setCurrentDevice(c10::DeviceIndex) const override {}
-  c10::DeviceIndex getCurrentDevice() const override { return 0; }
-  c10::DeviceIndex exchangeDevice(c10::DeviceIndex) const override { return 0; }
-  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex) const override { return 0; }
-  at::Device getDeviceFromPtr(void*) const override { return at::Device(kType, 0); }
+  void setCurrentDevice(c10::DeviceIndex index) const override { Runtime::set_current(index); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_index(); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex index) const override {
+    const c10::DeviceIndex before = current_index();
+    if (index >= 0 && index != before) Runtime::set_current(index);
+    return before;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex index) const override { return exchangeDevice(index); }
+  at::Device getDeviceFromPtr(void* data) const override {
+    const int index = Allocator::device_of(data);
+    DEVICE_CHECK(index >= 0, "opencl: the address is not one of the device's storages");
+    return at::Device(kType, static_cast<c10::DeviceIndex>(index));
+  }
   bool isPinnedPtr(const void*) const override { return false; }
   at::Allocator* getPinnedMemoryAllocator() const override {
     DEVICE_CHECK(false, "opencl: pinned host memory is not supported");
@@ -104,6 +136,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   // Storage resizes (untyped_storage().resize_()): a new buffer, the old bytes copied in.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
     Allocator& allocator = Allocator::get();
+    const CurrentDevice on(storage.device().has_index() ? storage.device().index() : -1);
     c10::DataPtr fresh = allocator.allocate(new_bytes);
     const size_t keep = std::min(storage.nbytes(), new_bytes);
     if (keep > 0) allocator.copy_data(fresh.get(), storage.data(), keep);
