@@ -1,6 +1,6 @@
 """What the grader checks, made in the grader's own process:
 
-- public_cases: the cases of tests.py, from the same definitions (utils.testing);
+- public_cases: the cases of tests.py, from the same definitions (grading.oracle);
 - random_conv2d_cases / random_matmul_cases: fresh shapes and values from a new seed
   every run, so no submission can have seen them;
 - model_cases: a small ResNet and a small GPT-2 built from a config with random weights;
@@ -17,11 +17,11 @@ from typing import Dict, List, Tuple
 import torch
 import torch.nn.functional as F
 
-from utils import testing as T
+from grading import oracle as T
 
 Case = Dict[str, object]
 
-# Tolerances (utils.testing): |out - ref| <= atol + rtol * |ref|, elementwise.
+# Tolerances (grading.oracle): |out - ref| <= atol + rtol * |ref|, elementwise.
 HIDDEN_TOL = T.HIDDEN_TOL
 MODEL_RTOL = T.MODEL_RTOL
 
@@ -42,7 +42,7 @@ def _conv_case(name: str, gen: torch.Generator, batch, c_in, h, w, c_out, k_h, k
 
 def public_cases() -> List[Case]:
     """tests.py's random conv2d configurations (test_conv2d_random_configs) and its matmul
-    shapes (test_matmul_shapes), value for value, from utils.testing as tests.py makes them;
+    shapes (test_matmul_shapes), value for value, from grading.oracle as tests.py makes them;
     x is padded here, as tests.py does. Configurations whose output is all zeros (a stride
     that samples only padding) are left out: zeros from a kernel that computes nothing
     would pass them."""

@@ -255,7 +255,7 @@ def local_starter(tree: Path) -> Starter:
 def _check_here() -> int:
     """make check: this tree's build, captured here and checked under Oclgrind."""
     from grading.cases import HIDDEN_TOL, reference
-    from utils.testing import mismatch
+    from grading.oracle import mismatch
 
     if not shutil.which("oclgrind"):
         print("check: oclgrind is not installed (apt-get install oclgrind, or make setup as root)", file=sys.stderr)

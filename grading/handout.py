@@ -69,7 +69,8 @@ STAFF_ONLY = (
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need
-# (the child harness, its pipes and the process runner the check starts children with).
+# (the child harness, its pipes and the process runner the check starts children with), and
+# what a correct result is (the oracle tests.py shares with the grader).
 PUBLIC_IN_STAFF = (
     "grading/__init__.py",
     "grading/cases.py",
@@ -78,6 +79,7 @@ PUBLIC_IN_STAFF = (
     "grading/child.py",
     "grading/compare.py",
     "grading/kernel_rules.py",
+    "grading/oracle.py",
     "grading/replay.py",
     "grading/sandbox.py",
     "grading/scale.py",
