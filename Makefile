@@ -103,7 +103,7 @@ tune: build
 # END STAFF
 
 info: build
-	$(PY) -m utils.info
+	$(PY) -m opencl_functions.info
 
 # The demos; pass options with ARGS, e.g. make resnet ARGS="--arch resnet50 --device nvidia".
 sanity: build

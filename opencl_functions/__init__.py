@@ -18,8 +18,9 @@ Parameters (nn.Parameter weights and biases) stay on the device between calls, k
 the tensor and its version counter, and are freed with the tensor (resident_handle).
 
 The package, by concern: checks (argument validation), ops (the operations), resident
-(parameters kept on the device), clblast_params (CLBlast's tuning files), and the C++
-module _core (bindings.cpp over runtime/ and the host code).
+(parameters kept on the device), clblast_params (CLBlast's tuning files), settings (every
+setting), info (`python -m opencl_functions.info`: the devices, the selected one and the
+host CPU), and the C++ module _core (bindings.cpp over runtime/ and the host code).
 
 Inputs are float32 CPU tensors (any strides); anything else raises a TypeError or a
 ValueError that names the argument. OpenCL failures raise OpenCLError, whose message

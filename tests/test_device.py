@@ -1,5 +1,5 @@
 """Device selection by OCL_DEVICE (each choice in a fresh Python process, since a process
-keeps the device it opened first), `python -m utils.info`, and kernel build errors read
+keeps the device it opened first), `python -m opencl_functions.info`, and kernel build errors read
 through OCL_KERNEL_DIR: the message carries the CL_* name, the file, the options and the
 build log, and a fixed file builds again without a restart."""
 import json
@@ -71,7 +71,7 @@ def runs(ocl, devices):
     """Starts the child processes at once (each spends seconds importing torch) and
     returns {name: (returncode, stdout, stderr)}, waiting for all of them."""
     started = {
-        "info": start_python(["-m", "utils.info"]),
+        "info": start_python(["-m", "opencl_functions.info"]),
         "retry": start_python(["-c", RETRY], "no-such-device-xyz"),
         "name": start_python(["-c", SELECT], name_to_try(devices)),
     }
@@ -89,7 +89,7 @@ def last_json(runs, name):
 
 
 def test_info_lists_devices_and_the_default(runs, devices):
-    """`python -m utils.info` (make info) marks the default: the first GPU, else the first device."""
+    """`python -m opencl_functions.info` (make info) marks the default: the first GPU, else the first device."""
     returncode, stdout, stderr = runs["info"]
     assert returncode == 0, stderr
     for d in devices:
