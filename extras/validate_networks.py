@@ -508,7 +508,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(markdown)
     if args.markdown and args.section:
         from opencl_functions import device_info
-        from utils.doc_tables import write_section
+        from scripts.doc_tables import write_section
 
         write_section(Path(args.markdown), args.section, markdown, device_info()["device"])
     elif args.markdown:

@@ -604,7 +604,7 @@ def readme_block() -> Optional[str]:
 
 
 def write_readme(record: dict) -> None:
-    from utils.doc_tables import write_section
+    from scripts.doc_tables import write_section
     import torch
     import opencl_functions.device  # noqa: F401
 
