@@ -31,6 +31,7 @@ STAFF_ONLY = (
     "docs/PERFORMANCE.md",
     "docs/opdb.json",
     "extras/train_ddp.py",
+    "extras/validation/opdb.py",
     "grading/",
     "opencl_functions/device/",
     "opencl_functions/reference/",
@@ -65,7 +66,6 @@ STAFF_ONLY = (
     "tests/test_oclgrind.py",
     "tests/test_sandbox.py",
     "tests/test_tuning.py",
-    "utils/opdb.py",
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need

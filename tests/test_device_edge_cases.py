@@ -1,7 +1,7 @@
 """Inputs at the edges of what the opencl device's kernels assume, one test per class: 0-d
 tensors, empty tensors, expanded and overlapping outputs, out-of-range indices, shapes that
 do not fit, odd arguments. Each is served as torch serves it on the CPU, or refused with a
-Python exception naming the op; never a crash. Found by the OpInfo run (utils/opdb.py)."""
+Python exception naming the op; never a crash. Found by the OpInfo run (extras/validation/opdb.py)."""
 import pytest
 import torch
 import torch.nn.functional as F

@@ -107,7 +107,7 @@ def test_bird_song_training_on_the_device(tmp_path):
 
 @pytest.mark.slow
 def test_validate_networks_on_the_device():
-    from extras import validate_networks
+    from extras.validation import networks
 
-    result = validate_networks.validate("resnet18", repeat=0, device="opencl")
+    result = networks.validate("resnet18", repeat=0, device="opencl")
     assert result.passed and result.fallbacks == 0

@@ -2,11 +2,11 @@
 with the OpenCL layers (utils.patching.opencl_layers) against plain torch, on the same
 seeded random weights and the same input. Nothing is downloaded.
 
-    python -m extras.validate_networks                      # the whole list, 1x3x64x64
-    python -m extras.validate_networks --nets resnet18,vgg16 --batch 2 --size 96
-    python -m extras.validate_networks --markdown docs/VALIDATION.md --section cpu-patched
-    python -m extras.validate_networks --device opencl      # the opencl torch device instead
-    python -m extras.validate_networks --nets llama,qwen2,t5 --batch 2 --size 24 --device opencl
+    python -m extras.validation.networks                    # the whole list, 1x3x64x64
+    python -m extras.validation.networks --nets resnet18,vgg16 --batch 2 --size 96
+    python -m extras.validation.networks --markdown docs/VALIDATION.md --section cpu-patched
+    python -m extras.validation.networks --device opencl    # the opencl torch device instead
+    python -m extras.validation.networks --nets llama,qwen2,t5 --batch 2 --size 24 --device opencl
 
 The transformer families (TRANSFORMERS: Llama, Mistral, Qwen2, BERT, T5 and ViT from
 transformers' configs, 2 layers, small awkward sizes) take token ids of length --size (a

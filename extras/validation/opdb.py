@@ -1,10 +1,11 @@
 """torch's OpInfo database (op_db) on the `opencl` device, in child processes a crash cannot hide in.
 
-    python -m utils.opdb                     the default part of the database (see select()),
-                                             at most DEFAULT_MAX_SAMPLES samples per op
-    python -m utils.opdb --all               every op with float32 samples
-    python -m utils.opdb --ops cat,sum -v    named ops, each sample's verdict printed
-    python -m utils.opdb --all --json F      the counts and per-op verdicts as JSON too
+    python -m extras.validation.opdb                   the default part of the database (see
+                                                       select()), at most DEFAULT_MAX_SAMPLES
+                                                       samples per op
+    python -m extras.validation.opdb --all             every op with float32 samples
+    python -m extras.validation.opdb --ops cat,sum -v  named ops, each sample's verdict printed
+    python -m extras.validation.opdb --all --json F    the counts and per-op verdicts as JSON too
 
 Every float32 sample of an op (OpInfo's sample_inputs) runs on the CPU and, moved to the
 device, on `opencl`; the function, its in-place variant and its out= form where OpInfo lists
@@ -480,7 +481,7 @@ def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: boo
         log = Path(tmp) / "log.jsonl"
         resume: Optional[Tuple[int, int, int]] = None
         while True:
-            command = [sys.executable, "-m", "utils.opdb", "--child", "--log", str(log), "--keys", ",".join(keys)]
+            command = [sys.executable, "-m", "extras.validation.opdb", "--child", "--log", str(log), "--keys", ",".join(keys)]
             if resume:
                 command += ["--resume", ",".join(map(str, resume))]
             if crash_at:
@@ -575,7 +576,7 @@ def render(groups: Dict[str, List[str]], record: dict) -> str:
     c, natives = record["counts"], record["native"]
     ok = c["right"] + c["unchecked"]
     lines = [
-        f"torch's OpInfo database (`python -m utils.opdb --all`, {record['scope']}): {record['ops']} ops, "
+        f"torch's OpInfo database (`python -m extras.validation.opdb --all`, {record['scope']}): {record['ops']} ops, "
         f"{sum(c.values())} float32 runs (function, in-place and `out=` forms): " + ", ".join(f"{v} {c[v]}" for v in VERDICTS)
         + f". {natives} of the {ok} right and unchecked runs ({100.0 * natives / max(ok, 1):.0f}%) ran natively, the others "
         f"partly through the CPU fallback; {record['served'][0]} ops were right in every run, {record['served'][1]} "
@@ -612,7 +613,7 @@ def write_readme(record: dict) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.opdb", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m extras.validation.opdb", description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every op with float32 samples")
     parser.add_argument("--ops", help="comma-separated op names (op_db's name, or name.variant)")
     parser.add_argument("--jobs", type=int, default=2, help="children at a time")
