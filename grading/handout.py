@@ -32,6 +32,8 @@ STAFF_ONLY = (
     "docs/opdb.json",
     "extras/train_ddp.py",
     "extras/validation/opdb.py",
+    "extras/validation/opdb_child.py",
+    "extras/validation/opdb_table.py",
     "grading/",
     "opencl_functions/device/",
     "opencl_functions/reference/",
