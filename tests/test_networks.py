@@ -3,7 +3,8 @@ weights, forward and backward with the OpenCL layers against plain torch. A few 
 networks run by default; the whole list is opt-in (pytest -m slow)."""
 import pytest
 
-from extras.validation.networks import BACKWARD_TOL, FORWARD_TOL, NETWORKS, flip_explained, validate
+from extras.validation.networks import BACKWARD_TOL, FORWARD_TOL, flip_explained, validate
+from extras.validation.zoo import NETWORKS
 
 
 def check(name, batch, size):
