@@ -81,6 +81,7 @@ PUBLIC_IN_STAFF = (
     "grading/child.py",
     "grading/compare.py",
     "grading/kernel_rules.py",
+    "grading/library.py",
     "grading/oracle.py",
     "grading/replay.py",
     "grading/sandbox.py",

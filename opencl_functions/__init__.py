@@ -27,7 +27,7 @@ ValueError that names the argument. OpenCL failures raise OpenCLError, whose mes
 carries the CL_* status name; a kernel that fails to compile raises KernelBuildError
 with the build log. The device is chosen by OCLF_DEVICE (or OCL_DEVICE: "P:D" or part of
 a name) on first use; .cl files are read from this folder, or from OCLF_KERNEL_DIR
-(OCL_KERNEL_DIR). settings.py lists the library's settings (utils/config.py all of them).
+(OCL_KERNEL_DIR). settings.py lists every setting.
 
 CLBlast's tuned parameters for the selected device, clblast_params/<device slug>.json
 (written by `python -m bench.clblast_tune`), are applied before the first product;
