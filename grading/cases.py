@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from grading import oracle as T
+from grading.library import geometry
 
 Case = Dict[str, object]
 
@@ -83,8 +84,8 @@ def random_conv2d_cases(seed: int, count: int = 8) -> List[Case]:
         k_h, k_w = rng.choice([(1, 1), (3, 3), (3, 3), (5, 5), (1, 3), (3, 2), (7, 7)])
         stride = (rng.choice([1, 1, 2]), rng.choice([1, 1, 2, 3]))
         dilation = (rng.choice([1, 1, 2]), rng.choice([1, 1, 2]))
-        h = dilation[0] * (k_h - 1) + 1 + rng.randint(0, 30)
-        w = dilation[1] * (k_w - 1) + 1 + rng.randint(0, 30)
+        h = geometry.span(k_h, dilation[0]) + rng.randint(0, 30)  # the kernel's span, and some
+        w = geometry.span(k_w, dilation[1]) + rng.randint(0, 30)
         batch = rng.randint(1, 3)
         cases.append(_conv_case(f"conv2d_{i}", gen, batch, c_in, h, w, c_out, k_h, k_w, stride, dilation, groups,
                                 bias=rng.random() < 0.75))

@@ -1,11 +1,12 @@
 """The library's pure-Python modules, for the course tools: opencl_functions/settings.py
-(every setting), loaded by path. `import opencl_functions.settings` would import the package
+(every setting) and opencl_functions/geometry.py (a convolution's geometry), loaded by path. `import opencl_functions.settings` would import the package
 first, and with it the compiled module _core: the course tools run where it is not built
 yet (a fresh checkout, the tests' handout trees), and the grader never loads it into its own
 process (it holds the student's code). These modules import nothing of the package.
 
-    from grading.library import settings
+    from grading.library import geometry, settings
     settings.get("GRADER_TIMEOUT")
+    geometry.conv2d_geometry(x.shape, weight.shape, stride, dilation, groups).output_shape
 """
 from __future__ import annotations
 
@@ -29,3 +30,4 @@ def _load(name: str) -> ModuleType:
 
 
 settings = _load("settings")
+geometry = _load("geometry")
