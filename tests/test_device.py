@@ -42,12 +42,12 @@ print(json.dumps(out))
 """
 
 
-def start_python(args, ocl_device=None):
+def start_python(args, device=None):
     env = dict(os.environ)
     for name in ("OCLF_DEVICE", "OCL_DEVICE", "OCLF_KERNEL_DIR", "OCL_KERNEL_DIR"):  # the names and their aliases
         env.pop(name, None)
-    if ocl_device is not None:
-        env["OCL_DEVICE"] = ocl_device
+    if device is not None:
+        env["OCL_DEVICE"] = device
     return subprocess.Popen(
         [sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

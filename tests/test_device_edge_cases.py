@@ -11,7 +11,7 @@ ATOL, RTOL = 1e-5, 1e-5
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 def close(got, ref):
@@ -183,7 +183,7 @@ def test_linspace_of_few_steps(steps):
 # ---- torch's lazy views: conjugate and negative bits --------------------------------------------
 
 def test_conjugate_and_negative_views_copy_back_resolved(monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "silent")  # complex numbers have no OpenCL kernels
+    monkeypatch.setenv("OCLF_FALLBACK", "silent")  # complex numbers have no OpenCL kernels
     c = torch.randn(5, 6, dtype=torch.complex64)
     d = c.to("opencl")
     close(d.conj().cpu(), c.conj().resolve_conj())

@@ -205,7 +205,6 @@ def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: boo
               crash_at: str = "", max_samples: int = 0) -> List[Record]:
     """Runs one chunk of ops in children until every run has a verdict."""
     env = dict(os.environ, OCLF_FALLBACK="silent", PYTHONUNBUFFERED="1")
-    env.pop("OCL_FALLBACK", None)
     records: List[Record] = []
     with tempfile.TemporaryDirectory(prefix="opdb-") as tmp:
         log = Path(tmp) / "log.jsonl"
