@@ -49,6 +49,7 @@ STAFF_ONLY = (
     "tests/test_device_fusion.py",
     "tests/test_device_graph.py",
     "tests/test_device_indexing.py",
+    "tests/test_device_install.py",
     "tests/test_device_memory.py",
     "tests/test_device_models.py",
     "tests/test_device_nn.py",
