@@ -34,7 +34,7 @@ help:
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
 	@echo "make sanity | resnet | gpt | bird   the demos (options: ARGS=\"--quick --device nvidia\")"
 	@echo "make bird-model  retrain the shipped bird-song ResNet (extras/train_audio.py)"
-	@echo "make networks    forward+backward check of 20 torchvision networks (extras/validate_networks.py)"
+	@echo "make networks    forward+backward check of 20 torchvision networks (extras/validation/networks.py)"
 	@echo "make bench       conv2d and matmul benchmark (bench.layers)"
 	@echo "make clblast-tune  tune CLBlast's matrix products for this device (needs clblast-utils; ARGS=\"--scale 2\")"
 # BEGIN STAFF
@@ -103,7 +103,7 @@ tune: build
 # END STAFF
 
 info: build
-	$(PY) -m utils.info
+	$(PY) -m opencl_functions.info
 
 # The demos; pass options with ARGS, e.g. make resnet ARGS="--arch resnet50 --device nvidia".
 sanity: build
@@ -126,7 +126,7 @@ bird: build
 	$(PY) inference_bird.py $(ARGS)
 
 networks: build
-	$(PY) -m extras.validate_networks $(ARGS)
+	$(PY) -m extras.validation.networks $(ARGS)
 
 # BEGIN STAFF
 handout: .venv/.requirements

@@ -22,7 +22,7 @@ from typing import List, Tuple
 import torch
 from torch import nn
 
-from utils import demo
+from extras import demo
 
 PROMPT = "Hello, I'm a language model,"
 PROMPT_IDS = [15496, 11, 314, 1101, 257, 3303, 2746, 11]  # GPT-2's tokens for PROMPT (offline fallback)

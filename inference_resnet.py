@@ -26,7 +26,7 @@ from PIL import Image
 from torch import nn
 from torchvision import transforms
 
-from utils import demo
+from extras import demo
 
 ATOL, RTOL = 1e-3, 1e-3  # on the logits
 CAT_CLASSES = range(281, 286)  # tabby, tiger cat, Persian cat, Siamese cat, Egyptian cat

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from utils import demo
+from extras import demo
 
 ATOL, RTOL = 1e-4, 1e-4
 LUMA = torch.tensor([0.299, 0.587, 0.114])  # RGB -> grey (ITU-R BT.601)

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.testing import (MATMUL_SHAPES, PUBLIC_CONV_SEEDS, assert_matches, base_case, describe_conv, matmul_case,
-                           matmul_layouts, random_conv_case)
+from grading.oracle import (MATMUL_SHAPES, PUBLIC_CONV_SEEDS, assert_matches, base_case, describe_conv, matmul_case,
+                            matmul_layouts, random_conv_case)
 
 
 def ident(value) -> str:
@@ -257,7 +257,7 @@ def test_conv2d_resnet50_shapes(ocl, case):
 
 @pytest.mark.parametrize("seed", PUBLIC_CONV_SEEDS)
 def test_conv2d_random_configs(ocl, seed):
-    """Every parameter drawn together (utils.testing.random_conv_config; the grader runs the
+    """Every parameter drawn together (grading.oracle.random_conv_config; the grader runs the
     same configurations)."""
     x, w, b, c = random_conv_case(seed)
     check_conv2d(ocl, x, w, b, c["stride"], c["padding"], c["dilation"], c["groups"])

@@ -25,12 +25,12 @@ KERNELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _prepare(x, weight, bias, stride, dilation, groups):
     """Checked (opencl_functions.checks, as ocl_conv2d checks them), contiguous float32
     inputs and the output tensor to fill."""
-    stride, dilation, groups, out_shape = checks.conv2d_args(x, weight, bias, stride, dilation, groups)
-    out = torch.empty(out_shape)
+    geometry = checks.conv2d_args(x, weight, bias, stride, dilation, groups)
+    out = torch.empty(geometry.output_shape)
     x = x.detach().contiguous()
     weight = weight.detach().contiguous()
     bias_np = bias.detach().contiguous().numpy() if bias is not None else None
-    return x, weight, bias_np, out, stride, dilation
+    return x, weight, bias_np, out, geometry.stride, geometry.dilation
 
 
 def _from_file(name, x, weight, bias, stride, dilation, groups):

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from grading import cases as C
+from grading.oracle import HIDDEN_TOL, mismatch
 from grading.scale import geomean, ladder_share
-from utils.testing import HIDDEN_TOL, mismatch
 
 TIERS = Path(__file__).resolve().parent / "tiers.json"
 POINTS = 30

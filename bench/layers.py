@@ -47,7 +47,7 @@ from tqdm import tqdm
 import opencl_functions
 from bench import baselines
 from bench.shapes import DEPTHWISE, GPT2, GRADED, QUICK_CONV, QUICK_DEPTHWISE, QUICK_GPT2, RESNET50, ConvShape, MatmulShape
-from utils.info import host_cpu
+from opencl_functions.info import host_cpu
 
 METHODS = ["ours", "ours_wall", "replayed", "torch", "clblast", "convgemm", "naive", "tiled"]
 # Time ratios reported as geometric means: (numerator, denominator) → "num/den".

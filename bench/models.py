@@ -45,7 +45,7 @@ import torch.nn.functional as F
 import torchvision
 
 import opencl_functions
-from utils.info import host_cpu
+from opencl_functions.info import host_cpu
 from utils.patching import opencl_layers
 
 PROMPT_TOKENS, NEW_TOKENS = 8, 16

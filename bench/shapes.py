@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List
 
+from grading.library import geometry
+
 
 @dataclass(frozen=True)
 class ConvShape:
@@ -25,16 +27,15 @@ class ConvShape:
     count: int = 1  # how many layers of the network have this shape
 
     @property
-    def h_out(self) -> int:
-        return (self.h + 2 * self.padding - self.dilation * (self.k - 1) - 1) // self.stride + 1
-
-    @property
-    def w_out(self) -> int:
-        return (self.w + 2 * self.padding - self.dilation * (self.k - 1) - 1) // self.stride + 1
+    def geometry(self) -> geometry.Conv2dGeometry:
+        """The convolution of one padded image (geometry.Conv2dGeometry)."""
+        padded = (1, self.c_in, self.h + 2 * self.padding, self.w + 2 * self.padding)
+        weight = (self.c_out, self.c_in // self.groups, self.k, self.k)
+        return geometry.conv2d_geometry(padded, weight, self.stride, self.dilation, self.groups)
 
     @property
     def flops(self) -> int:
-        return 2 * self.c_out * self.h_out * self.w_out * (self.c_in // self.groups) * self.k * self.k
+        return 2 * self.geometry.macs
 
     def label(self) -> str:
         return f"{self.c_in}x{self.h}x{self.w}->{self.c_out} k{self.k} s{self.stride}" + (

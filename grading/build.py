@@ -34,7 +34,7 @@ from grading.workspace import POCL_CACHE, ROOT, Workspace, seal
 # reference's kernels and host code, read and compiled where they lie), the child harness and
 # what the ladder's rungs read.
 HARNESS = ["grading/__init__.py", "grading/channel.py", "grading/child.py", "grading/cases.py",
-           "grading/replay.py", "grading/kernel_rules.py"]
+           "grading/oracle.py", "grading/library.py", "grading/replay.py", "grading/kernel_rules.py"]
 # make grade's measurement (grading.calibrate runs it in each rung's tree for the tiers).
 ESTIMATE = ["bench/__init__.py", "bench/estimate.py", "bench/baselines.py", "grading/scale.py",
             "grading/kernels/conv2d_naive.cl"]

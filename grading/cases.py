@@ -1,6 +1,6 @@
 """What the grader checks, made in the grader's own process:
 
-- public_cases: the cases of tests.py, from the same definitions (utils.testing);
+- public_cases: the cases of tests.py, from the same definitions (grading.oracle);
 - random_conv2d_cases / random_matmul_cases: fresh shapes and values from a new seed
   every run, so no submission can have seen them;
 - model_cases: a small ResNet and a small GPT-2 built from a config with random weights;
@@ -17,11 +17,12 @@ from typing import Dict, List, Tuple
 import torch
 import torch.nn.functional as F
 
-from utils import testing as T
+from grading import oracle as T
+from grading.library import geometry
 
 Case = Dict[str, object]
 
-# Tolerances (utils.testing): |out - ref| <= atol + rtol * |ref|, elementwise.
+# Tolerances (grading.oracle): |out - ref| <= atol + rtol * |ref|, elementwise.
 HIDDEN_TOL = T.HIDDEN_TOL
 MODEL_RTOL = T.MODEL_RTOL
 
@@ -42,7 +43,7 @@ def _conv_case(name: str, gen: torch.Generator, batch, c_in, h, w, c_out, k_h, k
 
 def public_cases() -> List[Case]:
     """tests.py's random conv2d configurations (test_conv2d_random_configs) and its matmul
-    shapes (test_matmul_shapes), value for value, from utils.testing as tests.py makes them;
+    shapes (test_matmul_shapes), value for value, from grading.oracle as tests.py makes them;
     x is padded here, as tests.py does. Configurations whose output is all zeros (a stride
     that samples only padding) are left out: zeros from a kernel that computes nothing
     would pass them."""
@@ -83,8 +84,8 @@ def random_conv2d_cases(seed: int, count: int = 8) -> List[Case]:
         k_h, k_w = rng.choice([(1, 1), (3, 3), (3, 3), (5, 5), (1, 3), (3, 2), (7, 7)])
         stride = (rng.choice([1, 1, 2]), rng.choice([1, 1, 2, 3]))
         dilation = (rng.choice([1, 1, 2]), rng.choice([1, 1, 2]))
-        h = dilation[0] * (k_h - 1) + 1 + rng.randint(0, 30)
-        w = dilation[1] * (k_w - 1) + 1 + rng.randint(0, 30)
+        h = geometry.span(k_h, dilation[0]) + rng.randint(0, 30)  # the kernel's span, and some
+        w = geometry.span(k_w, dilation[1]) + rng.randint(0, 30)
         batch = rng.randint(1, 3)
         cases.append(_conv_case(f"conv2d_{i}", gen, batch, c_in, h, w, c_out, k_h, k_w, stride, dilation, groups,
                                 bias=rng.random() < 0.75))

@@ -1,6 +1,6 @@
 """Reading a child's results safely (no links, a size limit, weights-only), and checking
 that it left its inputs alone. Used by the grader and by make check; the comparison with
-torch itself is utils.testing.mismatch.
+torch itself is grading.oracle.mismatch.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from grading import cases as C
 from grading import channel, check
 from grading.build import Program
 from grading.compare import changed_inputs, tensor_bytes
-from utils.testing import mismatch
+from grading.oracle import mismatch
 from grading.report import POINTS, Report, Test
 from grading.workspace import Workspace
 

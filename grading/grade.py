@@ -19,7 +19,7 @@ that none of its processes outlives the step, with a timeout, resource limits an
 output; it talks to the grader over pipes only, and everything it runs or imports is the
 grader's and read-only to it. results.json is written whatever happened.
 
-Knobs: flags, or the OCLF_GRADER_* settings for run_autograder (utils/config.py lists them;
+Knobs: flags, or the OCLF_GRADER_* settings for run_autograder (opencl_functions/settings.py lists them;
 the older GRADER_* names still work): --timeout seconds per step (default 120),
 --build-timeout (300), --perf-runs timed runs per layer (10), --ref-cache the
 folder that keeps the reference and ladder builds and a warm kernel cache between runs

@@ -31,6 +31,9 @@ STAFF_ONLY = (
     "docs/PERFORMANCE.md",
     "docs/opdb.json",
     "extras/train_ddp.py",
+    "extras/validation/opdb.py",
+    "extras/validation/opdb_child.py",
+    "extras/validation/opdb_table.py",
     "grading/",
     "opencl_functions/device/",
     "opencl_functions/reference/",
@@ -46,6 +49,7 @@ STAFF_ONLY = (
     "tests/test_device_fusion.py",
     "tests/test_device_graph.py",
     "tests/test_device_indexing.py",
+    "tests/test_device_install.py",
     "tests/test_device_memory.py",
     "tests/test_device_models.py",
     "tests/test_device_nn.py",
@@ -65,11 +69,11 @@ STAFF_ONLY = (
     "tests/test_oclgrind.py",
     "tests/test_sandbox.py",
     "tests/test_tuning.py",
-    "utils/opdb.py",
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need
-# (the child harness, its pipes and the process runner the check starts children with).
+# (the child harness, its pipes and the process runner the check starts children with), and
+# what a correct result is (the oracle tests.py shares with the grader).
 PUBLIC_IN_STAFF = (
     "grading/__init__.py",
     "grading/cases.py",
@@ -78,6 +82,8 @@ PUBLIC_IN_STAFF = (
     "grading/child.py",
     "grading/compare.py",
     "grading/kernel_rules.py",
+    "grading/library.py",
+    "grading/oracle.py",
     "grading/replay.py",
     "grading/sandbox.py",
     "grading/scale.py",

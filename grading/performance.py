@@ -42,10 +42,10 @@ from grading import cases as C
 from grading import channel, check, correctness, fixtures
 from grading.build import Builder, Program
 from grading.compare import tensor_bytes
+from grading.oracle import mismatch
 from grading.report import Report
 from grading.scale import geomean, ladder_share  # noqa: F401  (performance.ladder_share, as before)
 from grading.workspace import Workspace
-from utils.testing import mismatch
 
 WARMUP = 2  # untimed runs per layer (first calls build kernels), checked all the same
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from utils import config
+from grading.library import settings
 
 OUTPUT_KEEP = 64 * 1024
 SANDBOX_USER = "oclf-sandbox"
@@ -96,7 +96,7 @@ class SandboxError(RuntimeError):
 def _setting(name: str) -> str:
     """A grader setting's value; "" in a tree whose settings table has no grader settings
     (the handout, where this module serves make check alone)."""
-    return config.get(name) if name in config.SETTINGS else ""
+    return settings.get(name) if name in settings.SETTINGS else ""
 
 
 def sandbox_user() -> Optional[pwd.struct_passwd]:
@@ -105,7 +105,7 @@ def sandbox_user() -> Optional[pwd.struct_passwd]:
         return None
     name = _setting("GRADER_USER") or SANDBOX_USER
     if name == "nobody":
-        raise SandboxError(f"{config.variable('GRADER_USER')}=nobody: other services share that account; "
+        raise SandboxError(f"{settings.variable('GRADER_USER')}=nobody: other services share that account; "
                            "use a dedicated one")
     try:
         return pwd.getpwnam(name)

@@ -177,9 +177,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def root_kernel() -> Path:
     """The student's kernel of this tree (OCLF_KERNEL_DIR's when set, as the runtime reads it)."""
-    from utils import config
+    from grading.library import settings
 
-    return Path(config.get("KERNEL_DIR") or ROOT / "opencl_functions") / "conv2d.cl"
+    return Path(settings.get("KERNEL_DIR") or ROOT / "opencl_functions") / "conv2d.cl"
 
 
 if __name__ == "__main__":

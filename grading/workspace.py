@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 from grading import sandbox
 from grading.channel import Child, spawn
-from utils import config
+from grading.library import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 POCL_CACHE = "pocl-cache"
@@ -34,15 +34,15 @@ PASSED_ENV = ("OCLF_DEVICE", "OCL_DEVICE", "OCL_ICD_VENDORS", "OCL_ICD_FILENAMES
 
 @dataclass
 class Options:
-    """The grader's knobs: flags, or settings (utils.config: OCLF_GRADER_*, read when made)."""
+    """The grader's knobs: flags, or settings (opencl_functions/settings.py: OCLF_GRADER_*, read when made)."""
 
-    timeout_s: float = field(default_factory=lambda: float(config.get("GRADER_TIMEOUT", "120")))
-    build_timeout_s: float = field(default_factory=lambda: float(config.get("GRADER_BUILD_TIMEOUT", "300")))
-    perf_runs: int = field(default_factory=lambda: int(config.get("GRADER_PERF_RUNS", "10")))
+    timeout_s: float = field(default_factory=lambda: float(settings.get("GRADER_TIMEOUT", "120")))
+    build_timeout_s: float = field(default_factory=lambda: float(settings.get("GRADER_BUILD_TIMEOUT", "300")))
+    perf_runs: int = field(default_factory=lambda: int(settings.get("GRADER_PERF_RUNS", "10")))
     ref_cache: Optional[Path] = field(
-        default_factory=lambda: Path(config.get("GRADER_REF_CACHE") or ROOT / "build" / "grader-cache"))
+        default_factory=lambda: Path(settings.get("GRADER_REF_CACHE") or ROOT / "build" / "grader-cache"))
     quiet: bool = False
-    keep: bool = field(default_factory=lambda: bool(config.get("GRADER_KEEP")))
+    keep: bool = field(default_factory=lambda: bool(settings.get("GRADER_KEEP")))
     # Build the submission over the whole reference tree, staff-only headers and kernels
     # included: for grading the reference itself (a flag of grading.grade, never a setting).
     staff_files: bool = False
@@ -72,7 +72,7 @@ class Workspace:
         self.start = time.monotonic()
         self.user: Optional[pwd.struct_passwd] = sandbox.sandbox_user()
         self.python, self.extra_path = sandbox.python_for(self.user)
-        self.work = Path(tempfile.mkdtemp(prefix="oclf-grade-", dir=config.get("GRADER_WORKDIR") or None))
+        self.work = Path(tempfile.mkdtemp(prefix="oclf-grade-", dir=settings.get("GRADER_WORKDIR") or None))
         os.chmod(self.work, 0o711)  # children may pass through to their own folders, not list it
 
     def log(self, message: str) -> None:

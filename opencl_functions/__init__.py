@@ -13,20 +13,24 @@
                                      it used with where that came from (tuning, below)
     load_clblast_params(), set_clblast_parameters(params), clblast_parameters(kernels)
                                      CLBlast's tuning parameters (see below)
+    conv2d_geometry(input_shape, weight_shape, stride=1, dilation=1, groups=1)
+                                     a convolution's Conv2dGeometry: its output shape and size
 
 Parameters (nn.Parameter weights and biases) stay on the device between calls, keyed by
 the tensor and its version counter, and are freed with the tensor (resident_handle).
 
-The package, by concern: checks (argument validation), ops (the operations), resident
-(parameters kept on the device), clblast_params (CLBlast's tuning files), and the C++
-module _core (bindings.cpp over runtime/ and the host code).
+The package, by concern: checks (argument validation), geometry (a convolution's output
+size, the one formula), ops (the operations), resident (parameters kept on the device),
+clblast_params (CLBlast's tuning files), settings (every setting), info (`python -m
+opencl_functions.info`: the devices, the selected one and the host CPU), and the C++ module
+_core (bindings.cpp over runtime/ and the host code).
 
 Inputs are float32 CPU tensors (any strides); anything else raises a TypeError or a
 ValueError that names the argument. OpenCL failures raise OpenCLError, whose message
 carries the CL_* status name; a kernel that fails to compile raises KernelBuildError
 with the build log. The device is chosen by OCLF_DEVICE (or OCL_DEVICE: "P:D" or part of
 a name) on first use; .cl files are read from this folder, or from OCLF_KERNEL_DIR
-(OCL_KERNEL_DIR). settings.py lists the library's settings (utils/config.py all of them).
+(OCL_KERNEL_DIR). settings.py lists every setting.
 
 CLBlast's tuned parameters for the selected device, clblast_params/<device slug>.json
 (written by `python -m bench.clblast_tune`), are applied before the first product;
@@ -56,7 +60,7 @@ except ImportError as err:
             raise ImportError(f"opencl_functions needs {packages}: {err}") from err
     raise
 from ._core import KernelBuildError, OpenCLError, device_info, last_choice, list_devices, memory_stats
-from .checks import conv2d_output_size
+from .geometry import Conv2dGeometry, conv2d_geometry, conv2d_output_size
 from .clblast_params import (
     CLBLAST_PARAMS_DIR,
     apply_clblast_params,
@@ -84,6 +88,8 @@ __all__ = [
     "ocl_conv2d_backward_weight",
     "ocl_conv2d_backward_bias",
     "conv2d_output_size",
+    "conv2d_geometry",
+    "Conv2dGeometry",
     "device_info",
     "list_devices",
     "memory_stats",

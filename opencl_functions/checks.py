@@ -1,19 +1,21 @@
 """Argument checks of every operation, in one place and with one set of messages (the
-tests assert them): tensors, ints and pairs, and the shapes of one convolution. The C++
-binding relies on them and only guards memory safety.
+tests assert them): tensors, ints and pairs, and the shapes of one convolution, whose
+checked geometry (geometry.Conv2dGeometry) they return. The C++ binding relies on them and
+only guards memory safety.
 """
 from __future__ import annotations
 
 import math
 import operator
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple
 
 import torch
+
+from .geometry import Conv2dGeometry, IntPair, conv2d_geometry, span
 
 # Kernels index with 32-bit ints.
 MAX_ELEMENTS = 2**31 - 1
 
-IntPair = Union[int, Sequence[int]]
 VARIANTS = ("auto", "direct", "tiled")
 
 
@@ -76,11 +78,6 @@ def pair(value: IntPair, name: str) -> Tuple[int, int]:
     return pair
 
 
-def conv2d_output_size(size: int, kernel: int, stride: int, dilation: int) -> int:
-    """Output length of a convolution along one axis of an already padded input."""
-    return (size - dilation * (kernel - 1) - 1) // stride + 1
-
-
 def conv_geometry(
     input_shape: Tuple[int, ...],
     weight_shape: Tuple[int, ...],
@@ -89,16 +86,16 @@ def conv_geometry(
     groups: int,
     input_name: str,
     weight_name: str,
-) -> Tuple[Tuple[int, int], Tuple[int, int], int, Tuple[int, int, int, int]]:
+) -> Conv2dGeometry:
     """Checks that an input (B, C_in, H, W), already padded, and a weight
-    (C_out, C_in/groups, K_h, K_w) make one convolution; returns the checked
-    (stride, dilation, groups) and the output shape (B, C_out, H_out, W_out)."""
+    (C_out, C_in/groups, K_h, K_w) make one convolution; returns its geometry (stride,
+    dilation and groups checked, the output shape (B, C_out, H_out, W_out) computed)."""
     stride = pair(stride, "stride")
     dilation = pair(dilation, "dilation")
     groups = as_int(groups, "groups", "an int", groups)
     if groups < 1:
         raise ValueError(f"groups must be positive, got {groups}")
-    batch, c_in, h, w = input_shape
+    _, c_in, h, w = input_shape
     c_out, cin_per_group, k_h, k_w = weight_shape
     if c_in != cin_per_group * groups:
         raise ValueError(
@@ -109,15 +106,13 @@ def conv_geometry(
         raise ValueError(f"{weight_name} has {c_out} output channels, not divisible by groups={groups}")
     if k_h < 1 or k_w < 1:
         raise ValueError(f"{weight_name} must have a kernel of at least 1x1, got shape {weight_shape}")
-    extent_h, extent_w = dilation[0] * (k_h - 1) + 1, dilation[1] * (k_w - 1) + 1
+    extent_h, extent_w = span(k_h, dilation[0]), span(k_w, dilation[1])
     if extent_h > h or extent_w > w:
         raise ValueError(
             f"kernel {k_h}x{k_w} with dilation {dilation} spans {extent_h}x{extent_w}, "
             f"larger than the padded input {h}x{w}"
         )
-    out_shape = (batch, c_out, conv2d_output_size(h, k_h, stride[0], dilation[0]),
-                 conv2d_output_size(w, k_w, stride[1], dilation[1]))
-    return stride, dilation, groups, out_shape
+    return conv2d_geometry(input_shape, weight_shape, stride, dilation, groups)
 
 
 def backward_checks(
@@ -130,35 +125,30 @@ def backward_checks(
     variant: str,
     input_name: str,
     weight_name: str,
-) -> Tuple[Tuple[int, int], Tuple[int, int], int]:
-    """Validates one convolution's shapes for a backward call; returns (stride, dilation, groups)."""
+) -> Conv2dGeometry:
+    """Validates one convolution's shapes for a backward call; returns its geometry."""
     check_tensor(grad_out, "grad_out", ndim=4)
     for shape, name in ((input_shape, input_name), (weight_shape, weight_name)):
         if len(shape) != 4 or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
             raise TypeError(f"{name} must be 4 ints, got {tuple(shape)!r}")
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    stride, dilation, groups, expected = conv_geometry(
-        input_shape, weight_shape, stride, dilation, groups, input_name, weight_name
-    )
-    if tuple(grad_out.shape) != expected:
-        raise ValueError(f"grad_out must be {expected} (B, C_out, H_out, W_out), got {tuple(grad_out.shape)}")
-    return stride, dilation, groups
+    geometry = conv_geometry(input_shape, weight_shape, stride, dilation, groups, input_name, weight_name)
+    if tuple(grad_out.shape) != geometry.output_shape:
+        raise ValueError(f"grad_out must be {geometry.output_shape} (B, C_out, H_out, W_out), "
+                         f"got {tuple(grad_out.shape)}")
+    return geometry
 
 
-
-
-def conv2d_args(x, weight, bias, stride, dilation, groups):
+def conv2d_args(x, weight, bias, stride, dilation, groups) -> Conv2dGeometry:
     """Checks an ocl_conv2d call: x (B, C_in, H, W) already padded, weight
-    (C_out, C_in/groups, K_h, K_w), bias (C_out,) or None. Returns (stride, dilation,
-    groups, output shape)."""
+    (C_out, C_in/groups, K_h, K_w), bias (C_out,) or None. Returns its geometry."""
     check_tensor(x, "x", ndim=4)
     check_tensor(weight, "weight", ndim=4)
     if bias is not None:
         check_tensor(bias, "bias", ndim=1)
-    stride, dilation, groups, out_shape = conv_geometry(tuple(x.shape), tuple(weight.shape), stride, dilation, groups,
-                                                        "x", "weight")
-    if bias is not None and bias.shape[0] != out_shape[1]:
-        raise ValueError(f"bias must have C_out={out_shape[1]} elements, got shape {tuple(bias.shape)}")
-    check_output_size(out_shape)
-    return stride, dilation, groups, out_shape
+    geometry = conv_geometry(tuple(x.shape), tuple(weight.shape), stride, dilation, groups, "x", "weight")
+    if bias is not None and bias.shape[0] != geometry.c_out:
+        raise ValueError(f"bias must have C_out={geometry.c_out} elements, got shape {tuple(bias.shape)}")
+    check_output_size(geometry.output_shape)
+    return geometry

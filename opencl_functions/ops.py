@@ -107,29 +107,29 @@ def ocl_conv2d(
 ) -> torch.Tensor:
     """conv2d of an already padded x (B, C_in, H, W) with weight (C_out, C_in/groups, K_h, K_w)
     and optional bias (C_out,), by the kernel in conv2d.cl. Returns (B, C_out, H_out, W_out)."""
-    stride, dilation, groups, (batch, c_out, h_out, w_out) = conv2d_args(x, weight, bias, stride, dilation, groups)
-    c_in = x.shape[1]
+    geometry = conv2d_args(x, weight, bias, stride, dilation, groups)
+    shape = geometry.output_shape
     if check_same_device(x=x, weight=weight, bias=bias).type == "opencl":
         with torch.no_grad():
             return torch.nn.functional.conv2d(x.detach(), weight.detach(), None if bias is None else bias.detach(),
-                                              stride, 0, dilation, groups)
+                                              geometry.stride, 0, geometry.dilation, geometry.groups)
 
-    if batch == 0 or c_out == 0:
-        return torch.empty(batch, c_out, h_out, w_out)
-    if c_in == 0:  # no inputs to sum: the output is the bias
-        out = torch.zeros(batch, c_out, h_out, w_out)
+    if geometry.batch == 0 or geometry.c_out == 0:
+        return torch.empty(shape)
+    if geometry.c_in == 0:  # no inputs to sum: the output is the bias
+        out = torch.zeros(shape)
         return out + bias.detach().view(1, -1, 1, 1) if bias is not None else out
 
     weight_handle, bias_handle = resident_handle(weight), resident_handle(bias)
     x = x.detach().contiguous()
     weight = weight.detach().contiguous()
     bias_np = bias.detach().contiguous().numpy() if bias is not None else None
-    out = _new_output(batch, c_out, h_out, w_out)
+    out = _new_output(*shape)
+    arguments = (*geometry.stride, *geometry.dilation, geometry.groups)
     if weight_handle or bias_handle:
-        _core.conv2d_resident(x.numpy(), weight.numpy(), bias_np, out.numpy(), *stride, *dilation, groups,
-                              weight_handle, bias_handle)
+        _core.conv2d_resident(x.numpy(), weight.numpy(), bias_np, out.numpy(), *arguments, weight_handle, bias_handle)
     else:
-        _core.conv2d(x.numpy(), weight.numpy(), bias_np, out.numpy(), *stride, *dilation, groups)
+        _core.conv2d(x.numpy(), weight.numpy(), bias_np, out.numpy(), *arguments)
     return out
 
 
@@ -148,20 +148,20 @@ def ocl_conv2d_backward_input(
     or lets the channel counts decide ('auto')."""
     check_tensor(weight, "weight", ndim=4)
     input_shape = tuple(input_shape)
-    stride, dilation, groups = backward_checks(
+    geometry = backward_checks(
         input_shape, tuple(weight.shape), grad_out, stride, dilation, groups, variant, "input_shape", "weight"
     )
     if check_same_device(grad_out=grad_out, weight=weight).type == "opencl":  # the device picks its kernels
         with torch.no_grad():
-            return torch.nn.grad.conv2d_input(input_shape, weight.detach(), grad_out.detach(), stride, 0, dilation,
-                                              groups)
+            return torch.nn.grad.conv2d_input(input_shape, weight.detach(), grad_out.detach(), geometry.stride, 0,
+                                              geometry.dilation, geometry.groups)
     grad_input = torch.zeros(input_shape)
     if grad_out.numel() == 0 or weight.numel() == 0:
         return grad_input
     grad_out = grad_out.detach().contiguous()
     weight = weight.detach().contiguous()
-    _core.conv2d_backward_input(grad_out.numpy(), weight.numpy(), grad_input.numpy(), *stride, *dilation, groups,
-                                variant)
+    _core.conv2d_backward_input(grad_out.numpy(), weight.numpy(), grad_input.numpy(), *geometry.stride,
+                                *geometry.dilation, geometry.groups, variant)
     return grad_input
 
 
@@ -179,20 +179,20 @@ def ocl_conv2d_backward_weight(
     (B, C_out, H_out, W_out). variant as in ocl_conv2d_backward_input."""
     check_tensor(x, "x", ndim=4)
     weight_shape = tuple(weight_shape)
-    stride, dilation, groups = backward_checks(
+    geometry = backward_checks(
         tuple(x.shape), weight_shape, grad_out, stride, dilation, groups, variant, "x", "weight_shape"
     )
     if check_same_device(x=x, grad_out=grad_out).type == "opencl":  # the device picks its kernels
         with torch.no_grad():
-            return torch.nn.grad.conv2d_weight(x.detach(), weight_shape, grad_out.detach(), stride, 0, dilation,
-                                               groups)
+            return torch.nn.grad.conv2d_weight(x.detach(), weight_shape, grad_out.detach(), geometry.stride, 0,
+                                               geometry.dilation, geometry.groups)
     grad_weight = torch.zeros(weight_shape)
     if grad_out.numel() == 0 or x.numel() == 0 or grad_weight.numel() == 0:
         return grad_weight
     x = x.detach().contiguous()
     grad_out = grad_out.detach().contiguous()
-    _core.conv2d_backward_weight(x.numpy(), grad_out.numpy(), grad_weight.numpy(), *stride, *dilation, groups,
-                                 variant)
+    _core.conv2d_backward_weight(x.numpy(), grad_out.numpy(), grad_weight.numpy(), *geometry.stride,
+                                 *geometry.dilation, geometry.groups, variant)
     return grad_weight
 
 

@@ -1,14 +1,16 @@
-"""The library's settings: environment variables under one prefix, OCLF_, read when used
-(never cached at import), with the older names still working as aliases. The C++ side
-reads the same variables through runtime/settings.hpp; this module is the Python side's
-reader and the table of what each means (utils/config.py adds the course tools' settings
-to it for the README and the tests).
+"""Every setting of the project, in one table: environment variables under one prefix,
+OCLF_, read when used (never cached at import), with the older names still working as
+aliases. Each setting names who reads it: the C++ runtime (through runtime/settings.hpp),
+this package, or the course tools (setup.py, the grader). README's "Settings" section is
+this table; a test checks that every OCLF_ name in the sources is in it.
 
     settings.get("DEVICE")        the value, "" when unset (OCLF_DEVICE, else OCL_DEVICE)
     settings.variable("DEVICE")   the variable that gave it ("OCL_DEVICE" when the alias did)
+    settings.SETTINGS             the table, settings for everyone first
 
-This module imports nothing of the package, so tools can read it without the built
-extension (utils/config.py loads it by path).
+This module imports nothing of the package: the course tools, which read settings before
+the extension is built (and the grader, which never loads it), load it by path through
+grading/library.py.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class Setting:
 
 
 SETTINGS: Dict[str, Setting] = {s.name: s for s in [
+    # The library's.
     Setting("DEVICE", "the first GPU, else the first device",
             'the OpenCL device: "P:D" (platform and device index) or part of a device, platform or vendor name; '
             "its platform's devices are the process's devices (opencl:0, opencl:1, ...) and it is the default one",
@@ -56,6 +59,14 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "the folder of the tuning cache (one file per device and driver)", "C++ runtime (tuning)"),
     Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
             "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
+    # The course tools': setup.py's and the grader's.
+    Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
+    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",)),
+    Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
+            "grading", ("GRADER_PYTHON",)),
+    Setting("GRADER_NAMESPACES", "1 where the machine allows them",
+            "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
+            "grading"),
     # BEGIN STAFF
     # The reference's host code and the opencl device.
     Setting("CONV_KERNEL", "by device and shape",
@@ -89,20 +100,34 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "the opencl device's matrix products: gpu runs the few-row kernels of GPUs on any device, "
             "clblast leaves every product to CLBlast",
             "opencl_functions.device", staff=True),
+    # The course tools'.
+    Setting("BUILD_DEVICE", "1 in package builds, 0 in in-place ones",
+            "1: setup.py builds the opencl torch device too; 0: the library alone", "setup.py", staff=True),
+    Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",), staff=True),
+    Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",
+            ("GRADER_BUILD_TIMEOUT",), staff=True),
+    Setting("GRADER_PERF_RUNS", "10", "timed runs per layer", "grading", ("GRADER_PERF_RUNS",), staff=True),
+    Setting("GRADER_REF_CACHE", "build/grader-cache", "where the reference and ladder builds are kept", "grading",
+            ("GRADER_REF_CACHE",), staff=True),
+    Setting("GRADER_WORKDIR", "the system's temporary folder", "where gradings make their temporary folders",
+            "grading", ("GRADER_WORKDIR",), staff=True),
+    Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",), staff=True),
+    Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
+            "grading/autograder", ("GRADER_VENV",), staff=True),
     # END STAFF
 ]}
 
 
-def variable(name: str, table: Dict[str, Setting] = SETTINGS) -> str:
+def variable(name: str) -> str:
     """The environment variable that gives setting `name` its value: OCLF_<name> when set,
     else the first alias that is set, else OCLF_<name>."""
-    setting = table[name]
+    setting = SETTINGS[name]
     for var in (setting.variable, *setting.aliases):
         if os.environ.get(var):
             return var
     return setting.variable
 
 
-def get(name: str, default: str = "", table: Dict[str, Setting] = SETTINGS) -> str:
+def get(name: str, default: str = "") -> str:
     """The value of setting `name`, read now; `default` when unset or empty."""
-    return os.environ.get(variable(name, table)) or default
+    return os.environ.get(variable(name)) or default

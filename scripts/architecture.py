@@ -34,7 +34,7 @@ LAYERS: List[Tuple[str, List[str], str]] = [
     ("bindings", ["opencl_functions/bindings.cpp"], "the pybind11 module _core"),
     ("library", ["opencl_functions/"], "the torch-facing package: checks, ops, resident, settings"),
     ("device", ["opencl_functions/device/"], "PyTorch's opencl device (staff)"),
-    ("utils", ["utils/"], "nn.Conv2d's forward, patching, autograd, the settings table, testing"),
+    ("utils", ["utils/"], "the patched layers: nn.Conv2d's forward, autograd ops, opencl_layers()"),
     ("grading", ["grading/"], "the autograder, make check, make grade, the handout"),
     ("bench", ["bench/"], "benchmarks, tuning and profiling tools"),
     ("programs", ["tests.py", "tests/", "extras/", "scripts/", "simple_sanity_check.py", "inference_",

@@ -111,8 +111,8 @@ def test_resnet50_forward_and_backward_match_torch(ocl):
 
     with opencl_layers():
         got = run()
-    for ocl_t, ref in zip(got, run()):
-        torch.testing.assert_close(ocl_t, ref, atol=1e-4 * float(ref.abs().max()), rtol=1e-3)
+    for ours, ref in zip(got, run()):
+        torch.testing.assert_close(ours, ref, atol=1e-4 * float(ref.abs().max()), rtol=1e-3)
 
 
 @pytest.mark.skipif(not SHIPPED.is_file(), reason="no shipped checkpoint; make bird-model builds it")

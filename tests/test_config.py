@@ -1,6 +1,7 @@
-"""Settings in one place (utils.config): OCLF_ names first, the older names as aliases, read
-when used, on the Python and the C++ side alike; the README's table is the config's table,
-and every OCLF_ name the sources use is in it."""
+"""Settings in one place (opencl_functions/settings.py, which the course tools load through
+grading.library): OCLF_ names first, the older names as aliases, read when used, on the
+Python and the C++ side alike; the README's table is that table, and every OCLF_ name the
+sources use is in it."""
 import json
 import os
 import re
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from utils import config
+from grading.library import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ["opencl_functions", "utils", "grading", "extras", "scripts", "Makefile", "setup.py", "tests.py",
@@ -20,11 +21,11 @@ SOURCES = ["opencl_functions", "utils", "grading", "extras", "scripts", "Makefil
 def test_oclf_name_first_then_its_alias(monkeypatch):
     monkeypatch.delenv("OCLF_DEVICE", raising=False)
     monkeypatch.setenv("OCL_DEVICE", "old")
-    assert config.get("DEVICE") == "old" and config.variable("DEVICE") == "OCL_DEVICE"
+    assert settings.get("DEVICE") == "old" and settings.variable("DEVICE") == "OCL_DEVICE"
     monkeypatch.setenv("OCLF_DEVICE", "new")
-    assert config.get("DEVICE") == "new" and config.variable("DEVICE") == "OCLF_DEVICE"
+    assert settings.get("DEVICE") == "new" and settings.variable("DEVICE") == "OCLF_DEVICE"
     monkeypatch.setenv("OCLF_DEVICE", "")
-    assert config.get("DEVICE") == "old"
+    assert settings.get("DEVICE") == "old"
 
 
 # BEGIN STAFF
@@ -65,23 +66,23 @@ def _source_files():
 
 
 def test_every_oclf_name_in_the_sources_is_a_setting():
-    known = {s.variable for s in config.SETTINGS.values()}
+    known = {s.variable for s in settings.SETTINGS.values()}
     for path in _source_files():
         for name in set(re.findall(r"\bOCLF_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace"))):
-            assert name in known, f"{path.relative_to(ROOT)} uses {name}, which utils/config.py does not list"
+            assert name in known, f"{path.relative_to(ROOT)} uses {name}, which utils/settings.py does not list"
 
 
-def test_readme_table_is_the_config_table():
+def test_readme_table_is_the_settings_table():
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Settings"):]
     listed = re.findall(r"^\| `(OCLF_[A-Z_]+)`", section, re.M)
-    assert listed == [s.variable for s in config.SETTINGS.values()]
-    for s in config.SETTINGS.values():
+    assert listed == [s.variable for s in settings.SETTINGS.values()]
+    for s in settings.SETTINGS.values():
         row = next(line for line in section.splitlines() if line.startswith(f"| `{s.variable}`"))
         assert s.meaning in row and s.default in row and all(f"`{a}`" in row for a in s.aliases)
 
 
-@pytest.mark.parametrize("name", sorted(config.SETTINGS))
+@pytest.mark.parametrize("name", sorted(settings.SETTINGS))
 def test_every_setting_is_documented(name):
-    s = config.SETTINGS[name]
+    s = settings.SETTINGS[name]
     assert s.meaning and s.default and s.reader

@@ -91,7 +91,7 @@ def test_gpt2_from_pretrained_folder(ocl, tmp_path):
 
 def test_gpt2_compare_accepts_only_near_ties():
     import inference_gpt2
-    from utils.demo import Checks
+    from extras.demo import Checks
 
     ref_logits = torch.tensor([[0.0, 5.0, 1.0], [0.0, 2.0, 2.0 + 1e-5]])
     tie = Checks()

@@ -1,5 +1,5 @@
 """Device selection by OCL_DEVICE (each choice in a fresh Python process, since a process
-keeps the device it opened first), `python -m utils.info`, and kernel build errors read
+keeps the device it opened first), `python -m opencl_functions.info`, and kernel build errors read
 through OCL_KERNEL_DIR: the message carries the CL_* name, the file, the options and the
 build log, and a fixed file builds again without a restart."""
 import json
@@ -42,12 +42,12 @@ print(json.dumps(out))
 """
 
 
-def start_python(args, ocl_device=None):
+def start_python(args, device=None):
     env = dict(os.environ)
     for name in ("OCLF_DEVICE", "OCL_DEVICE", "OCLF_KERNEL_DIR", "OCL_KERNEL_DIR"):  # the names and their aliases
         env.pop(name, None)
-    if ocl_device is not None:
-        env["OCL_DEVICE"] = ocl_device
+    if device is not None:
+        env["OCL_DEVICE"] = device
     return subprocess.Popen(
         [sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -71,7 +71,7 @@ def runs(ocl, devices):
     """Starts the child processes at once (each spends seconds importing torch) and
     returns {name: (returncode, stdout, stderr)}, waiting for all of them."""
     started = {
-        "info": start_python(["-m", "utils.info"]),
+        "info": start_python(["-m", "opencl_functions.info"]),
         "retry": start_python(["-c", RETRY], "no-such-device-xyz"),
         "name": start_python(["-c", SELECT], name_to_try(devices)),
     }
@@ -89,7 +89,7 @@ def last_json(runs, name):
 
 
 def test_info_lists_devices_and_the_default(runs, devices):
-    """`python -m utils.info` (make info) marks the default: the first GPU, else the first device."""
+    """`python -m opencl_functions.info` (make info) marks the default: the first GPU, else the first device."""
     returncode, stdout, stderr = runs["info"]
     assert returncode == 0, stderr
     for d in devices:

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 def test_gradients_stay_on_the_device_and_accumulate():

@@ -3,7 +3,7 @@ cl_khr_fp64 devices, the CPU fallback elsewhere), complex64/complex128 (stored a
 arithmetic on the CPU), and float16/bfloat16 (16-bit storage, float32 arithmetic inside
 the kernels), each against torch on the CPU.
 
-Float16 and bfloat16 run with OCL_FALLBACK=error: every operator runs on the device. Where
+Float16 and bfloat16 run with OCLF_FALLBACK=error: every operator runs on the device. Where
 torch's own CPU result at that dtype is inexact (products, convolutions, attention,
 normalisation, gradients), ours must be no worse than twice torch's error against a
 float64 reference (plus one unit in the last place of the result's scale)."""
@@ -22,13 +22,13 @@ EPS = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7, torch.float64: 2.0**-52
 def device(opencl_device, monkeypatch):
     # 16-bit operators must all run natively; float64 may fall back (silently) where the
     # device has no kernel for it, and complex arithmetic always does.
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
     return opencl_device
 
 
 def allow_fallback(monkeypatch, dtype):
     if dtype in (torch.float64, torch.complex64, torch.complex128):
-        monkeypatch.setenv("OCL_FALLBACK", "silent")
+        monkeypatch.setenv("OCLF_FALLBACK", "silent")
 
 
 def dev(*tensors):
@@ -111,7 +111,7 @@ PAIRS = [(a, b) for a in [torch.float32, torch.int64, torch.bool, *ALL] for b in
 
 @pytest.mark.parametrize("src, dst", PAIRS, ids=lambda t: str(t).replace("torch.", ""))
 def test_conversions_on_the_device(src, dst, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "silent")
+    monkeypatch.setenv("OCLF_FALLBACK", "silent")
     x = (randn(4, 7) * 3).to(src) if src != torch.bool else torch.rand(4, 7) > 0.5
     (d,) = dev(x)
     got = d.t().to(dst)
@@ -309,7 +309,7 @@ def test_conv_net_backward(dtype, monkeypatch):
 # ---- float64 and complex without kernels --------------------------------------------------------
 
 def test_complex_arithmetic_runs_on_the_cpu_fallback(monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "silent")
+    monkeypatch.setenv("OCLF_FALLBACK", "silent")
     x = torch.randn(4, 5, dtype=torch.complex64)
     (d,) = dev(x)
     same(d * d + 1, x * x + 1)
@@ -319,7 +319,7 @@ def test_complex_arithmetic_runs_on_the_cpu_fallback(monkeypatch):
     same(d * d.conj(), x * x.conj())
     same(d.conj().t().contiguous(), x.conj().t().contiguous())
     same(d.conj().imag, x.conj().imag)
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
     with pytest.raises(NotImplementedError, match="aten::mul.Tensor has no OpenCL kernel"):
         d * d
 

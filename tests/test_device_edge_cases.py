@@ -1,7 +1,7 @@
 """Inputs at the edges of what the opencl device's kernels assume, one test per class: 0-d
 tensors, empty tensors, expanded and overlapping outputs, out-of-range indices, shapes that
 do not fit, odd arguments. Each is served as torch serves it on the CPU, or refused with a
-Python exception naming the op; never a crash. Found by the OpInfo run (utils/opdb.py)."""
+Python exception naming the op; never a crash. Found by the OpInfo run (extras/validation/opdb.py)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,7 +11,7 @@ ATOL, RTOL = 1e-5, 1e-5
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 def close(got, ref):
@@ -183,7 +183,7 @@ def test_linspace_of_few_steps(steps):
 # ---- torch's lazy views: conjugate and negative bits --------------------------------------------
 
 def test_conjugate_and_negative_views_copy_back_resolved(monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "silent")  # complex numbers have no OpenCL kernels
+    monkeypatch.setenv("OCLF_FALLBACK", "silent")  # complex numbers have no OpenCL kernels
     c = torch.randn(5, 6, dtype=torch.complex64)
     d = c.to("opencl")
     close(d.conj().cpu(), c.conj().resolve_conj())

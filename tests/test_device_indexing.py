@@ -1,4 +1,4 @@
-"""Advanced indexing on the opencl device against torch on the CPU, with OCL_FALLBACK=error:
+"""Advanced indexing on the opencl device against torch on the CPU, with OCLF_FALLBACK=error:
 x[i, j] with several integer index tensors (broadcast, negative, adjacent or not), boolean
 masks, index_put_ with and without accumulation (repeated positions), strided views, the
 backward of indexing, nonzero, masked_select and isin; out-of-range indices raise IndexError."""
@@ -10,7 +10,7 @@ D = "opencl"
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 def dev(key):

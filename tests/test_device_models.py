@@ -1,4 +1,4 @@
-"""Whole models on the opencl device with OCL_FALLBACK=error (no operator may run on the
+"""Whole models on the opencl device with OCLF_FALLBACK=error (no operator may run on the
 CPU): forward and backward of ResNet-18, MobileNetV2 (training mode: batch statistics,
 dropout) and a small GPT-2, against torch in float64. Each gradient's error is measured
 against the model's largest gradient and must be within a few times torch's own float32
@@ -13,7 +13,7 @@ import torchvision
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 def worst_error(model, reference, scale):
@@ -107,7 +107,7 @@ def test_bird_song_training_on_the_device(tmp_path):
 
 @pytest.mark.slow
 def test_validate_networks_on_the_device():
-    from extras import validate_networks
+    from extras.validation import networks
 
-    result = validate_networks.validate("resnet18", repeat=0, device="opencl")
+    result = networks.validate("resnet18", repeat=0, device="opencl")
     assert result.passed and result.fallbacks == 0

@@ -2,7 +2,7 @@
 backward (gradients of sum(output · R) for a fixed random R): convolution (strides,
 padding, dilation, groups, depthwise, 1x1, 7x7, conv1d, strided inputs), batch norm
 (train and eval), layer norm, pooling, softmax, cross-entropy, embedding, cat, dropout
-and attention. OCL_FALLBACK=error: each runs natively."""
+and attention. OCLF_FALLBACK=error: each runs natively."""
 import copy
 
 import pytest
@@ -14,7 +14,7 @@ ATOL, RTOL = 1e-4, 1e-4
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 def close(got, ref, atol=ATOL, rtol=RTOL):

@@ -1,14 +1,14 @@
-"""torch's OpInfo database on the opencl device (utils/opdb.py): every float32 sample of the
-default part (ops with a native registration and every 4th other op, at most 40 samples
-each) runs in child
-processes, and none crashes, hangs or gives a wrong answer; the whole database is the slow
-test. The README's table of native operators is the one the registrations and the recorded
-run (docs/opdb.json) give."""
+"""torch's OpInfo database on the opencl device (extras/validation/opdb.py): every float32
+sample of the default part (ops with a native registration and every 4th other op, at most
+40 samples each) runs in child processes, and none crashes, hangs or gives a wrong answer;
+the whole database is the slow test. The README's table of native operators
+(extras/validation/opdb_table.py) is the one the registrations and the recorded run
+(docs/opdb.json) give."""
 import json
 
 import pytest
 
-from utils import opdb
+from extras.validation import opdb, opdb_table
 
 
 # Wrong answers still open, each with what goes wrong; nothing may crash or hang, and an op
@@ -66,8 +66,8 @@ def test_select_takes_every_native_op_and_a_spread_of_the_others():
 
 
 def test_readme_table_is_current(opencl_device):
-    block = opdb.readme_block()
-    assert block, "the device README lacks its table: python -m utils.opdb --readme"
-    record = json.loads(opdb.RECORD.read_text())
-    assert block == opdb.render(opdb.registrations(), record), \
-        "the device's registrations changed: python -m utils.opdb --readme (or --all --record)"
+    block = opdb_table.readme_block()
+    assert block, "the device README lacks its table: python -m extras.validation.opdb --readme"
+    record = json.loads(opdb_table.RECORD.read_text())
+    assert block == opdb_table.render(opdb_table.registrations(), record), \
+        "the device's registrations changed: python -m extras.validation.opdb --readme (or --all --record)"

@@ -1,6 +1,6 @@
 """Operators of the opencl device against torch on the CPU: elementwise (broadcasting,
 type promotion, strided views, in-place), reductions and matrix products, on awkward
-sizes, with OCL_FALLBACK=error so each runs natively. Tolerance atol + rtol·|ref|."""
+sizes, with OCLF_FALLBACK=error so each runs natively. Tolerance atol + rtol·|ref|."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,7 +10,7 @@ ATOL, RTOL = 1e-5, 1e-5
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 def close(got, ref, atol=ATOL, rtol=RTOL):
@@ -226,7 +226,7 @@ def test_batched_products():
 
 def test_unsupported_dtype_is_a_clear_error():
     x = torch.randn(4, dtype=torch.complex64).to("opencl")  # stored on the device, computed on the CPU
-    with pytest.raises(NotImplementedError, match="aten::add.Tensor has no OpenCL kernel and OCL_FALLBACK=error"):
+    with pytest.raises(NotImplementedError, match="aten::add.Tensor has no OpenCL kernel and OCLF_FALLBACK=error"):
         x + x
 
 

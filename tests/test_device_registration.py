@@ -1,5 +1,5 @@
 """The opencl torch device: registration, torch.opencl, creating, moving, viewing and
-printing tensors, and the CPU fallback's warning and OCL_FALLBACK=error."""
+printing tensors, and the CPU fallback's warning and OCLF_FALLBACK=error."""
 import subprocess
 import sys
 
@@ -96,7 +96,7 @@ def test_module_to_device(opencl_device):
 
 
 def test_fallback_warns_once_per_op(opencl_device, monkeypatch):
-    monkeypatch.delenv("OCL_FALLBACK", raising=False)
+    monkeypatch.setenv("OCLF_FALLBACK", "warn")
     opencl_device.reset_fallback_ops()
     x = torch.arange(6, dtype=torch.float32).to("opencl")
     with pytest.warns(UserWarning, match=r"aten::kthvalue.values has no OpenCL kernel; it runs on the CPU"):
@@ -108,10 +108,10 @@ def test_fallback_warns_once_per_op(opencl_device, monkeypatch):
 
 
 def test_fallback_error_mode(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
     x = torch.arange(6, dtype=torch.float32).to("opencl")
     with pytest.raises(NotImplementedError,
-                       match=r"aten::kthvalue.values has no OpenCL kernel and OCL_FALLBACK=error"):
+                       match=r"aten::kthvalue.values has no OpenCL kernel and OCLF_FALLBACK=error"):
         torch.kthvalue(x, 2)
 
 

@@ -1,5 +1,5 @@
 """Sorting and sampling on the opencl device against torch on the CPU, with
-OCL_FALLBACK=error: sort (stable: equal keys keep their order; NaN largest), argsort, topk
+OCLF_FALLBACK=error: sort (stable: equal keys keep their order; NaN largest), argsort, topk
 on awkward sizes and dtypes along any dimension, and multinomial draws (with and without
 replacement) whose frequencies follow the probabilities and never pick a category of
 probability 0; bad distributions raise."""
@@ -11,7 +11,7 @@ D = "opencl"
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 SHAPES = [(1,), (7,), (33,), (3, 1000), (2, 5, 9)]

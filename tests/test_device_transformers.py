@@ -1,5 +1,5 @@
 """Transformer families from transformers' configs (random weights, 2 layers, awkward
-sizes) on the opencl device with OCL_FALLBACK=error, so no operator of their forward or
+sizes) on the opencl device with OCLF_FALLBACK=error, so no operator of their forward or
 backward pass runs on the CPU: Llama, Mistral (with a sliding window), Qwen2 (grouped
 key/value heads, RMSNorm, rotary embeddings, gated SiLU MLPs, padding masks), BERT, T5
 (relative position bias) and ViT. Logits and the gradients of a few parameters are compared
@@ -19,7 +19,7 @@ VOCAB = 211
 
 @pytest.fixture(autouse=True)
 def native_only(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCL_FALLBACK", "error")
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
 
 
 def padded_ids(batch=2, length=11, pad_left=3, pad_right=0):

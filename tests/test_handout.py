@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grading.handout import ROOT, make_handout
-from utils import config
+from grading.library import settings
 from grading.regions import MARKER, MarkerError, strip_regions
 
 B, E = "BEGIN", "END"  # spelled apart so this file holds no marker lines itself
@@ -172,7 +172,7 @@ def test_handout_documents_and_help_speak_to_students(handout):
     staff_names |= {"grading.e2e", "bench.models", "bench.tune", "bench.profile_device", "grading.grade", "grading.calibrate", "make calibrate",
                     "make tune", "make autograder", "make handout", "make device", "OCLF_CONV_KERNEL",
                     "opencl_functions.device"}
-    staff_names |= {s.variable for s in config.SETTINGS.values() if s.staff}  # the staff tree's table
+    staff_names |= {s.variable for s in settings.SETTINGS.values() if s.staff}  # the staff tree's table
     help_text = subprocess.run(["make", "-s", "-o", ".venv/.requirements", "help"], cwd=handout,
                                capture_output=True, text=True, timeout=60).stdout
     assert "make run" in help_text

@@ -1,9 +1,10 @@
-"""Validated networks (extras/validate_networks.py): torchvision models with seeded random
+"""Validated networks (extras/validation/networks.py): torchvision models with seeded random
 weights, forward and backward with the OpenCL layers against plain torch. A few small
 networks run by default; the whole list is opt-in (pytest -m slow)."""
 import pytest
 
-from extras.validate_networks import BACKWARD_TOL, FORWARD_TOL, NETWORKS, flip_explained, validate
+from extras.validation.networks import BACKWARD_TOL, FORWARD_TOL, flip_explained, validate
+from extras.validation.zoo import NETWORKS
 
 
 def check(name, batch, size):
@@ -12,7 +13,7 @@ def check(name, batch, size):
     assert result.conv_calls + result.linear_calls > 0, f"{name}: no layer went through OpenCL"
     assert result.forward_error <= FORWARD_TOL, f"{name}: forward error {result.forward_error:.2e}"
     # Gradients within BACKWARD_TOL of torch's, or no further from float64 than 10 times
-    # torch's own float32 gradients are (see extras/validate_networks.py).
+    # torch's own float32 gradients are (see extras/validation/networks.py).
     # A ReLU input within rounding of zero may change sign between the two forwards; the
     # gradients then differ by whole elements, which the result reports.
     assert result.passed or flip_explained(result), (

@@ -43,7 +43,7 @@ def test_sandbox_runs_as_its_own_account_without_access_to_grader_files(tmp_path
 
 @ROOT_ONLY
 def test_sandbox_refuses_nobody(monkeypatch):
-    monkeypatch.setenv("GRADER_USER", "nobody")
+    monkeypatch.setenv("OCLF_GRADER_USER", "nobody")
     with pytest.raises(sandbox.SandboxError, match="other services share"):
         sandbox.sandbox_user()
 

@@ -1,3 +1,3 @@
-"""Torch-side glue for opencl_functions: autograd-aware ops (functional), the
-nn.Conv2d forward mimic (conv2d_forward), reversible layer patching (patching), the one
-table of settings (config) and the one definition of a correct result (testing)."""
+"""The patched layers: nn.Conv2d's forward on OpenCL (conv2d_forward, the file the assignment
+names), the autograd-aware ops it and nn.Linear's replacement call (functional), and the
+reversible patching of torch's layers (patching.opencl_layers)."""

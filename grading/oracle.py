@@ -14,6 +14,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 
+from grading.library import geometry
+
 EPS = torch.finfo(torch.float32).eps
 RTOL = 1e-4
 # The grader's new random shapes and the race check: looser, as their sums can be longer.
@@ -95,7 +97,7 @@ def random_conv_config(seed: int) -> Dict:
         c_out = c_in * pick(1, 2)
     kernel, dilation = (pick(1, 2, 3, 5), pick(1, 3, 4)), (pick(1, 2), pick(1, 3))
     stride, padding = (pick(1, 2, 3), pick(1, 2)), (pick(0, 1, 2), pick(0, 1, 3))
-    size = tuple(d * (k - 1) + 1 + pick(0, 1, 4, 9) for k, d in zip(kernel, dilation))
+    size = tuple(geometry.span(k, d) + pick(0, 1, 4, 9) for k, d in zip(kernel, dilation))
     return dict(
         batch=pick(1, 2, 3), c_in=c_in, c_out=c_out, size=size, kernel=kernel, groups=groups, bias=pick(True, False),
         stride=stride, padding=padding, dilation=dilation,

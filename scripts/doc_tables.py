@@ -16,7 +16,7 @@ from pathlib import Path
 
 def provenance(device: str = "") -> str:
     """One line: where and when a table was measured."""
-    from utils.info import host_cpu
+    from opencl_functions.info import host_cpu
 
     where = host_cpu() + (f", OpenCL device {device}" if device else "")
     return f"Measured {datetime.date.today().isoformat()} on {where}."

@@ -1,17 +1,16 @@
-"""`make info`: the OpenCL platforms and devices, and which one OCLF_DEVICE (or its alias
-OCL_DEVICE) selects."""
+"""`make info` (python -m opencl_functions.info): the OpenCL platforms and devices, and which
+one OCLF_DEVICE (or its alias OCL_DEVICE) selects; host_cpu(), the machine that goes with
+every measured figure."""
+import os
+import platform
 import sys
 
-import opencl_functions as ocl
-from utils import config
+from . import OpenCLError, _core, device_info, list_devices, settings
 
 
 def host_cpu() -> str:
     """The host CPU's model, family/model numbers and widest vector extension (from
     /proc/cpuinfo on Linux): CPU speed figures depend on it, so it goes with every figure."""
-    import os
-    import platform
-
     fields = {}
     try:
         with open("/proc/cpuinfo") as f:
@@ -31,16 +30,16 @@ def host_cpu() -> str:
 
 def main() -> int:
     try:
-        devices = ocl.list_devices()
-    except ocl.OpenCLError as err:
+        devices = list_devices()
+    except OpenCLError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     try:
-        selected = ocl.device_info()
-    except ocl.OpenCLError as err:
+        selected = device_info()
+    except OpenCLError as err:
         selected = None
         problem = str(err)
-    print(f"{config.variable('DEVICE')}={config.get('DEVICE')!r}  kernels from {ocl._core.kernel_dir()}")
+    print(f"{settings.variable('DEVICE')}={settings.get('DEVICE')!r}  kernels from {_core.kernel_dir()}")
     for d in devices:
         mark = "*" if selected and d["index"] == selected["index"] else " "
         print(f" {mark} {d['index']}  {d['type']:<4} {d['platform']} / {d['device']}")

@@ -1,0 +1,72 @@
+"""The device README's table of native operators (opencl_functions/device/README.md), from
+the device's registrations and a recorded op_db run (docs/opdb.json, written by
+`python -m extras.validation.opdb --all --record`; `--readme` rewrites the table alone).
+"""
+from __future__ import annotations
+
+import collections
+import re
+from typing import Dict, List, Optional
+
+from extras.validation.opdb import ROOT, VERDICTS
+
+README = ROOT / "opencl_functions" / "device" / "README.md"
+RECORD = ROOT / "docs" / "opdb.json"
+TABLE = "native-ops"
+
+
+def registrations() -> Dict[str, List[str]]:
+    """The device's aten registrations grouped by operator: add -> [add.Tensor, add_.Tensor, add.out]."""
+    import torch
+    import opencl_functions.device  # noqa: F401
+
+    groups: Dict[str, List[str]] = collections.defaultdict(list)
+    for name in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"):
+        if not name.startswith("aten::"):
+            continue
+        full = name[len("aten::"):]
+        base = full.split(".", 1)[0]
+        if not base.startswith("__"):
+            base = base.rstrip("_") or base  # add_ (in-place) beside add
+        groups[base].append(full)
+    return {k: sorted(v) for k, v in sorted(groups.items(), key=lambda kv: kv[0].lstrip("_"))}
+
+
+def render(groups: Dict[str, List[str]], record: dict) -> str:
+    """The README's table: every registered operator, its forms, and how the recorded op_db
+    run's samples that dispatched it fared."""
+    c, natives = record["counts"], record["native"]
+    ok = c["right"] + c["unchecked"]
+    lines = [
+        f"torch's OpInfo database (`python -m extras.validation.opdb --all`, {record['scope']}): {record['ops']} ops, "
+        f"{sum(c.values())} float32 runs (function, in-place and `out=` forms): " + ", ".join(f"{v} {c[v]}" for v in VERDICTS)
+        + f". {natives} of the {ok} right and unchecked runs ({100.0 * natives / max(ok, 1):.0f}%) ran natively, the others "
+        f"partly through the CPU fallback; {record['served'][0]} ops were right in every run, {record['served'][1]} "
+        "of them natively throughout. \"refused\": the device raised a clear Python exception where the CPU did "
+        "not; \"unchecked\": OpInfo says the output cannot be compared (random), and its shapes and dtypes match. "
+        "The last column: runs whose device call dispatched the operator, and how many of them were right or "
+        "unchecked.",
+        "",
+        "| operator | registered forms | op_db runs reaching it (right / all) |",
+        "| --- | --- | --- |",
+    ]
+    for base, forms in groups.items():
+        reached = [record["aten"][f] for f in forms if f in record["aten"]]
+        runs = f"{sum(r[0] for r in reached)} / {sum(r[1] for r in reached)}" if reached else "—"
+        lines.append(f"| `{base}` | " + ", ".join(f"`{f}`" for f in forms) + f" | {runs} |")
+    return "\n".join(lines)
+
+
+def readme_block() -> Optional[str]:
+    """The table as the README holds it now, without its provenance line."""
+    text = README.read_text()
+    found = re.search(rf"<!-- BEGIN TABLE {TABLE} -->\n[^\n]*\n\n(.*?)\n<!-- END TABLE {TABLE} -->", text, re.S)
+    return found.group(1) if found else None
+
+
+def write_readme(record: dict) -> None:
+    from scripts.doc_tables import write_section
+    import torch
+    import opencl_functions.device  # noqa: F401
+
+    write_section(README, TABLE, render(registrations(), record), device=torch.opencl.get_device_name())
