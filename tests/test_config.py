@@ -69,7 +69,7 @@ def test_every_oclf_name_in_the_sources_is_a_setting():
     known = {s.variable for s in settings.SETTINGS.values()}
     for path in _source_files():
         for name in set(re.findall(r"\bOCLF_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace"))):
-            assert name in known, f"{path.relative_to(ROOT)} uses {name}, which utils/settings.py does not list"
+            assert name in known, f"{path.relative_to(ROOT)} uses {name}, which opencl_functions/settings.py does not list"
 
 
 def test_readme_table_is_the_settings_table():

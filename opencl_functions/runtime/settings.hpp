@@ -1,6 +1,6 @@
 // The settings the C++ side reads, in one place: each is an environment variable
 // OCLF_<NAME>, read when used (not cached), with the older names OCL_DEVICE,
-// OCL_KERNEL_DIR and OCL_FALLBACK kept as aliases. utils/config.py lists every setting with its
+// OCL_KERNEL_DIR and OCL_FALLBACK kept as aliases. opencl_functions/settings.py lists every setting with its
 // meaning and default; this is its C++ reader.
 #pragma once
 
