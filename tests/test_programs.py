@@ -53,7 +53,7 @@ def run(argv, cwd, env=None, timeout=TIMEOUT):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # the program's own children (DataLoader workers, ranks) too
         out, _ = proc.communicate()
-        pytest.fail(f"{Path(argv[2]).name} ran past {timeout} s:\n{out[-3000:]}")
+        pytest.fail(f"{' '.join(Path(str(a)).name for a in argv[1:4])} ran past {timeout} s:\n{out[-3000:]}")
     return proc.returncode, out
 
 
@@ -63,7 +63,7 @@ def on_device(program, *args, cwd, env=None):
 
 def last_error(out):
     """The last line that names an exception (the refusal that stopped the program), or ''."""
-    errors = [line for line in out.splitlines() if re.match(r"^(\[rank\d+\]: )?\w*(Error|Exception)\b", line)]
+    errors = [line for line in out.splitlines() if re.match(r"^(\[rank\d+\]: )?[\w.]*(Error|Exception)\b", line)]
     return errors[-1] if errors else ""
 
 
@@ -94,7 +94,10 @@ def word_lm_args(model, accel=True, **flags):
     4 x 8 tokens, a line per batch. No dropout, so a device run can be held to the CPU's."""
     flags = {"data": TINY_CORPUS, "model": model, "emsize": 16, "nhid": 16, "nlayers": 2, "batch_size": 4,
              "bptt": 8, "epochs": 1, "log-interval": 1, "dropout": 0, "lr": 2, **flags}
-    return (["--accel"] if accel else []) + [str(a) for flag, value in flags.items() for a in (f"--{flag}", value)]
+    args = ["--accel"] if accel else []
+    for flag, value in flags.items():  # True: a flag without a value
+        args += [f"--{flag}"] + ([] if value is True else [str(value)])
+    return args
 
 
 def word_lm_numbers(out):
@@ -156,10 +159,12 @@ def test_rnn_language_model_matches_the_cpu(opencl_device, tmp_path_factory, mod
             assert abs(g - w) <= 2e-3 * w, f"{what} {i + 1}: perplexity {g} on the device, {w} on the CPU"
 
 
-def test_transformer_language_model(opencl_device, tmp_path):
-    """The README's Transformer command (`--model Transformer --lr 5`), small. nn.Transformer's
-    own dropout (0.1) has no flag, so the run is held to falling losses, not to the CPU's."""
-    args = word_lm_args("Transformer", nhead=2, nhid=32, lr=5, save=tmp_path / "model.pt")
+@pytest.mark.parametrize("flags", [{"lr": 5}, {"use-optimizer": True, "lr": 0.003}], ids=["sgd", "adamw"])
+def test_transformer_language_model(opencl_device, tmp_path, flags):
+    """The README's Transformer commands (`--model Transformer --lr 5`, and with AdamW
+    `--use-optimizer`), small. nn.Transformer's own dropout (0.1) has no flag, so the run is held
+    to falling losses, not to the CPU's."""
+    args = word_lm_args("Transformer", nhead=2, nhid=32, save=tmp_path / "model.pt", **flags)
     rc, out = on_device(WORD_LM, *args, cwd=tmp_path)
     check_clean_run(rc, out)
     assert "Using device: opencl" in out
