@@ -107,16 +107,28 @@ def word_lm_numbers(out):
     return [float(l) for l, _ in train], [float(p) for _, p in train], [float(p) for p in ends]
 
 
+def check_generate(cwd):
+    """generate.py (the README's `python generate.py --accel`) samples 40 words on the device
+    from the model main.py saved in cwd: every one a word of the corpus."""
+    rc, out = on_device(WORD_LM.parent / "generate.py", "--accel", "--data", TINY_CORPUS, "--words", "40",
+                        cwd=cwd)
+    check_clean_run(rc, out)
+    vocabulary = {w for f in TINY_CORPUS.glob("*.txt") for w in f.read_text().split()} | {"<eos>"}
+    words = (cwd / "generated.txt").read_text().split()
+    assert len(words) == 40 and set(words) <= vocabulary, words
+
+
 _word_lm_runs = {}
 
 
 def word_lm_run(model, accel, tmp_path_factory):
-    """One run per model and device for the whole module (two tests read each)."""
+    """One run per model and device for the whole module (two tests read each): (exit status,
+    output, the folder it ran in and saved its model.pt to)."""
     if (model, accel) not in _word_lm_runs:
         cwd = tmp_path_factory.mktemp(f"word_lm_{model}")
         args = word_lm_args(model, accel, save=cwd / "model.pt")
-        _word_lm_runs[model, accel] = (on_device(WORD_LM, *args, cwd=cwd) if accel
-                                       else run([sys.executable, WORD_LM, *args], cwd))
+        rc, out = on_device(WORD_LM, *args, cwd=cwd) if accel else run([sys.executable, WORD_LM, *args], cwd)
+        _word_lm_runs[model, accel] = rc, out, cwd
     return _word_lm_runs[model, accel]
 
 
@@ -129,12 +141,13 @@ RNN_MODELS = [
 
 @pytest.mark.parametrize("model", RNN_MODELS)
 def test_rnn_language_model_trains_on_the_device(opencl_device, tmp_path_factory, model):
-    rc, out = word_lm_run(model, True, tmp_path_factory)
+    rc, out, cwd = word_lm_run(model, True, tmp_path_factory)
     check_clean_run(rc, out)
     assert "Using device: opencl" in out
     losses, _, ends = word_lm_numbers(out)
     assert_finite_and_falling(losses[1:], "training losses")  # the first line sums two batches
     assert len(ends) == 2 and all(math.isfinite(p) for p in ends), out[-2000:]
+    check_generate(cwd)
 
 
 @pytest.mark.parametrize("model", [
@@ -147,9 +160,9 @@ def test_rnn_language_model_trains_on_the_device(opencl_device, tmp_path_factory
 def test_rnn_language_model_matches_the_cpu(opencl_device, tmp_path_factory, model):
     """Same seed, no dropout: every printed perplexity (25 batches, validation, test) is the CPU
     run's to 0.2% (float32 rounding moves them by about 1e-6 here)."""
-    rc, out = word_lm_run(model, True, tmp_path_factory)
+    rc, out, _ = word_lm_run(model, True, tmp_path_factory)
     assert rc == 0, f"exit {rc}: {last_error(out)}"
-    cpu_rc, cpu_out = word_lm_run(model, False, tmp_path_factory)
+    cpu_rc, cpu_out, _ = word_lm_run(model, False, tmp_path_factory)
     assert cpu_rc == 0, cpu_out[-3000:]
     _, device_ppl, device_ends = word_lm_numbers(out)
     _, cpu_ppl, cpu_ends = word_lm_numbers(cpu_out)
@@ -159,7 +172,10 @@ def test_rnn_language_model_matches_the_cpu(opencl_device, tmp_path_factory, mod
             assert abs(g - w) <= 2e-3 * w, f"{what} {i + 1}: perplexity {g} on the device, {w} on the CPU"
 
 
-@pytest.mark.parametrize("flags", [{"lr": 5}, {"use-optimizer": True, "lr": 0.003}], ids=["sgd", "adamw"])
+@pytest.mark.parametrize("flags", [
+    pytest.param({"lr": 5}, id="sgd"),
+    pytest.param({"use-optimizer": True, "lr": 0.003}, id="adamw", marks=pytest.mark.slow),
+])
 def test_transformer_language_model(opencl_device, tmp_path, flags):
     """The README's Transformer commands (`--model Transformer --lr 5`, and with AdamW
     `--use-optimizer`), small. nn.Transformer's own dropout (0.1) has no flag, so the run is held
@@ -171,6 +187,7 @@ def test_transformer_language_model(opencl_device, tmp_path, flags):
     losses, _, ends = word_lm_numbers(out)
     assert_finite_and_falling(losses[1:], "training losses")
     assert len(ends) == 2 and all(math.isfinite(p) for p in ends), out[-2000:]
+    check_generate(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
