@@ -52,6 +52,7 @@ STAFF_ONLY = (
     "tests/test_device_install.py",
     "tests/test_device_memory.py",
     "tests/test_device_models.py",
+    "tests/test_device_multi.py",
     "tests/test_device_nn.py",
     "tests/test_device_opdb.py",
     "tests/test_device_ops.py",
@@ -67,6 +68,8 @@ STAFF_ONLY = (
     "tests/test_launch_layer.py",
     "tests/test_matmul_paths.py",
     "tests/test_oclgrind.py",
+    "tests/test_programs.py",
+    "tests/programs/",
     "tests/test_sandbox.py",
     "tests/test_tuning.py",
 )
