@@ -323,9 +323,9 @@ def test_mingpt_ddp_amp_two_processes(opencl_device, tmp_path):
     """`torchrun --standalone --nproc_per_node=2 main.py` (run_example.sh), its config's AMP and
     DDP on, small through hydra's overrides: a GPT of 1 layer on 10% of the tiny corpus, one
     epoch, each process on its own PoCL device. Both ranks train and evaluate, rank 0 saves."""
-    for module in ("hydra", "omegaconf", "boto3"):  # imported by the program: tests/programs/requirements.txt
+    for module in ("hydra", "omegaconf", "boto3"):  # imported by the program (requirements.txt installs them)
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"minGPT-ddp needs {module}: pip install -r tests/programs/requirements.txt")
+            pytest.skip(f"minGPT-ddp needs {module}: pip install -r requirements.txt")
     overrides = [f"data_config.path={TINY_CORPUS / 'train.txt'}", "data_config.block_size=16",
                  "data_config.truncate=0.1", "gpt_config.n_layer=1", "gpt_config.n_head=2",
                  "gpt_config.n_embd=16", "trainer_config.max_epochs=1", "trainer_config.batch_size=8",
