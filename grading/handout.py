@@ -42,6 +42,7 @@ STAFF_ONLY = (
     "tests/test_architecture.py",
     "tests/test_conv_paths.py",
     "tests/distributed_worker.py",
+    "tests/test_device_accelerator.py",
     "tests/test_device_autograd.py",
     "tests/test_device_distributed.py",
     "tests/test_device_dtypes.py",

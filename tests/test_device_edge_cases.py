@@ -202,3 +202,43 @@ def test_index_add_into_a_0d_tensor():
     got = x.to("opencl")
     got.index_add_(0, i.to("opencl"), src.to("opencl"))
     close(got, x.clone().index_add_(0, i, src))
+
+
+# ---- what the device keeps derived from a weight follows every write -----------------------------
+
+def test_products_see_weights_written_through_data_and_views():
+    """A weight's transposed or packed copy (derived.h) is made again after any write to its
+    storage: through .data (whose version counter is not the parameter's, as
+    word_language_model's SGD writes), a view, or copy_; not only after a version change."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(33, 17).to("opencl")
+    ref = torch.nn.Linear(33, 17)
+    ref.load_state_dict({k: v.cpu() for k, v in lin.state_dict().items()})
+    x = torch.randn(5, 33)
+    xd = x.to("opencl")
+    close(lin(xd), ref(x))  # the first product makes the derived copies
+    updates = [lambda p: p.data.add_(0.5), lambda p: p.data[:, :4].mul_(-2),
+               lambda p: p.data.copy_(torch.randn(p.shape).to(p.device)), lambda p: p.view(-1)[:7].zero_()]
+    for update in updates:
+        with torch.no_grad():
+            update(lin.weight)
+        ref.weight.data.copy_(lin.weight.detach().cpu())
+        close(lin(xd), ref(x))
+    conv = torch.nn.Conv2d(3, 8, 3).to("opencl")
+    img = torch.randn(2, 3, 9, 9)
+    first = conv(img.to("opencl")).cpu()
+    conv.weight.data.mul_(2)
+    with torch.no_grad():
+        expected = torch.nn.functional.conv2d(img, conv.weight.cpu(), conv.bias.cpu())
+    close(conv(img.to("opencl")), expected)
+    assert not torch.allclose(first, expected)
+
+
+def test_copy_onto_itself_changes_nothing_and_partial_overlap_is_refused():
+    x = torch.arange(12.0).reshape(3, 4).to("opencl")
+    x.copy_(x.view(-1).view(3, 4))  # DistributedDataParallel's broadcast of a lone buffer
+    x.copy_(x)
+    close(x, torch.arange(12.0).reshape(3, 4))
+    flat = torch.arange(10.0).to("opencl")
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        flat[1:].copy_(flat[:-1])

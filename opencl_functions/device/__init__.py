@@ -17,7 +17,7 @@ OCL_FALLBACK) turns that into a NotImplementedError, OCLF_FALLBACK=silent drops 
 warnings; `fallback_report()` and `with fallback_scope() as report:` say which operators
 fell back, how often, for how long and how many bytes they moved. Which operators
 run natively: README.md in this folder. Random numbers for device tensors (randn,
-dropout, init) come from torch's CPU generator, so `torch.manual_seed` covers them.
+dropout, init) come from each device's generator (rng.py), which `torch.manual_seed` seeds.
 `graph()` records a step to replay (graphs.py), `fuse(model)` fuses an eval model's
 convolutions with their batch norm, residual addition and activation (fusion.py), and
 importing the device registers its torch.distributed backend (distributed.py).
@@ -37,12 +37,14 @@ except ImportError as err:
     raise ImportError(f"opencl_functions.device cannot load its native module ({err}); it must be built "
                       f"against the torch it runs with ({torch.__version__}): make device in a source tree, "
                       f"or pip install --no-build-isolation . (README.md: Install as a package)") from err
-from . import devices, events, profiling, stats
+from . import devices, events, profiling, rng, stats
 from .devices import current_device, device, device_count, get_device_name, set_device
 from .events import Event, current_stream, default_stream
 from .fusion import fuse
 from .graphs import Graph, graph
 from .profiling import KernelLaunch, KernelProfile, kernel_profile
+from .rng import (get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all,
+                  set_rng_state, set_rng_state_all)
 from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fallback_report, fallback_scope,
                     fallback_stats, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved,
                     memory_stats, memory_summary, reset_accumulated_memory_stats, reset_fallback_ops,
@@ -50,7 +52,7 @@ from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fal
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "synchronize", "get_device_name",
-    *stats.__all__, *events.__all__, *profiling.__all__, "manual_seed", "manual_seed_all", "graph", "Graph", "fuse",
+    *stats.__all__, *events.__all__, *profiling.__all__, *rng.__all__, "graph", "Graph", "fuse",
 ]
 
 NAME = "opencl"
@@ -69,14 +71,6 @@ def is_initialized() -> bool:
 def synchronize(device=None) -> None:
     """Waits for every queued kernel and copy of a device (the current one by default)."""
     _ops.synchronize(devices.device_index(device))
-
-
-def manual_seed(seed: int) -> None:
-    """Nothing to seed: random numbers for device tensors come from the CPU generator."""
-
-
-def manual_seed_all(seed: int) -> None:
-    """Nothing to seed: random numbers for device tensors come from the CPU generator."""
 
 
 def _is_in_bad_fork() -> bool:

@@ -18,6 +18,7 @@
 #include "runtime/allocator.h"
 #include "runtime/autograd_threads.h"
 #include "runtime/device.h"
+#include "runtime/generator.h"
 #include "runtime/graph.h"
 
 namespace oclf::device {
@@ -124,6 +125,37 @@ kernel_timing_stop(int64_t index) {
   return {kernels, ops, globals, ns};
 }
 
+// The devices' default generators (runtime/generator.h), for torch.opencl.manual_seed & co.
+void manual_seed(int64_t index, int64_t seed) {
+  const at::Generator& g = default_generator(device_index(index));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.unsafeGetGeneratorImpl()->set_current_seed(static_cast<uint64_t>(seed));
+}
+
+int64_t seed(int64_t index) {
+  const at::Generator& g = default_generator(device_index(index));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return static_cast<int64_t>(g.unsafeGetGeneratorImpl()->seed());
+}
+
+int64_t initial_seed(int64_t index) {
+  const at::Generator& g = default_generator(device_index(index));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return static_cast<int64_t>(g.unsafeGetGeneratorImpl()->current_seed());
+}
+
+at::Tensor get_rng_state(int64_t index) {
+  const at::Generator& g = default_generator(device_index(index));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return at::Tensor::wrap_tensor_impl(g.unsafeGetGeneratorImpl()->get_state());
+}
+
+void set_rng_state(int64_t index, const at::Tensor& state) {
+  const at::Generator& g = default_generator(device_index(index));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.unsafeGetGeneratorImpl()->set_state(*state.unsafeGetTensorImpl());
+}
+
 // Graphs (runtime/graph.h) by number, for opencl_functions.device.Graph.
 std::mutex graphs_mutex;
 std::map<int64_t, std::unique_ptr<Graph>>& graphs() {
@@ -141,7 +173,7 @@ Graph& graph(int64_t id) {
 int64_t graph_record() {
   static int64_t next = 1;
   auto made = std::make_unique<Graph>();
-  Device::get().begin_recording(made.get());
+  Device::at(made->device()).begin_recording(made.get());
   std::lock_guard<std::mutex> lock(graphs_mutex);
   graphs().emplace(next, std::move(made));
   return next++;
@@ -202,6 +234,11 @@ TORCH_LIBRARY(oclf, m) {
   m.def("launch_log_take() -> str[]", &launch_log_take);
   m.def("kernel_timing_start(int device) -> ()", &kernel_timing_start);
   m.def("kernel_timing_stop(int device) -> (str[], str[], str[], int[])", &kernel_timing_stop);
+  m.def("manual_seed(int device, int seed) -> ()", &manual_seed);
+  m.def("seed(int device) -> int", &seed);
+  m.def("initial_seed(int device) -> int", &initial_seed);
+  m.def("get_rng_state(int device) -> Tensor", &get_rng_state);
+  m.def("set_rng_state(int device, Tensor state) -> ()", &set_rng_state);
   m.def("graph_record() -> int", &graph_record);
   m.def("graph_end(int id) -> ()", &graph_end);
   m.def("graph_replay(int id) -> ()", &graph_replay);

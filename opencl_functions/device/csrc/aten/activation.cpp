@@ -3,6 +3,7 @@
 // of kernels/elementwise.cl (see pointwise.h for the wrappers).
 #include <torch/library.h>
 
+#include "dispatch.h"
 #include "pointwise.h"
 
 namespace oclf::device {

@@ -3,7 +3,10 @@
 // each as an OP_<name> of kernels/elementwise.cl (see pointwise.h for the wrappers).
 #include <torch/library.h>
 
+#include "dispatch.h"
+#include "elementwise.h"
 #include "pointwise.h"
+#include "tensors.h"
 
 namespace oclf::device {
 
@@ -334,6 +337,11 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("lerp.Scalar_out", lerp_scalar_out);
   m.impl("lerp.Tensor", lerp_tensor);
   m.impl("lerp_.Tensor", lerp_tensor_);
+  m.impl("isneginf", unary<opname::isneginf, Out::Bool>);
+  m.impl("isneginf.out", unary_out<opname::isneginf, Out::Bool>);
+  m.impl("isposinf", unary<opname::isposinf, Out::Bool>);
+  m.impl("isposinf.out", unary_out<opname::isposinf, Out::Bool>);
+  m.impl("isinf", unary<opname::isinf, Out::Bool>);
 }
 
 }  // namespace oclf::device

@@ -15,8 +15,10 @@
 
 #include <cmath>
 
-#include "common.h"
+#include "dispatch.h"
 #include "fallback.h"
+#include "launch.h"
+#include "tensors.h"
 
 namespace oclf::device {
 

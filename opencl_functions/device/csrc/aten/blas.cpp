@@ -10,8 +10,10 @@
 
 #include "../../../reference/matmul_plan.hpp"
 #include "../../../runtime/settings.hpp"
+#include "dispatch.h"
 #include "launcher.h"
 #include "pointwise.h"
+#include "tensors.h"
 
 namespace oclf::device {
 

@@ -10,7 +10,10 @@
 #include "../../../reference/conv2d.hpp"
 #include "../../../runtime/settings.hpp"
 #include "conv.h"
+#include "dispatch.h"
+#include "launch.h"
 #include "launcher.h"
+#include "tensors.h"
 
 namespace oclf::device::conv {
 

@@ -10,7 +10,8 @@
 
 #include "../../../launch/geometry.hpp"
 #include "../../../launch/launcher.hpp"
-#include "common.h"
+#include "tensors.h"
+#include "launch.h"
 
 namespace oclf::device::conv {
 

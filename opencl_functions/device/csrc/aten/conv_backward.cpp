@@ -12,7 +12,10 @@
 
 #include "../../../launch/gradients.hpp"
 #include "conv.h"
+#include "dispatch.h"
+#include "launch.h"
 #include "launcher.h"
+#include "tensors.h"
 
 namespace oclf::device::conv {
 

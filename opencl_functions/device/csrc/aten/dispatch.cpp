@@ -3,11 +3,14 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <c10/util/SmallVector.h>
+
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
-#include "common.h"
+#include "tensors.h"
+#include "derived.h"
 #include "fallback.h"
 
 namespace oclf::device {
@@ -169,22 +172,40 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   fallback_boxed(op, stack);
 }
 
-// The tensors of the list arguments the operator writes in place (Tensor(a!)[]: the fused
-// optimizer steps, the in-place foreach operators). Torch moves the version counter of a
-// single tensor an operator writes, not of these: they are moved here, after the operator,
-// so that what the device keeps derived from a parameter (packed, transposed or transformed
-// copies: derived_from in common.cpp) is made again after an optimizer step.
-std::vector<at::Tensor> written_lists(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t n) {
-  std::vector<at::Tensor> out;
+// The tensors an operator writes in place: the arguments its schema marks written
+// (Tensor(a!), and the lists Tensor(a!)[] of the fused optimizer steps and the in-place
+// foreach operators). After the operator, their storages' writes are counted (what the
+// device keeps derived from a storage, derived.h, is made again after a write through any
+// view or .data), and the version counters of the list members are moved: torch moves the
+// version of a single tensor an operator writes, not of these.
+struct Written {
+  c10::SmallVector<at::Tensor, 4> tensors, lists;
+};
+
+Written written_tensors(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t n) {
+  Written out;
   const std::vector<c10::Argument>& schema = op.schema().arguments();
   for (size_t i = 0; i < n; ++i) {
     const c10::AliasInfo* alias = schema[i].alias_info();
+    if (!alias || !alias->isWrite()) continue;
     const c10::IValue& v = stack[stack.size() - n + i];
-    if (!alias || !alias->isWrite() || !v.isTensorList()) continue;
-    for (const at::Tensor& t : v.toTensorList().vec())
-      if (t.defined() && !t.is_inference()) out.push_back(t);
+    if (v.isTensor()) {
+      out.tensors.push_back(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec())
+        if (t.defined()) out.lists.push_back(t);
+    }
   }
   return out;
+}
+
+void note_writes(const Written& written) {
+  Allocator& allocator = Allocator::get();
+  for (const auto* group : {&written.tensors, &written.lists})
+    for (const at::Tensor& t : *group)
+      if (t.defined() && is_device(t) && t.storage().data()) allocator.note_write(t.storage().data());
+  for (const at::Tensor& t : written.lists)
+    if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
 }
 
 void dispatch_by_dtype(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
@@ -248,10 +269,10 @@ void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, tor
                " got tensors on two devices, opencl:", scan.device, " and opencl:", scan.other_device,
                "; move them to one device first (tensor.to(\"opencl:", scan.device, "\"))");
   const CurrentDevice on(scan.device);
-  const std::vector<at::Tensor> written = written_lists(op, *stack, n);
+  const Written written = written_tensors(op, *stack, n);
   const OpLabel label(&op.operator_name().name);
   dispatch_by_dtype(op, keys, stack, scan.dtypes);
-  for (const at::Tensor& t : written) t.unsafeGetTensorImpl()->bump_version();
+  note_writes(written);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 //   }
 //
 // A call runs the native kernel. Where a kernel does not take a dtype it throws DtypeError
-// before enqueueing anything (common.h); the wrapper then runs the operator
+// before enqueueing anything (tensors.h); the wrapper then runs the operator
 //   - on float32 copies of its float16 and bfloat16 tensors (one conversion kernel each,
 //     parameters too, each call), the float32 results stored back in 16 bits,
 //     where the tensors are otherwise of the kernel's dtypes; else

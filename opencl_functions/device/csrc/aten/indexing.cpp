@@ -16,7 +16,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "common.h"
+#include "tensors.h"
+#include "launch.h"
 #include "dispatch.h"
 #include "fallback.h"
 

@@ -1,6 +1,9 @@
 // DeviceLauncher: see launcher.h.
 #include "launcher.h"
 
+#include "derived.h"
+#include "tensors.h"
+
 namespace oclf::device {
 
 DeviceLauncher::DeviceLauncher(const at::Tensor& weight) : lock_(Device::get().mutex()), weight_(weight) {}

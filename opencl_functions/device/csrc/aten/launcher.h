@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../../../launch/launcher.hpp"
-#include "common.h"
+#include "launch.h"
 
 namespace oclf::device {
 

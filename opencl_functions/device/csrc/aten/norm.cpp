@@ -2,7 +2,9 @@
 // backward) on the opencl device, kernels/norm.cl. Inputs are made contiguous (N, C, ...).
 #include <torch/library.h>
 
-#include "common.h"
+#include "dispatch.h"
+#include "launch.h"
+#include "tensors.h"
 
 namespace oclf::device {
 

@@ -15,7 +15,8 @@
 #include <numeric>
 #include <unordered_map>
 
-#include "common.h"
+#include "tensors.h"
+#include "launch.h"
 #include "dispatch.h"
 #include "fallback.h"
 

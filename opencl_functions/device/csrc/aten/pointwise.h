@@ -9,7 +9,8 @@
 #include <algorithm>
 #include <string>
 
-#include "common.h"
+#include "tensors.h"
+#include "elementwise.h"
 #include "opnames.h"
 
 namespace oclf::device {

@@ -5,7 +5,9 @@
 
 #include <climits>
 
-#include "common.h"
+#include "dispatch.h"
+#include "launch.h"
+#include "tensors.h"
 
 namespace oclf::device {
 

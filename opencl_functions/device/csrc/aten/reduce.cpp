@@ -8,7 +8,10 @@
 #include <climits>
 #include <cmath>
 
+#include "dispatch.h"
+#include "launch.h"
 #include "pointwise.h"
+#include "tensors.h"
 
 namespace oclf::device {
 
@@ -294,6 +297,69 @@ at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::Option
   return out;
 }
 
+// ---- variance, standard deviation, cumulative sum -------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                            const std::optional<at::Scalar>& correction, bool keepdim) {
+  check_float(self, "input");
+  const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
+  int64_t n = 1;
+  if (dims.empty()) {
+    n = self.numel();
+  } else {
+    for (int64_t d : dims) {
+      const int64_t w = at::maybe_wrap_dim(d, self.dim());
+      n *= self.dim() == 0 ? 1 : self.size(w);  // a 0-d tensor's dim 0 holds its one element
+    }
+  }
+  const double dof = std::max(0.0, double(n) - (correction ? correction->toDouble() : 1.0));
+  const at::Tensor mean = self.mean(dims, /*keepdim=*/true);
+  const at::Tensor centered = self - mean;
+  at::Tensor var = (centered * centered).sum(dims, keepdim).div(dof);
+  return {var, keepdim ? mean : mean.sum(dims, false)};
+}
+
+at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+               bool keepdim) {
+  return std::get<0>(oclf::device::var_mean(self, dim, correction, keepdim));
+}
+
+at::Tensor std_(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                bool keepdim) {
+  return oclf::device::var(self, dim, correction, keepdim).sqrt();
+}
+
+std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                            const std::optional<at::Scalar>& correction, bool keepdim) {
+  auto [v, m] = oclf::device::var_mean(self, dim, correction, keepdim);
+  return {v.sqrt(), m};
+}
+
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  check_device(self, "input");
+  const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  const at::ScalarType type = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong
+                                                                                            : self.scalar_type());
+  at::native::resize_output(out, self.sizes());
+  const at::Tensor x = contiguous(self.to(type));
+  at::Tensor y = out.is_contiguous() && out.scalar_type() == type ? out : empty_device(self.sizes(), type);
+  if (y.numel() > 0) {
+    int64_t inner = 1;
+    for (int64_t k = d + 1; k < x.dim(); ++k) inner *= x.size(k);
+    const int64_t D = x.dim() == 0 ? 1 : x.size(d), lines = x.numel() / D;
+    launch(Device::get().kernel("gather.cl", "cumsum", type_option(y)), NDRange::linear(size_t(lines)), arg(x), arg(y),
+           int(D), int(inner), int(lines));
+  }
+  if (!y.is_same(out)) out.copy_(y);
+  return out;
+}
+
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  at::Tensor out = empty_device({0}, dtype.value_or(at::isIntegralType(self.scalar_type(), true)
+                                                        ? at::kLong : self.scalar_type()));
+  return oclf::device::cumsum_out(self, dim, dtype, out);
+}
+
 }  // namespace
 
 REGISTER_DEVICE_OPS(m) {
@@ -318,6 +384,12 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("all.dim", logical_dim<opname::all>);
   m.impl("any.dim", logical_dim<opname::any>);
   m.impl("linalg_vector_norm", vector_norm);
+  m.impl("var.correction", var);
+  m.impl("var_mean.correction", var_mean);
+  m.impl("std.correction", std_);
+  m.impl("std_mean.correction", std_mean);
+  m.impl("cumsum", cumsum);
+  m.impl("cumsum.out", cumsum_out);
 }
 
 }  // namespace oclf::device

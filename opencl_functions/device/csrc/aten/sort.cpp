@@ -10,7 +10,8 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
-#include "common.h"
+#include "tensors.h"
+#include "launch.h"
 #include "dispatch.h"
 
 namespace oclf::device {

@@ -5,7 +5,7 @@
 // statistics between them.
 #include <torch/library.h>
 
-#include "common.h"
+#include "tensors.h"
 #include "dispatch.h"
 
 namespace oclf::device {

@@ -94,6 +94,7 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
     pool_->blocks.insert(block);
   }
   block->serial = next_serial++;
+  block->writes = 0;
   live_.emplace(block->base, block);
   stats_.allocated += size;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
@@ -120,7 +121,7 @@ void DeviceMemory::release(Block* block) {
   Allocator::get().notify_free(serial);
 }
 
-bool DeviceMemory::find(uintptr_t a, Location* where, uint64_t* serial) const {
+bool DeviceMemory::find(uintptr_t a, Location* where, uint64_t* serial, uint64_t* writes) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.upper_bound(a);
   if (it == live_.begin()) return false;
@@ -129,7 +130,16 @@ bool DeviceMemory::find(uintptr_t a, Location* where, uint64_t* serial) const {
   if (a < block->base || a > block->base + block->size) return false;
   if (where) *where = Location{block->mem, size_t(a - block->base)};
   if (serial) *serial = block->serial;
+  if (writes) *writes = block->writes;
   return true;
+}
+
+void DeviceMemory::note_write(uintptr_t a) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.upper_bound(a);
+  if (it == live_.begin()) return;
+  --it;
+  if (a >= it->second->base && a <= it->second->base + it->second->size) ++it->second->writes;
 }
 
 DeviceMemory::Pool* DeviceMemory::open_pool() { return new Pool(); }
@@ -223,6 +233,20 @@ uint64_t Allocator::serial(const void* address) const {
   uint64_t serial = 0;
   if (m) m->find(reinterpret_cast<uintptr_t>(address), nullptr, &serial);
   return serial;
+}
+
+Allocator::StorageTag Allocator::tag(const void* address) const {
+  const int index = device_of(address);
+  DeviceMemory* m = index >= 0 ? memories_[index].load(std::memory_order_acquire) : nullptr;
+  StorageTag t;
+  if (m) m->find(reinterpret_cast<uintptr_t>(address), nullptr, &t.serial, &t.writes);
+  return t;
+}
+
+void Allocator::note_write(const void* address) {
+  const int index = device_of(address);
+  if (DeviceMemory* m = index >= 0 ? memories_[index].load(std::memory_order_acquire) : nullptr)
+    m->note_write(reinterpret_cast<uintptr_t>(address));
 }
 
 Location Allocator::locate(const void* address) const {

@@ -55,8 +55,11 @@ class DeviceMemory {
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
   c10::DataPtr allocate(size_t bytes);
-  // The buffer and offset of an address inside a live storage of this device, or false.
-  bool find(uintptr_t address, Location* where, uint64_t* serial) const;
+  // The buffer and offset of an address inside a live storage of this device, the storage's
+  // serial and its count of writes; false when no live storage holds it.
+  bool find(uintptr_t address, Location* where, uint64_t* serial, uint64_t* writes = nullptr) const;
+  // Counts a write into the storage holding `address` (nothing when none does).
+  void note_write(uintptr_t address);
   MemoryStats stats() const;
   // The peaks start again from the current allocated and reserved bytes.
   void reset_peak();
@@ -87,6 +90,7 @@ class DeviceMemory {
     uintptr_t base;  // the block's address as torch sees it
     uint64_t serial; // of its current allocation
     DeviceMemory* owner;
+    uint64_t writes = 0;  // operators that wrote it during its current allocation
     Pool* pool = nullptr;
   };
   static void free_block(void* context);
@@ -133,6 +137,15 @@ class Allocator final : public c10::DeviceAllocator {
   // A number that names the allocation holding `address` (never reused), for caches of
   // data derived from a storage; on_free(serial) is called when that storage is freed.
   uint64_t serial(const void* address) const;
+  // What a cache of data derived from a storage keys on: its serial (0: no live storage) and
+  // how many operators wrote it so far. Writes count whatever tensor wrote (a view, or
+  // .data, whose version counter is not the parameter's): the dispatch wrapper notes every
+  // tensor an operator's schema marks written, and copies note their destination.
+  struct StorageTag {
+    uint64_t serial = 0, writes = 0;
+  };
+  StorageTag tag(const void* address) const;
+  void note_write(const void* address);
   void set_on_free(void (*on_free)(uint64_t serial)) { on_free_ = on_free; }
   void notify_free(uint64_t serial) const {
     if (on_free_ != nullptr) on_free_(serial);

@@ -1,7 +1,7 @@
 // Registers the opencl device with torch's core: the device guard (the devices of the
 // process, opencl:0 .. opencl:N-1, the calling thread's current one being Runtime's; one
 // stream per device: its in-order queue; events are markers on it), the allocator and the
-// PrivateUse1 hooks.
+// PrivateUse1 hooks (generators, pinned host memory).
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Storage.h>
@@ -9,6 +9,8 @@
 
 #include "../check.h"
 #include "allocator.h"
+#include "generator.h"
+#include "pinned.h"
 #include "device.h"
 
 namespace oclf::device {
@@ -129,9 +131,13 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     DEVICE_CHECK(index >= 0, "opencl: the address is not one of the device's storages");
     return at::Device(kType, static_cast<c10::DeviceIndex>(index));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    DEVICE_CHECK(false, "opencl: pinned host memory is not supported");
+  bool isPinnedPtr(const void* data) const override { return PinnedAllocator::get().is_pinned(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &PinnedAllocator::get(); }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_generator(index < 0 ? Runtime::current() : index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return new_generator(index < 0 ? Runtime::current() : index);
   }
   // Storage resizes (untyped_storage().resize_()): a new buffer, the old bytes copied in.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {

@@ -1,113 +1,17 @@
-// What creating, copying and viewing opencl tensors needs: empty, empty_strided, the view
-// ops (as_strided, view, _reshape_alias, view_as_real/complex), resize_ and set_, copies between the host and
-// the device (any strides and dtypes), item(), fill_ and zero_.
-#include <ATen/EmptyTensor.h>
-#include <ATen/InferSize.h>
-#include <ATen/TensorUtils.h>
+// Copies of opencl tensors: between the host and a device (any strides and dtypes), on one
+// device (a buffer copy, else the elementwise kernels), and between two devices (through
+// the host: each device has a context of its own).
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
-#include <ATen/native/TensorShape.h>
-#include <ATen/ops/view_as_complex_native.h>
-#include <ATen/ops/view_as_real_native.h>
 #include <torch/library.h>
 
-#include "common.h"
+#include "dispatch.h"
+#include "elementwise.h"
+#include "tensors.h"
 
 namespace oclf::device {
 
 namespace {
-
-const c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
-
-// A factory's device names one of the process's devices (the dispatch wrapper made it the
-// current one, which the allocator serves).
-void check_index(std::optional<at::Device> device) {
-  const int n = Device::count();
-  DEVICE_CHECK(!device || !device->has_index() || device->index() < n, "opencl: there is no device ",
-               device->str(), "; the process has ", n, " (opencl:0 to opencl:", n - 1, ")");
-}
-
-at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                               std::optional<at::Layout> layout, std::optional<at::Device> device,
-                               std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
-  DEVICE_CHECK(!pin_memory.value_or(false), "opencl: pinned memory is not supported");
-  check_index(device);
-  const at::ScalarType type = dtype.value_or(at::get_default_dtype_as_scalartype());
-  return at::detail::empty_generic(size, &Allocator::get(), kKeys, type, memory_format);
-}
-
-at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-                         std::optional<at::Layout> layout, std::optional<at::Device> device,
-                         std::optional<bool> pin_memory) {
-  check_index(device);
-  const at::ScalarType type = dtype.value_or(at::get_default_dtype_as_scalartype());
-  return at::detail::empty_strided_generic(size, stride, &Allocator::get(), kKeys, type);
-}
-
-at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
-                      std::optional<c10::SymInt> storage_offset) {
-  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
-                                           storage_offset ? std::optional<int64_t>(storage_offset->expect_int())
-                                                          : std::nullopt);
-}
-
-at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
-  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
-}
-
-at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
-  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
-}
-
-// Grows the storage of `self` to `bytes` if it is smaller (a new buffer, old bytes kept).
-void ensure_storage(const at::Tensor& self, size_t bytes) {
-  c10::StorageImpl* storage = self.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-  if (bytes <= storage->nbytes()) return;
-  Allocator& allocator = Allocator::get();
-  c10::DataPtr fresh = allocator.allocate(bytes);
-  if (storage->nbytes() > 0 && storage->data() != nullptr)
-    allocator.copy_data(fresh.get(), storage->data(), storage->nbytes());
-  storage->set_data_ptr_noswap(std::move(fresh));
-  storage->set_nbytes(bytes);
-}
-
-const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
-                          std::optional<at::MemoryFormat> memory_format) {
-  const at::IntArrayRef sizes = C10_AS_INTARRAYREF_SLOW(size);
-  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  if (self.sizes() != sizes) impl->set_sizes_contiguous(sizes);
-  if (memory_format && *memory_format != at::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
-  const size_t bytes = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.element_size(),
-                                                        self.storage_offset());
-  ensure_storage(self, bytes);
-  return self;
-}
-
-at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t offset, at::IntArrayRef size,
-                        at::IntArrayRef stride) {
-  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  impl->set_storage_keep_dtype(std::move(source));
-  impl->set_storage_offset(offset);
-  impl->set_sizes_and_strides(size, stride);
-  const size_t bytes = at::detail::computeStorageNbytes(size, stride, self.element_size(), offset);
-  ensure_storage(self, bytes);
-  return self;
-}
-
-at::Tensor& set_source_storage(at::Tensor& self, at::Storage source) {
-  const int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
-  return set_storage(self, std::move(source), 0, {n}, {1});
-}
-
-at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage source, c10::SymInt offset,
-                                      c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
-  return set_storage(self, std::move(source), offset.expect_int(), C10_AS_INTARRAYREF_SLOW(size),
-                     C10_AS_INTARRAYREF_SLOW(stride));
-}
-
-at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
-  if (self.is_same(source)) return self;
-  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
-}
 
 // ---------------------------------------------------------------------------------
 // Copies
@@ -201,6 +105,15 @@ at::Tensor as_bits(const at::Tensor& t) {
 
 void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
+  // A copy onto the very elements it reads (x.copy_(x), x.copy_(x.view(-1).view(x.shape)),
+  // which DistributedDataParallel makes) changes nothing, as torch's own copy_ does;
+  // a partial overlap is refused by name, as torch refuses it.
+  if (src.scalar_type() == dst.scalar_type() && src.data_ptr() == dst.data_ptr() && src.sizes() == dst.sizes() &&
+      src.strides() == dst.strides())
+    return;
+  DEVICE_CHECK(at::get_overlap_status(src, dst) != at::MemOverlapStatus::Partial,
+               "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+               "single memory location. Please clone() the tensor before performing the operation.");
   const bool same_layout = src.sizes() == dst.sizes() && src.strides() == dst.strides() &&
                            src.scalar_type() == dst.scalar_type() && dst.is_non_overlapping_and_dense();
   if (same_layout) {
@@ -246,6 +159,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (is_device(self) && is_device(dst) && self.get_device() == dst.get_device()) {
     const CurrentDevice on(dst.get_device());
     copy_on_device(self, dst);
+    Allocator::get().note_write(dst.storage().data());
   } else if (is_device(self) && is_device(dst)) {
     // Between two devices (two OpenCL contexts): through the host.
     at::Tensor host = at::empty(dst.sizes(), dst.options().device(at::kCPU));
@@ -255,11 +169,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     }
     const CurrentDevice on(dst.get_device());
     copy_to_device(host, dst);
+    Allocator::get().note_write(dst.storage().data());
   } else if (is_device(dst)) {
     DEVICE_CHECK(self.device().is_cpu(), "opencl: copies go between the CPU and the opencl device, got ",
                 self.device());
     const CurrentDevice on(dst.get_device());
     copy_to_device(self, dst);
+    Allocator::get().note_write(dst.storage().data());
   } else {
     DEVICE_CHECK(dst.device().is_cpu(), "opencl: copies go between the CPU and the opencl device, got ",
                 dst.device());
@@ -270,66 +186,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  if (is_device(dst)) {
-    resize_(dst, self.sym_sizes(), std::nullopt);
-  } else {
-    dst.resize_(self.sizes());
-  }
+  dst.resize_(self.sizes());  // the device's resize_ (creation.cpp) for a device tensor
   return copy_from(self, dst, false);
-}
-
-at::Scalar local_scalar_dense(const at::Tensor& self) {
-  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
-  copy_to_host(self.reshape(at::IntArrayRef{}), host);
-  return host.item();
-}
-
-// ---------------------------------------------------------------------------------
-// Fills
-
-at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
-  at::ScalarType compute = self.scalar_type();
-  elementwise("fill", self, {}, compute, value.toDouble());
-  return self;
-}
-
-at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
-  DEVICE_CHECK(value.dim() == 0, "opencl: fill_ takes a 0-dim value tensor, got ", value.dim(), " dimensions");
-  if (!is_device(value)) return fill_scalar(self, value.item());
-  elementwise("copy", self, {value}, self.scalar_type());
-  return self;
-}
-
-at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
-
-// Whether `param.data = from` may swap storage in place: between dense tensors of the CPU
-// and the device, yes. module.to("opencl") relies on it to keep parameters shared
-// between modules (tied weights) shared.
-bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
-  return self.layout() == at::kStrided && from.layout() == at::kStrided;
 }
 
 }  // namespace
 
 REGISTER_DEVICE_OPS(m) {
-  m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
-  m.impl("empty.memory_format", empty_memory_format);
-  m.impl("empty_strided", empty_strided);
-  m.impl("as_strided", as_strided);
-  m.impl("view", view);
-  m.impl("_reshape_alias", reshape_alias);
-  m.impl("view_as_real", at::native::view_as_real);
-  m.impl("view_as_complex", at::native::view_as_complex);
-  m.impl("resize_", resize_);
-  m.impl("set_.source_Storage", set_source_storage);
-  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
-  m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
-  m.impl("_local_scalar_dense", local_scalar_dense);
-  m.impl("fill_.Scalar", fill_scalar);
-  m.impl("fill_.Tensor", fill_tensor);
-  m.impl("zero_", zero_);
 }
 
 // Copies from conjugate and negative views are resolved by copy_from itself: through

@@ -1,0 +1,74 @@
+// Kernel arguments and NDRanges of the device's launches (see launch.h).
+#include "launch.h"
+
+#include <cstring>
+
+namespace oclf::device {
+
+TensorArg arg(const at::Tensor& t) {
+  if (t.numel() == 0 || t.storage().data() == nullptr) return {};  // nothing is read or written
+  DEVICE_CHECK(is_device(t), "opencl: expected all tensors on the opencl device, got one on ", t.device(),
+              " (an out= tensor, or an argument torch did not move)");
+  const DeviceSpan s = span(t);
+  return {s.mem, s.offset};
+}
+
+NDRange::NDRange(cl_uint dims_, const size_t* global_, const size_t* local_) : dims(dims_), driver_local(!local_) {
+  for (cl_uint i = 0; i < dims; ++i) {
+    global[i] = global_[i];
+    if (local_) local[i] = local_[i];
+  }
+}
+
+NDRange NDRange::linear(size_t n, size_t group) {
+  if (Device::get().is_cpu()) group = 64;
+  if (group == 0) return NDRange(1, &n, nullptr);
+  const size_t global_size = round_up(n, group);
+  return NDRange(1, &global_size, &group);
+}
+
+ScalarArg::ScalarArg(double value, at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: {
+      const float v = static_cast<float>(value);
+      std::memcpy(bytes, &v, sizeof(v));
+      size = sizeof(v);
+      break;
+    }
+    case at::kDouble: {
+      std::memcpy(bytes, &value, sizeof(value));
+      size = sizeof(value);
+      break;
+    }
+    case at::kLong: {
+      const cl_long v = static_cast<cl_long>(value);
+      std::memcpy(bytes, &v, sizeof(v));
+      size = sizeof(v);
+      break;
+    }
+    case at::kInt: {
+      const cl_int v = static_cast<cl_int>(value);
+      std::memcpy(bytes, &v, sizeof(v));
+      size = sizeof(v);
+      break;
+    }
+    case at::kShort: {
+      const cl_short v = static_cast<cl_short>(value);
+      std::memcpy(bytes, &v, sizeof(v));
+      size = sizeof(v);
+      break;
+    }
+    case at::kBool:
+    case at::kByte:
+    case at::kChar: {
+      const unsigned char v = static_cast<unsigned char>(type == at::kBool ? value != 0 : value);
+      bytes[0] = v;
+      size = 1;
+      break;
+    }
+    default:
+      DEVICE_DTYPE_CHECK(false, "opencl: cannot compute in ", type);
+  }
+}
+
+}  // namespace oclf::device

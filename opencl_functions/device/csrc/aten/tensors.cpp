@@ -1,0 +1,95 @@
+// Tensors on the device: buffers, dtypes, checks and new tensors (see tensors.h).
+#include "tensors.h"
+
+namespace oclf::device {
+
+const char* cl_type(at::ScalarType dtype, const char* what) {
+  switch (dtype) {
+    case at::kFloat: return "float";
+    case at::kLong: return "long";
+    case at::kInt: return "int";
+    case at::kShort: return "short";
+    case at::kChar: return "char";
+    case at::kByte: return "uchar";
+    case at::kBool: return "uchar";
+    default: break;
+  }
+  DEVICE_DTYPE_CHECK(false, "opencl: ", what, " has dtype ", dtype,
+                   "; this kernel takes float32, int64, int32, int16, int8, uint8 and bool");
+  return nullptr;
+}
+
+const char* cl_storage_type(at::ScalarType dtype, const char* what) {
+  switch (dtype) {
+    case at::kHalf: return "half";
+    case at::kBFloat16: return "bfloat";
+    case at::kDouble:
+      DEVICE_DTYPE_CHECK(Device::get().has_fp64(), "opencl: ", what,
+                       " has dtype Double and the device has no cl_khr_fp64");
+      return "double";
+    default: return cl_type(dtype, what);
+  }
+}
+
+const char* cl_move_type(at::ScalarType dtype, const char* what) {
+  switch (dtype) {
+    case at::kHalf:
+    case at::kBFloat16: return "ushort";
+    case at::kDouble:
+    case at::kComplexFloat: return "ulong";
+    default: return cl_type(dtype, what);
+  }
+}
+
+at::ScalarType compute_type(at::ScalarType dtype) {
+  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+}
+
+bool is_device(const at::Tensor& t) { return t.defined() && t.device().type() == kType; }
+
+void check_device(const at::Tensor& t, const char* what) {
+  DEVICE_CHECK(is_device(t), "opencl: ", what, " must be an opencl tensor, got ",
+              t.defined() ? t.device().str() : std::string("an undefined tensor"));
+}
+
+void check_float(const at::Tensor& t, const char* what) {
+  check_device(t, what);
+  DEVICE_DTYPE_CHECK(t.scalar_type() == at::kFloat, "opencl: ", what, " must be float32, got ", t.scalar_type());
+}
+
+DeviceSpan span(const at::Tensor& t) {
+  const size_t item = t.element_size();
+  const char* first = static_cast<const char*>(t.storage().data()) + t.storage_offset() * item;
+  const Location where = Allocator::get().locate(first);
+  DEVICE_CHECK(where.offset / item <= size_t(INT_MAX), "opencl: tensor offset past 2^31 elements");
+  return DeviceSpan{where.mem, static_cast<int>(where.offset / item)};
+}
+
+bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative) {
+  DEVICE_CHECK_INDEX(at::isIntegralType(index.scalar_type(), /*includeBool=*/false), "opencl: ", op,
+                    ": indices must be an integer tensor, got ", index.scalar_type());
+  // While a graph records nothing may wait for the device: a recorded step's indices are
+  // not checked (graph.h). Otherwise one read brings both bounds back.
+  if (index.numel() == 0 || Device::get().recording() != nullptr) return false;
+  const at::Tensor bounds = at::stack({index.min(), index.max()}).to(at::kLong).cpu();
+  const int64_t low = bounds[0].item<int64_t>(), high = bounds[1].item<int64_t>();
+  const int64_t floor = negative ? -size : 0;
+  DEVICE_CHECK_INDEX(low >= floor && high < size, "opencl: ", op, ": index ", low < floor ? low : high,
+                    " is out of bounds for a dimension of size ", size);
+  return low < 0;
+}
+
+std::tuple<int64_t, int64_t, int64_t> around(const at::Tensor& x, int64_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  return {outer, x.dim() == 0 ? 1 : x.size(dim), inner};
+}
+
+at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype) {
+  return at::empty(sizes, at::TensorOptions().device(current_device()).dtype(dtype));
+}
+
+at::Tensor contiguous(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+
+}  // namespace oclf::device
