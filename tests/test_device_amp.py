@@ -296,6 +296,45 @@ def test_scaler_operators_wait_for_nothing(device):
     torch.testing.assert_close(tensors[0].cpu(), want[0] * 0.25, rtol=0, atol=0)  # unscaled twice
 
 
+def test_a_fused_scaled_training_step_waits_for_nothing(device):
+    """A whole step (autocast forward, scaled backward, a fused Adam step the scaler skips on
+    inf, the scale's update) records into a graph, where any read from the device raises;
+    replayed, it does what the same steps do eagerly, an overflowing batch included."""
+    import copy
+
+    torch.manual_seed(0)
+    models = [nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3)).to("opencl")]
+    models.append(copy.deepcopy(models[0]))
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-2, fused=True) for m in models]
+    scalers = [torch.amp.GradScaler("opencl", init_scale=2.0**10, growth_interval=2) for _ in models]
+    x, y = d(torch.randn(8, 12)), d(torch.randint(0, 3, (8,)))
+
+    def step(i):
+        with torch.autocast("opencl"):
+            loss = F.cross_entropy(models[i](x), y)
+        opts[i].zero_grad(set_to_none=False)
+        scalers[i].scale(loss).backward()
+        scalers[i].step(opts[i])
+        scalers[i].update()
+
+    for i in (0, 1):
+        for _ in range(3):  # Adam's state made, the step counts past their first-step branch
+            step(i)
+    with device.graph() as g:
+        step(0)
+    step(1)
+    scales = []
+    for batch in (torch.randn(8, 12), torch.full((8, 12), 1e6), torch.randn(8, 12)):  # 1e6: inf in float16
+        x.copy_(d(batch))
+        g.replay()
+        step(1)
+        scales.append((scalers[0]._scale.item(), scalers[1]._scale.item()))
+    # 2^10 grown every 2 clean steps: 2^12 after the recorded step, halved by the overflow
+    assert scales == [(2.0**12, 2.0**12), (2.0**11, 2.0**11), (2.0**11, 2.0**11)]
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
+
+
 # --- training ---------------------------------------------------------------------------
 
 def make_model():
