@@ -41,8 +41,9 @@ core = Pybind11Extension(
 ext_modules = [core]
 cmdclass = {"build_ext": build_ext}
 packages = ["opencl_functions"]
-# The files the library and the device read at run time, beside their modules.
-package_data = {"opencl_functions": ["*.cl", "reference/*.cl", "clblast_params/*.json"]}
+# The files the library and the device read at run time, beside their modules (the kernels'
+# OpenCL C headers too).
+package_data = {"opencl_functions": ["*.cl", "reference/*.cl", "reference/*.h", "clblast_params/*.json"]}
 install_requires = ["torch", "numpy"]
 py_modules = []
 entry_points = {}
@@ -68,7 +69,7 @@ if os.environ.get("OCLF_BUILD_DEVICE", "0" if in_place else "1") == "1":
     ext_modules.append(device_extension())
     packages.append("opencl_functions.device")
     cmdclass["build_ext"] = build_ext_command()
-    package_data["opencl_functions.device"] = ["kernels/*.cl"]
+    package_data["opencl_functions.device"] = ["kernels/*.cl", "kernels/*.h"]  # OpenCL C and its header
     # The device's C++ ABI is that of the torch it was built against: same release only.
     release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     install_requires[0] = f"torch=={release}.*"
