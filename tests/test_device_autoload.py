@@ -155,6 +155,9 @@ def test_wheel_installs_and_runs_outside_the_tree(opencl_device, tmp_path):
                            capture_output=True, text=True, timeout=3600)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     (wheel,) = dist.glob("opencl_functions-*.whl")
+    # The build's metadata stays in build/package: an egg-info folder here would hand the
+    # entry point to every interpreter started in the tree.
+    assert not list(ROOT.glob("*.egg-info")), "the package build left metadata in the source tree"
     archive = zipfile.ZipFile(wheel)
     names = archive.namelist()
     for wanted in ("opencl_functions/_core", "opencl_functions/device/_C", "opencl_functions/conv2d.cl",
