@@ -42,13 +42,18 @@ core = Pybind11Extension(
 ext_modules = [core]
 cmdclass = {"build_ext": build_ext}
 packages = ["opencl_functions"]
-# The files the library and the device read at run time, beside their modules.
-package_data = {"opencl_functions": ["*.cl", "reference/*.cl", "clblast_params/*.json"]}
+# The files the library and the device read at run time, beside their modules (the kernels'
+# OpenCL C headers too).
+package_data = {"opencl_functions": ["*.cl", "reference/*.cl", "reference/*.h", "clblast_params/*.json"]}
 install_requires = ["torch", "numpy"]
+py_modules = []
+entry_points = {}
 # In-place builds (make build, the grader) keep build/ as it was; package builds (pip, make
-# wheel) compile into build/package, so neither rebuilds the other's objects.
+# wheel) compile into build/package, so neither rebuilds the other's objects. Their metadata
+# goes there too: an egg-info folder in this one would declare the package's entry points to
+# every interpreter started here (torch would load the device at each `import torch`).
 in_place = "--inplace" in sys.argv or "-i" in sys.argv
-options = {} if in_place else {"build": {"build_base": "build/package"}}
+options = {} if in_place else {"build": {"build_base": "build/package"}, "egg_info": {"egg_base": "build/package"}}
 
 # BEGIN STAFF
 # A package build (pip install ., make wheel) adds the opencl torch device, compiled against
@@ -67,16 +72,22 @@ if os.environ.get("OCLF_BUILD_DEVICE", "0" if in_place else "1") == "1":
     ext_modules.append(device_extension())
     packages.append("opencl_functions.device")
     cmdclass["build_ext"] = build_ext_command()
-    package_data["opencl_functions.device"] = ["kernels/*.cl"]
+    package_data["opencl_functions.device"] = ["kernels/*.cl", "kernels/*.h"]  # OpenCL C and its header
     # The device's C++ ABI is that of the torch it was built against: same release only.
     release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     install_requires[0] = f"torch=={release}.*"
+    # torch's device-backend entry point: `import torch` imports the device
+    # (opencl_functions_autoload.py; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off).
+    py_modules.append("opencl_functions_autoload")
+    entry_points["torch.backends"] = ["opencl_functions = opencl_functions_autoload:load"]
 # END STAFF
 
 setup(
     ext_modules=ext_modules,
     cmdclass=cmdclass,
     packages=packages,
+    py_modules=py_modules,
+    entry_points=entry_points,
     package_data=package_data,
     include_package_data=False,  # package_data alone: no C++ sources in the package
     install_requires=install_requires,

@@ -126,6 +126,9 @@ class Workspace:
             # The reference's kernels take their device-derived defaults: a grading never
             # measures configurations (its timings and the ladder's scale stay stable).
             "OCLF_TUNE": "0",
+            # Students' code runs with the library alone: torch loads no backend extension
+            # (an installed opencl_functions would bring the staff's device with it).
+            "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
         }
         env.update({name: os.environ[name] for name in PASSED_ENV if name in os.environ})
         return env

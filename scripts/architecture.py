@@ -33,7 +33,7 @@ LAYERS: List[Tuple[str, List[str], str]] = [
                    "opencl_functions/baselines."], "the student's files, the gradients, the baselines"),
     ("bindings", ["opencl_functions/bindings.cpp"], "the pybind11 module _core"),
     ("library", ["opencl_functions/"], "the torch-facing package: checks, ops, resident, settings"),
-    ("device", ["opencl_functions/device/"], "PyTorch's opencl device (staff)"),
+    ("device", ["opencl_functions/device/", "opencl_functions_autoload.py"], "PyTorch's opencl device (staff)"),
     ("utils", ["utils/"], "the patched layers: nn.Conv2d's forward, autograd ops, opencl_layers()"),
     ("grading", ["grading/"], "the autograder, make check, make grade, the handout"),
     ("bench", ["bench/"], "benchmarks, tuning and profiling tools"),

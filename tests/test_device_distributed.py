@@ -52,6 +52,9 @@ def test_backend_is_registered_for_the_device(opencl_device):
     assert "oclf" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["opencl"] == "oclf"
     assert dist.Backend.default_device_backend_map["cpu"] == "gloo"
+    # registered with devices=["opencl"]: torch's default for the device
+    assert dist.get_default_backend_for_device("opencl") == "oclf"
+    assert dist.get_default_backend_for_device(torch.device("opencl", 0)) == "oclf"
 
 
 if not torch.distributed.is_available():

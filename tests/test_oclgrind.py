@@ -1,8 +1,9 @@
 """Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
 CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
 the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
-(reference/matmul.cl), and the opencl device's GPU paths. No data race, no out-of-bounds access, no read of a write-only buffer,
-and the results still match torch."""
+(reference/matmul.cl), and the opencl device's GPU paths (the gradient scaler's kernels
+too). No data race, no out-of-bounds access, no read of a write-only buffer, and the
+results still match torch."""
 import os
 import shutil
 import subprocess
@@ -178,6 +179,30 @@ SCRIPT = textwrap.dedent("""
             p = torch.tensor([[0.2, 0.0, 0.8], [1.0, 1.0, 0.0]])
             assert (torch.multinomial(d(p), 5, replacement=True).cpu() != torch.tensor([[1], [2]])).all()
             assert torch.multinomial(d(p), 2).cpu().sort().values.tolist() == [[0, 2], [0, 1]]
+    elif what == "amp":
+        # The gradient scaler's kernels: 10 gradients of each dtype (two launches, empty
+        # slots in the second) with an inf and a NaN, unscaled and checked only; the
+        # scale's backoff, growth and count.
+        import opencl_functions.device  # noqa: F401
+        d = lambda t: t.to("opencl")
+        sizes = ((7,), (300,), (3, 2), (1,), (9,), (5,), (2,), (3,), (4,), (700,))
+        for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+            for inv in (0.25, 1.0):
+                grads = [torch.randn(s).to(dtype) for s in sizes]
+                grads[1][-1], grads[8][0] = float("inf"), float("nan")
+                want, got = [g.clone() for g in grads], [d(g) for g in grads]
+                found = [torch.zeros(1), d(torch.zeros(1))]
+                torch._amp_foreach_non_finite_check_and_unscale_(want, found[0], torch.tensor([inv]))
+                torch._amp_foreach_non_finite_check_and_unscale_(got, found[1], d(torch.tensor([inv])))
+                assert found[1].item() == found[0].item() == 1.0
+                for w, g in zip(want, got):
+                    assert torch.equal(g.cpu().nan_to_num(), w.nan_to_num())
+        states = [(torch.tensor([4.0]), torch.tensor([2], dtype=torch.int32)) for _ in range(2)]
+        dev_scale, dev_tracker = d(states[1][0]), d(states[1][1])
+        for found in (0.0, 1.0, 0.0, 0.0, 0.0):
+            torch._amp_update_scale_(*states[0], torch.tensor([found]), 2.0, 0.5, 3)
+            torch._amp_update_scale_(dev_scale, dev_tracker, d(torch.tensor([found])), 2.0, 0.5, 3)
+            assert (dev_scale.item(), dev_tracker.item()) == (states[0][0].item(), states[0][1].item())
     elif what == "fused":
         # The opencl device's fused convolutions (reference/epilogue.h): a residual and an
         # activation stored by each kernel kind that can write y, split-K's sum included.
@@ -253,6 +278,11 @@ def test_device_gpu_paths_under_oclgrind(tmp_path, ocl):
 def test_device_fused_convolutions_under_oclgrind(tmp_path, ocl):
     """conv2d_fused's epilogue in every kernel kind; 64 compute units, so split-K sums too."""
     run_under_oclgrind("fused", tmp_path, ("--compute-units", "64"), OCLF_FALLBACK="error")
+
+
+def test_device_amp_scale_kernels_under_oclgrind(tmp_path, ocl):
+    """The gradient scaler's unscale (every dtype, two launches) and scale update."""
+    run_under_oclgrind("amp", tmp_path, OCLF_FALLBACK="error")
 
 
 def test_device_indexing_under_oclgrind(tmp_path, ocl):

@@ -19,8 +19,11 @@ fell back, how often, for how long and how many bytes they moved. Which operator
 run natively: README.md in this folder. Random numbers for device tensors (randn,
 dropout, init) come from each device's generator (rng.py), which `torch.manual_seed` seeds.
 `graph()` records a step to replay (graphs.py), `fuse(model)` fuses an eval model's
-convolutions with their batch norm, residual addition and activation (fusion.py), and
-importing the device registers its torch.distributed backend (distributed.py).
+convolutions with their batch norm, residual addition and activation (fusion.py),
+`torch.autocast("opencl")` and `torch.amp.GradScaler("opencl")` train in mixed precision
+(amp.py), and importing the device registers its torch.distributed backend (distributed.py).
+Installed as a package, the device is imported with torch (its `torch.backends` entry
+point; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns that off).
 """
 from __future__ import annotations
 
@@ -29,7 +32,10 @@ import types
 
 import torch
 
-from .. import OpenCLError, load_clblast_params
+# From the modules, not the package: torch's autoload (opencl_functions_autoload.py) may import
+# the device while the package itself is still importing torch.
+from .._core import OpenCLError
+from ..clblast_params import load_clblast_params
 try:
     from . import _C  # noqa: F401  (registers the device's allocator, guard, hooks and operators)
 except ImportError as err:
@@ -37,7 +43,8 @@ except ImportError as err:
     raise ImportError(f"opencl_functions.device cannot load its native module ({err}); it must be built "
                       f"against the torch it runs with ({torch.__version__}): make device in a source tree, "
                       f"or pip install --no-build-isolation . (README.md: Install as a package)") from err
-from . import devices, events, profiling, rng, stats
+from . import amp, devices, events, profiling, rng, stats
+from .amp import get_amp_supported_dtype, is_bf16_supported
 from .devices import current_device, device, device_count, get_device_name, set_device
 from .events import Event, current_stream, default_stream
 from .fusion import fuse
@@ -52,7 +59,7 @@ from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fal
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "synchronize", "get_device_name",
-    *stats.__all__, *events.__all__, *profiling.__all__, *rng.__all__, "graph", "Graph", "fuse",
+    *stats.__all__, *events.__all__, *profiling.__all__, *rng.__all__, *amp.__all__, "graph", "Graph", "fuse",
 ]
 
 NAME = "opencl"
