@@ -471,8 +471,9 @@ def _death(returncode: int, stderr: str) -> str:
 
 
 def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: bool = False,
-              crash_at: str = "", max_samples: int = 0) -> List[Record]:
-    """Runs one chunk of ops in children until every run has a verdict."""
+              crash_at: str = "", max_samples: int = 0, runner: str = "utils.opdb") -> List[Record]:
+    """Runs one chunk of ops in children until every run has a verdict. `runner`: the module
+    whose `--child` runs them (utils.moduledb runs torch's module_db through the same parent)."""
     env = dict(os.environ, OCLF_FALLBACK="silent", PYTHONUNBUFFERED="1")
     env.pop("OCL_FALLBACK", None)
     records: List[Record] = []
@@ -480,7 +481,7 @@ def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: boo
         log = Path(tmp) / "log.jsonl"
         resume: Optional[Tuple[int, int, int]] = None
         while True:
-            command = [sys.executable, "-m", "utils.opdb", "--child", "--log", str(log), "--keys", ",".join(keys)]
+            command = [sys.executable, "-m", runner, "--child", "--log", str(log), "--keys", ",".join(keys)]
             if resume:
                 command += ["--resume", ",".join(map(str, resume))]
             if crash_at:
@@ -528,7 +529,8 @@ def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: boo
             resume = (last_start["o"], last_start["s"], last_start["vi"])
 
 
-def run(keys: List[str], jobs: int = 2, chunk: int = 0, max_samples: int = 0, verbose: bool = False) -> Report:
+def run(keys: List[str], jobs: int = 2, chunk: int = 0, max_samples: int = 0, verbose: bool = False,
+        runner: str = "utils.opdb") -> Report:
     """Runs the ops named by `keys` (op_key) in chunks of `chunk` ops (0: one chunk per job, as
     each child pays for importing torch and op_db), `jobs` children at a time; at most
     `max_samples` samples of an op, spread over its list (0: all)."""
@@ -538,7 +540,7 @@ def run(keys: List[str], jobs: int = 2, chunk: int = 0, max_samples: int = 0, ve
     chunks = [keys[i:i + chunk] for i in range(0, len(keys), chunk)]
     report = Report()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for records in pool.map(lambda c: run_chunk(c, verbose=verbose, max_samples=max_samples), chunks):
+        for records in pool.map(lambda c: run_chunk(c, verbose=verbose, max_samples=max_samples, runner=runner), chunks):
             report.records.extend(records)
     report.seconds = time.monotonic() - start
     return report
