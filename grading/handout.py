@@ -48,11 +48,14 @@ STAFF_ONLY = (
     "tests/test_device_indexing.py",
     "tests/test_device_memory.py",
     "tests/test_device_models.py",
+    "tests/test_device_modules.py",
     "tests/test_device_nn.py",
+    "tests/test_device_nn_nd.py",
     "tests/test_device_opdb.py",
     "tests/test_device_ops.py",
     "tests/test_device_optim.py",
     "tests/test_device_registration.py",
+    "tests/test_device_rnn.py",
     "tests/test_device_sort.py",
     "tests/test_device_tools.py",
     "tests/test_device_transformers.py",
@@ -65,6 +68,7 @@ STAFF_ONLY = (
     "tests/test_oclgrind.py",
     "tests/test_sandbox.py",
     "tests/test_tuning.py",
+    "utils/moduledb.py",
     "utils/opdb.py",
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the

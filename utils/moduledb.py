@@ -42,7 +42,7 @@ from utils import opdb
 
 # The default part: this many samples of each module, spread over its list (CrossEntropyLoss
 # and its linear variant have hundreds); every module runs at least one.
-DEFAULT_MAX_SAMPLES = 2
+DEFAULT_MAX_SAMPLES = 3
 
 
 def modules() -> list:
@@ -173,7 +173,7 @@ def run_one(info, sample) -> Tuple[str, bool, str]:
         module64 = _build(info, sample, torch.float64)
         if lazy:
             with torch.no_grad():
-                args, kwargs = _moved((sample.forward_input.args, sample.forward_input.kwargs), "cpu")
+                args, kwargs = _moved((sample.forward_input.args, sample.forward_input.kwargs), "cpu", torch.float64)
                 module64(*args, **kwargs)
         module64.load_state_dict(initial)
         return evaluate(module64.to(torch.float64), sample, "cpu", torch.float64)
