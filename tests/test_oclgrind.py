@@ -212,7 +212,8 @@ SCRIPT = textwrap.dedent("""
             for got, ref in zip(results[1], results[0]):
                 close(got.detach().cpu(), ref.detach())
         torch.manual_seed(0)
-        for cls, bias in ((torch.nn.LSTM, True), (torch.nn.GRU, False), (torch.nn.LSTMCell, False), (torch.nn.GRUCell, True)):
+        for cls, bias in ((torch.nn.LSTM, True), (torch.nn.GRU, False), (torch.nn.LSTMCell, False),
+                          (torch.nn.GRUCell, True)):
             cell = cls(3, 5, bias=bias)
             dev = cls(3, 5, bias=bias).to("opencl")
             dev.load_state_dict(cell.state_dict())
@@ -227,7 +228,8 @@ SCRIPT = textwrap.dedent("""
         both(lambda t, w: F.conv_transpose2d(t, w, stride=2, padding=1, output_padding=1, groups=2),
              torch.randn(2, 4, 5, 3), torch.randn(4, 3, 3, 3))
         both(lambda t, w: F.conv_transpose1d(t, w, stride=3, dilation=2), torch.randn(1, 2, 5), torch.randn(2, 3, 2))
-        both(lambda t, w: F.conv3d(t, w, stride=(1, 2, 1), padding=1), torch.randn(1, 2, 3, 5, 4), torch.randn(3, 2, 3, 3, 2))
+        both(lambda t, w: F.conv3d(t, w, stride=(1, 2, 1), padding=1), torch.randn(1, 2, 3, 5, 4),
+             torch.randn(3, 2, 3, 3, 2))
         both(lambda t, w: F.conv_transpose3d(t, w, stride=2, output_padding=(1, 0, 1)), torch.randn(1, 2, 2, 3, 2),
              torch.randn(2, 3, 2, 2, 3))
     else:

@@ -265,7 +265,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--resume", help=argparse.SUPPRESS)
     parser.add_argument("--crash-at", default="", help=argparse.SUPPRESS)
     parser.add_argument("--max-samples", type=int, default=None,
-                        help=f"samples per module (default: {DEFAULT_MAX_SAMPLES}, all with --all or --modules; 0: all)")
+                        help=f"samples per module (default: {DEFAULT_MAX_SAMPLES}, all with --all or --modules; "
+                             "0: all)")
     args = parser.parse_args(argv)
 
     if args.child:
