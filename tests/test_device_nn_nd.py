@@ -1,7 +1,7 @@
 """Transposed convolutions (1-D, 2-D, 3-D), 3-D convolutions, 3-D pooling and adaptive max
 pooling on the opencl device against torch on the CPU, forward and backward (gradients of
 sum(output · R) for a fixed random R): strides, padding, output padding, dilation, groups,
-odd sizes; each of OCLF_DEVICE_CONV's paths. LP pooling (wrong before: relu turned its NaN
+odd sizes; each of OCLF_DEVICE_CONV's paths; weights changed between calls. LP pooling (wrong before: relu turned its NaN
 windows into zeros) and the KL divergence loss. OCLF_FALLBACK=error: each runs natively but
 where a test says otherwise."""
 import copy
@@ -86,6 +86,19 @@ def test_conv_modules_and_unbatched_input():
                            (torch.nn.ConvTranspose3d(3, 2, 3, stride=2), x),
                            (torch.nn.ConvTranspose2d(5, 3, (2, 3), stride=(1, 2), output_padding=(0, 1)), x[0])):
         check(lambda t, m=module: (copy.deepcopy(m).to(t.device))(t), inputs)
+
+
+def test_convolutions_see_their_weight_change_between_calls():
+    # An optimizer step changes a weight in place: a copy kept with it (CPUs' packed weights)
+    # must be made again. conv1d reaches the device through views of the weight that count
+    # versions of their own (LazyConv1d's materialised weights were read stale).
+    for fn, x, w in ((F.conv1d, randn(2, 4, 9), randn(5, 4, 3)), (F.conv2d, randn(2, 4, 1, 9), randn(5, 4, 1, 3)),
+                     (F.conv2d, randn(2, 4, 6, 9), randn(5, 4, 3, 3))):
+        dx, dw = x.to("opencl"), w.to("opencl")
+        fn(dx, dw)
+        with torch.no_grad():
+            dw.mul_(-2)
+        torch.testing.assert_close(fn(dx, dw).cpu(), fn(x, w * -2), atol=ATOL, rtol=RTOL)
 
 
 POOL3D = [
