@@ -53,10 +53,21 @@ def test_gather_and_scatter_of_0d_tensors():
     close(x.to("opencl").scatter(0, i.to("opencl"), src.to("opencl")), x.scatter(0, i, src))
 
 
+@pytest.mark.parametrize("keep", [True, False])
+def test_masked_select_of_0d_tensors(keep):
+    # One element or none, 1-D (cross_entropy with label smoothing on an unbatched input).
+    x, mask = torch.tensor(3.5), torch.tensor(keep)
+    close(torch.masked_select(x.to("opencl"), mask.to("opencl")), torch.masked_select(x, mask))
+    y = torch.ones(2, 3)
+    close(torch.masked_select(y.to("opencl"), mask.to("opencl")), torch.masked_select(y, mask))
+
+
 # ---- empty tensors: nothing to launch ----------------------------------------------------------
 
 EMPTY = [
     lambda x: F.avg_pool2d(x, 2), lambda x: F.max_pool2d(x, 2), lambda x: F.adaptive_avg_pool2d(x, 1),
+    lambda x: F.max_pool3d(x.unsqueeze(2), 1), lambda x: F.adaptive_max_pool2d(x, 2),
+    lambda x: F.conv_transpose2d(x, torch.ones(x.shape[1], 2, 3, 3, device=x.device)),
     lambda x: x.sum(1), lambda x: x.softmax(1), lambda x: x.cumsum(1), lambda x: x.flip(1), lambda x: x + 1,
     lambda x: torch.cat([x, x], 0),
 ]

@@ -1,9 +1,9 @@
 """Every kernel path of the reference under Oclgrind: the forward conv2d kernels (tiled,
 CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
 the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
-(reference/matmul.cl), and the opencl device's GPU paths (the gradient scaler's kernels
-too). No data race, no out-of-bounds access, no read of a write-only buffer, and the
-results still match torch."""
+(reference/matmul.cl), and the opencl device's GPU paths, the gradient scaler's kernels,
+recurrent cells, 3-D pooling and transposed and 3-D convolutions. No data race, no
+out-of-bounds access, no read of a write-only buffer, and the results still match torch."""
 import os
 import shutil
 import subprocess
@@ -220,6 +220,42 @@ SCRIPT = textwrap.dedent("""
                     args = ([stride] * 2, [pad] * 2, [1, 1], groups, act)
                     close(torch.ops.oclf.conv2d_fused(d(x), d(w), d(b), d(r), *args).cpu(),
                           torch.ops.oclf.conv2d_fused(x, w, b, r, *args))
+    elif what == "nn_nd":
+        # The opencl device's recurrent cells (rnn.cl: LSTM and GRU, with and without biases,
+        # the LSTM's backward without dcy), 3-D and adaptive max pooling (pool3d.cl), and the
+        # transposed and 3-D convolutions on the 2-D kernels, forward and backward.
+        import opencl_functions.device  # noqa: F401
+        def both(fn, *xs):
+            results = []
+            for device in ("cpu", "opencl"):
+                ts = [x.detach().clone().to(device).requires_grad_() for x in xs]
+                y = fn(*ts)
+                y = y[0] if isinstance(y, tuple) else y
+                y.backward(torch.ones_like(y))
+                results.append([y] + [t.grad for t in ts])
+            for got, ref in zip(results[1], results[0]):
+                close(got.detach().cpu(), ref.detach())
+        torch.manual_seed(0)
+        for cls, bias in ((torch.nn.LSTM, True), (torch.nn.GRU, False), (torch.nn.LSTMCell, False),
+                          (torch.nn.GRUCell, True)):
+            cell = cls(3, 5, bias=bias)
+            dev = cls(3, 5, bias=bias).to("opencl")
+            dev.load_state_dict(cell.state_dict())
+            x = torch.randn(4, 3, 3) if cls in (torch.nn.LSTM, torch.nn.GRU) else torch.randn(3, 3)
+            both(lambda t: (cell if t.device.type == "cpu" else dev)(t), x)
+        x = torch.randn(2, 3, 5, 6, 7)
+        for fn in (lambda t: F.max_pool3d(t, 3, 2, 1), lambda t: F.max_pool3d(t, 2, dilation=2, ceil_mode=True),
+                   lambda t: F.avg_pool3d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+                   lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)), lambda t: F.adaptive_max_pool3d(t, (3, 4, 9)),
+                   lambda t: F.adaptive_max_pool2d(t[:, 0], (4, 3))):
+            both(fn, x)
+        both(lambda t, w: F.conv_transpose2d(t, w, stride=2, padding=1, output_padding=1, groups=2),
+             torch.randn(2, 4, 5, 3), torch.randn(4, 3, 3, 3))
+        both(lambda t, w: F.conv_transpose1d(t, w, stride=3, dilation=2), torch.randn(1, 2, 5), torch.randn(2, 3, 2))
+        both(lambda t, w: F.conv3d(t, w, stride=(1, 2, 1), padding=1), torch.randn(1, 2, 3, 5, 4),
+             torch.randn(3, 2, 3, 3, 2))
+        both(lambda t, w: F.conv_transpose3d(t, w, stride=2, output_padding=(1, 0, 1)), torch.randn(1, 2, 2, 3, 2),
+             torch.randn(2, 3, 2, 2, 3))
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -289,3 +325,9 @@ def test_device_indexing_under_oclgrind(tmp_path, ocl):
     """Advanced indexing, nonzero, isin, grouped-head attention, sort, topk and multinomial
     on the opencl device."""
     run_under_oclgrind("indexing", tmp_path, OCLF_FALLBACK="error")
+
+
+def test_device_recurrent_cells_pools_and_nd_convolutions_under_oclgrind(tmp_path, ocl):
+    """rnn.cl's LSTM and GRU cells, pool3d.cl's 3-D and adaptive max pooling, and the transposed
+    and 3-D convolutions on the 2-D kernels, forward and backward."""
+    run_under_oclgrind("nn_nd", tmp_path, OCLF_FALLBACK="error")

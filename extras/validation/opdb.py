@@ -34,13 +34,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 VERDICTS = ("right", "refused", "wrong", "crashed", "hung", "unchecked")
 # The default part runs at most this many samples of an op (max_pool2d's backward has over a
 # thousand), spread over its list.
 DEFAULT_MAX_SAMPLES = 40
+# The command that runs a chunk of ops (its arguments follow: --log, --keys, ...).
+CHILD = ("extras.validation.opdb_child",)
 SAMPLE_TIMEOUT_S = 180.0   # one run past this is "hung" (a first kernel build can take seconds)
 
 
@@ -202,16 +204,17 @@ def _death(returncode: int, stderr: str) -> str:
 
 
 def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: bool = False,
-              crash_at: str = "", max_samples: int = 0) -> List[Record]:
-    """Runs one chunk of ops in children until every run has a verdict."""
+              crash_at: str = "", max_samples: int = 0, child: Sequence[str] = CHILD) -> List[Record]:
+    """Runs one chunk of ops in children until every run has a verdict. `child`: the module
+    (and arguments) that runs them (extras.validation.moduledb runs torch's module_db through
+    the same parent)."""
     env = dict(os.environ, OCLF_FALLBACK="silent", PYTHONUNBUFFERED="1")
     records: List[Record] = []
     with tempfile.TemporaryDirectory(prefix="opdb-") as tmp:
         log = Path(tmp) / "log.jsonl"
         resume: Optional[Tuple[int, int, int]] = None
         while True:
-            command = [sys.executable, "-m", "extras.validation.opdb_child", "--log", str(log),
-                       "--keys", ",".join(keys)]
+            command = [sys.executable, "-m", *child, "--log", str(log), "--keys", ",".join(keys)]
             if resume:
                 command += ["--resume", ",".join(map(str, resume))]
             if crash_at:
@@ -259,7 +262,8 @@ def run_chunk(keys: List[str], timeout_s: float = SAMPLE_TIMEOUT_S, verbose: boo
             resume = (last_start["o"], last_start["s"], last_start["vi"])
 
 
-def run(keys: List[str], jobs: int = 2, chunk: int = 0, max_samples: int = 0, verbose: bool = False) -> Report:
+def run(keys: List[str], jobs: int = 2, chunk: int = 0, max_samples: int = 0, verbose: bool = False,
+        child: Sequence[str] = CHILD) -> Report:
     """Runs the ops named by `keys` (op_key) in chunks of `chunk` ops (0: one chunk per job, as
     each child pays for importing torch and op_db), `jobs` children at a time; at most
     `max_samples` samples of an op, spread over its list (0: all)."""
@@ -269,7 +273,8 @@ def run(keys: List[str], jobs: int = 2, chunk: int = 0, max_samples: int = 0, ve
     chunks = [keys[i:i + chunk] for i in range(0, len(keys), chunk)]
     report = Report()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for records in pool.map(lambda c: run_chunk(c, verbose=verbose, max_samples=max_samples), chunks):
+        for records in pool.map(lambda c: run_chunk(c, verbose=verbose, max_samples=max_samples, child=child),
+                                chunks):
             report.records.extend(records)
     report.seconds = time.monotonic() - start
     return report

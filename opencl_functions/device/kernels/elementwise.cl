@@ -100,7 +100,7 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_trunc)
 #define F(a, b, c) trunc(a)
 #elif defined(OP_relu)
-#define F(a, b, c) ((a) > 0 ? (a) : (CT)0)
+#define F(a, b, c) ((a) > 0 || (a) != (a) ? (a) : (CT)0)  // NaN stays NaN, as torch
 #elif defined(OP_gelu)
 #define F(a, b, c) (0.5f * (a) * (1.0f + erf((a) * GELU_K)))
 #elif defined(OP_gelu_tanh)
@@ -112,11 +112,11 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_hardswish)
 #define F(a, b, c) ((a) * clamp((a) / 6 + (CT)0.5f, (CT)0, (CT)1))
 #elif defined(OP_clamp)
-#define F(a, b, c) min(max((a), s0), s1)
+#define F(a, b, c) ((a) != (a) ? (a) : min(max((a), s0), s1))  // a NaN input stays NaN, as torch
 #elif defined(OP_clamp_min)
-#define F(a, b, c) max((a), s0)
+#define F(a, b, c) ((a) != (a) ? (a) : max((a), s0))
 #elif defined(OP_clamp_max)
-#define F(a, b, c) min((a), s0)
+#define F(a, b, c) ((a) != (a) ? (a) : min((a), s0))
 #elif defined(OP_leaky_relu)
 #define F(a, b, c) ((a) > 0 ? (a) : (a) * s0)
 #elif defined(OP_elu)
@@ -159,9 +159,9 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_iremainder)
 #define F(a, b, c) ((a) % (b) != 0 && (((a) < 0) != ((b) < 0)) ? (a) % (b) + (b) : (a) % (b))
 #elif defined(OP_maximum)
-#define F(a, b, c) max((a), (b))
+#define F(a, b, c) ((a) != (a) ? (a) : (b) != (b) ? (b) : max((a), (b)))  // either NaN wins, as torch
 #elif defined(OP_minimum)
-#define F(a, b, c) min((a), (b))
+#define F(a, b, c) ((a) != (a) ? (a) : (b) != (b) ? (b) : min((a), (b)))
 #elif defined(OP_pow)
 #define F(a, b, c) pow((a), (b))
 #elif defined(OP_atan2)
@@ -225,7 +225,7 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_lerp_scalar)
 #define F(a, b, c) ((a) + s0 * ((b) - (a)))
 #elif defined(OP_clamp_tensor)
-#define F(a, b, c) min(max((a), (b)), (c))
+#define F(a, b, c) ((a) != (a) ? (a) : min(max((a), (b)), (c)))
 #else
 #error "elementwise.cl: build with -DOP_<name>"
 #endif

@@ -3,7 +3,8 @@
 // does for the library: conv2d_gpu with split-K on GPUs, conv2d_cpu on packed weights on
 // CPUs, the depthwise kernels for depthwise layers). Those kernels take an already padded
 // input, so padding is applied here (a zeroed tensor with the input copied into its interior).
-// conv1d (3-D input) runs as conv2d with a height of 1; transposed convolutions fall back.
+// conv1d (3-D input) runs as conv2d with a height of 1; transposed and 3-D convolutions:
+// conv_nd.cpp.
 // The gradients: conv_backward.cpp.
 #include <torch/library.h>
 
@@ -124,7 +125,7 @@ Args2d as_2d(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef 
              at::IntArrayRef dilation, bool transposed, int64_t groups) {
   DEVICE_CHECK_NOT_IMPLEMENTED(!transposed, "opencl: transposed convolutions have no OpenCL kernel");
   DEVICE_CHECK_NOT_IMPLEMENTED(input.dim() == 4 || input.dim() == 3, "opencl: convolution of a ", input.dim(),
-                              "-D input has no OpenCL kernel (conv1d and conv2d do)");
+                              "-D input has no OpenCL kernel (conv1d, conv2d and conv3d do)");
   check_float(input, "input");
   check_float(weight, "weight");
   Args2d a;
@@ -150,13 +151,19 @@ Conv2dGeometry checked_shape(const Args2d& a, int64_t groups, const char* op) {
   return s;
 }
 
+// Whether a's weight keeps its derived copies (conv2d_cpu's packed weights) from call to call.
+// Not for conv1d: torch hands it over as a 2-D convolution of height 1 through views made
+// below autograd, which count versions of their own (always 0), so a kept copy would not see
+// the weight change (an optimizer step).
+bool keeps_weight(const Args2d& a) { return !a.one_d && !(a.x.size(2) == 1 && a.weight.size(2) == 1); }
+
 // A new output (B, C_out, H_out, W_out) of a's convolution with bias (optional) and epilogue.
 at::Tensor forward_new(const Args2d& a, const Conv2dGeometry& s, const std::optional<at::Tensor>& bias,
                        const Epilogue& epilogue) {
   at::Tensor y = empty_device({s.batch, s.c_out, s.h_out, s.w_out}, at::kFloat);
   if (y.numel() > 0) {
     const at::Tensor b = bias && bias->defined() ? whole(*bias) : at::Tensor();
-    forward(s, padded(a.x, a.padding[0], a.padding[1]), whole(a.weight), b, y, true, epilogue);
+    forward(s, padded(a.x, a.padding[0], a.padding[1]), whole(a.weight), b, y, keeps_weight(a), epilogue);
   }
   return y;
 }
@@ -165,6 +172,10 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
                        c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                        bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   const int64_t g = groups.expect_int();
+  if (transposed || input.dim() == 5) {
+    return convolution_nd(input, weight, bias, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
+                          C10_AS_INTARRAYREF_SLOW(dilation), transposed, C10_AS_INTARRAYREF_SLOW(output_padding), g);
+  }
   const Args2d a = as_2d(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
                          C10_AS_INTARRAYREF_SLOW(dilation), transposed, g);
   const Conv2dGeometry s = checked_shape(a, g, "convolution");

@@ -4,7 +4,10 @@
 // reference's (opencl_functions/reference/conv2d.hpp), launched through DeviceLauncher.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -55,5 +58,23 @@ struct Args2d {
 };
 Args2d as_2d(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
              at::IntArrayRef dilation, bool transposed, int64_t groups);
+
+// The gradients of the convolution s (conv_backward.cpp) on the device's fastest path for
+// it: the input gradient (B, C_in, height, width) of an input padded by (pad_h, pad_w), from
+// dy (B, C_out, s.h_out, s.w_out); the weight gradient (C_out, C_in/groups, K_h, K_w) from the
+// padded input and dy. dy and w whole (offset 0, contiguous).
+at::Tensor input_gradient(const Conv2dGeometry& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
+                          const at::Tensor& dy, const at::Tensor& w);
+at::Tensor weight_gradient(const Conv2dGeometry& s, const at::Tensor& x_padded, const at::Tensor& dy);
+
+// Transposed convolutions (1-D, 2-D, 3-D) and 3-D convolutions, forward and backward, on the
+// 2-D convolution's kernels (conv_nd.cpp); bias may be undefined.
+at::Tensor convolution_nd(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                          at::IntArrayRef output_padding, int64_t groups);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_nd_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask);
 
 }  // namespace oclf::device::conv

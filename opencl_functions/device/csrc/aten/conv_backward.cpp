@@ -250,10 +250,31 @@ at::Tensor grad_bias(const Conv2dGeometry& s, const at::Tensor& dy) {
   return db;
 }
 
+}  // namespace
+
+at::Tensor input_gradient(const Conv2dGeometry& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
+                          const at::Tensor& dy, const at::Tensor& w) {
+  if (grad_input_as_forward(s)) return grad_input_forward(s, height, width, pad_h, pad_w, dy, w);
+  const at::Tensor dx_padded = grad_input_padded(s, dy, w);
+  return dx_padded.narrow(2, pad_h, height).narrow(3, pad_w, width).contiguous();
+}
+
+at::Tensor weight_gradient(const Conv2dGeometry& s, const at::Tensor& x_padded, const at::Tensor& dy) {
+  const bool as_forward = conv_mode() != ConvMode::kDirect && s.groups == 1;
+  return as_forward ? grad_weight_forward(s, x_padded, dy) : grad_weight(s, x_padded, dy);
+}
+
+namespace {
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
     c10::SymInt groups, std::array<bool, 3> output_mask) {
+  if (transposed || input.dim() == 5) {
+    return convolution_nd_backward(grad_output, input, weight, C10_AS_INTARRAYREF_SLOW(stride),
+                                   C10_AS_INTARRAYREF_SLOW(padding), C10_AS_INTARRAYREF_SLOW(dilation), transposed,
+                                   C10_AS_INTARRAYREF_SLOW(output_padding), groups.expect_int(), output_mask);
+  }
   const int64_t g = groups.expect_int();
   const Args2d a = as_2d(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
                          C10_AS_INTARRAYREF_SLOW(dilation), transposed, g);
@@ -262,19 +283,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   const at::Tensor dy = whole(a.one_d ? grad_output.unsqueeze(2) : grad_output);
   at::Tensor dx, dw, db;
   if (output_mask[0]) {
-    if (grad_input_as_forward(s)) {
-      dx = grad_input_forward(s, a.x.size(2), a.x.size(3), a.padding[0], a.padding[1], dy, whole(a.weight));
-    } else {
-      const at::Tensor dx_padded = grad_input_padded(s, dy, whole(a.weight));
-      dx = dx_padded.narrow(2, a.padding[0], a.x.size(2)).narrow(3, a.padding[1], a.x.size(3)).contiguous();
-    }
+    dx = input_gradient(s, a.x.size(2), a.x.size(3), a.padding[0], a.padding[1], dy, whole(a.weight));
     if (a.one_d) dx = dx.squeeze(2);
   }
-  if (output_mask[1]) {
-    const at::Tensor x_padded = padded(a.x, a.padding[0], a.padding[1]);
-    const bool as_forward = conv_mode() != ConvMode::kDirect && s.groups == 1;
-    dw = (as_forward ? grad_weight_forward(s, x_padded, dy) : grad_weight(s, x_padded, dy)).view(weight.sizes());
-  }
+  if (output_mask[1]) dw = weight_gradient(s, padded(a.x, a.padding[0], a.padding[1]), dy).view(weight.sizes());
   if (output_mask[2]) db = grad_bias(s, dy);
   return {dx, dw, db};
 }

@@ -267,7 +267,8 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   check_device(self, "self");
   DEVICE_CHECK(mask.scalar_type() == at::kBool, "opencl: masked_select: mask must be a bool tensor, got ",
               mask.scalar_type());
-  const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  if (shape.empty()) shape.push_back(1);  // 0-d operands: one element, which a 0-d mask could not index
   c10::List<std::optional<at::Tensor>> indices;
   indices.push_back(on_device(mask).expand(shape));
   return oclf::device::index(self.expand(shape), indices);

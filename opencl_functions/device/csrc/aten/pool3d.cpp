@@ -1,0 +1,278 @@
+// 3-D pooling on the opencl device, kernels/pool3d.cl: max pooling with indices, average
+// pooling, adaptive average and adaptive max pooling, forward and backward, on (C, D, H, W)
+// or (B, C, D, H, W); and 2-D adaptive max pooling (as 3-D with a depth of 1; the other 2-D
+// poolings: pool.cpp).
+#include <ATen/native/Pool.h>
+#include <torch/library.h>
+
+#include <climits>
+
+#include "dispatch.h"
+#include "launch.h"
+#include "tensors.h"
+
+namespace oclf::device {
+
+namespace {
+
+// Sizes, strides, paddings and dilations of one 3-D pooling (depth, height, width), its output
+// size, and the work-item count, as pool3d.cl's GEOMETRY3 takes them.
+struct Window3 {
+  int in[3], out[3], k[3], s[3], p[3], d[3] = {1, 1, 1};
+  int total = 0;
+};
+
+// set_args takes a Window3 as its 19 ints.
+void set_arg_at(cl_kernel kernel, cl_uint* index, const Window3& w) {
+  for (const int* v : {w.in, w.out, w.k, w.s, w.p, w.d})
+    for (int a = 0; a < 3; ++a) oclf::set_arg_at(kernel, index, v[a]);
+  oclf::set_arg_at(kernel, index, w.total);
+}
+
+int64_t pick(at::IntArrayRef v, size_t i, int64_t otherwise) {
+  if (v.empty()) return otherwise;
+  return v.size() == 1 ? v[0] : v[i];
+}
+
+void check_input(const at::Tensor& x, int spatial, const char* op) {
+  check_float(x, "input");
+  DEVICE_CHECK(x.dim() == spatial + 1 || x.dim() == spatial + 2, "opencl: ", op, ": input must be ", spatial + 1,
+              "-D or ", spatial + 2, "-D, got shape ", x.sizes());
+  DEVICE_CHECK(x.numel() <= INT_MAX, "opencl: ", op, ": input over 2^31 elements");
+}
+
+Window3 window(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+               at::IntArrayRef dilation, bool ceil_mode, const char* op) {
+  check_input(x, 3, op);
+  Window3 w;
+  for (size_t a = 0; a < 3; ++a) {
+    w.in[a] = int(x.size(x.dim() - 3 + int64_t(a)));
+    w.k[a] = int(pick(kernel, a, 1));
+    w.s[a] = int(pick(stride, a, w.k[a]));
+    w.p[a] = int(pick(padding, a, 0));
+    w.d[a] = int(pick(dilation, a, 1));
+    DEVICE_CHECK(w.k[a] > 0 && w.s[a] > 0 && w.d[a] > 0 && w.p[a] >= 0 && w.p[a] <= w.k[a] / 2, "opencl: ", op,
+                ": kernel ", kernel, ", stride ", stride, ", padding ", padding, " and dilation ", dilation,
+                " are not a valid window");
+    w.out[a] = int(at::native::pooling_output_shape<int64_t>(w.in[a], w.k[a], w.p[a], w.s[a], w.d[a], ceil_mode));
+    DEVICE_CHECK(w.out[a] > 0, "opencl: ", op, ": output size is too small for input ", x.sizes());
+  }
+  return w;
+}
+
+// divisor_override: any nonzero int (negative ones too, as torch divides by them); the
+// kernels read 0 as "none".
+void check_divisor(std::optional<int64_t> divisor, const char* op) {
+  DEVICE_CHECK(!divisor || (*divisor != 0 && std::abs(*divisor) <= INT_MAX), "opencl: ", op,
+              ": divisor_override must be a nonzero 32-bit integer, got ", *divisor);
+}
+
+// x's leading dimensions with the last `spatial` replaced by `out`.
+std::vector<int64_t> out_shape(const at::Tensor& x, const int* out, int spatial) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - spatial);
+  for (int a = 0; a < spatial; ++a) shape.push_back(out[3 - spatial + a]);
+  return shape;
+}
+
+cl_kernel pool_kernel(const char* name) { return Device::get().kernel("pool3d.cl", name, ""); }
+
+// An output `out` of `shape` written through a contiguous tensor (itself when it is one).
+at::Tensor writable(at::Tensor& out, at::IntArrayRef shape, at::ScalarType dtype) {
+  at::native::resize_output(out, shape);
+  return out.is_contiguous() ? out : empty_device(shape, dtype);
+}
+
+void store(at::Tensor& out, const at::Tensor& result) {
+  if (!result.is_same(out)) out.copy_(result);
+}
+
+// ---- max and average pooling --------------------------------------------------------------
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool_out(const at::Tensor& self, at::IntArrayRef kernel,
+                                                  at::IntArrayRef stride, at::IntArrayRef padding,
+                                                  at::IntArrayRef dilation, bool ceil_mode, at::Tensor& out,
+                                                  at::Tensor& indices) {
+  Window3 w = window(self, kernel, stride, padding, dilation, ceil_mode, "max_pool3d");
+  const std::vector<int64_t> shape = out_shape(self, w.out, 3);
+  at::Tensor y = writable(out, shape, at::kFloat), i = writable(indices, shape, at::kLong);
+  w.total = int(y.numel());
+  launch(pool_kernel("max_pool3d_forward"), NDRange::linear(size_t(w.total)), arg(contiguous(self)), arg(y), arg(i),
+         w);
+  store(out, y);
+  store(indices, i);
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  at::Tensor out = empty_device({0}, at::kFloat), indices = empty_device({0}, at::kLong);
+  max_pool_out(self, kernel, stride, padding, dilation, ceil_mode, out, indices);
+  return {out, indices};
+}
+
+at::Tensor& max_pool_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel,
+                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                  bool ceil_mode, const at::Tensor& indices, at::Tensor& grad_input) {
+  Window3 w = window(self, kernel, stride, padding, dilation, ceil_mode, "max_pool3d_backward");
+  check_float(grad_output, "grad_output");
+  at::Tensor dx = writable(grad_input, self.sizes(), at::kFloat);
+  w.total = int(dx.numel());
+  launch(pool_kernel("max_pool3d_backward"), NDRange::linear(size_t(w.total)), arg(contiguous(grad_output)),
+         arg(contiguous(indices)), arg(dx), w);
+  store(grad_input, dx);
+  return grad_input;
+}
+
+at::Tensor max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                             bool ceil_mode, const at::Tensor& indices) {
+  at::Tensor grad_input = empty_device(self.sizes(), at::kFloat);
+  return max_pool_backward_out(grad_output, self, kernel, stride, padding, dilation, ceil_mode, indices, grad_input);
+}
+
+at::Tensor& avg_pool_out(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                         at::IntArrayRef padding, bool ceil_mode, bool include_pad, std::optional<int64_t> divisor,
+                         at::Tensor& out) {
+  Window3 w = window(self, kernel, stride, padding, {}, ceil_mode, "avg_pool3d");
+  check_divisor(divisor, "avg_pool3d");
+  at::Tensor y = writable(out, out_shape(self, w.out, 3), at::kFloat);
+  w.total = int(y.numel());
+  launch(pool_kernel("avg_pool3d_forward"), NDRange::linear(size_t(w.total)), arg(contiguous(self)), arg(y),
+         int(include_pad), int(divisor.value_or(0)), w);
+  store(out, y);
+  return out;
+}
+
+at::Tensor avg_pool(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                    bool ceil_mode, bool include_pad, std::optional<int64_t> divisor) {
+  at::Tensor out = empty_device({0}, at::kFloat);
+  return avg_pool_out(self, kernel, stride, padding, ceil_mode, include_pad, divisor, out);
+}
+
+at::Tensor& avg_pool_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel,
+                                  at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool include_pad,
+                                  std::optional<int64_t> divisor, at::Tensor& grad_input) {
+  Window3 w = window(self, kernel, stride, padding, {}, ceil_mode, "avg_pool3d_backward");
+  check_divisor(divisor, "avg_pool3d_backward");
+  check_float(grad_output, "grad_output");
+  at::Tensor dx = writable(grad_input, self.sizes(), at::kFloat);
+  w.total = int(dx.numel());
+  launch(pool_kernel("avg_pool3d_backward"), NDRange::linear(size_t(w.total)), arg(contiguous(grad_output)), arg(dx),
+         int(include_pad), int(divisor.value_or(0)), w);
+  store(grad_input, dx);
+  return grad_input;
+}
+
+at::Tensor avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel,
+                             at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool include_pad,
+                             std::optional<int64_t> divisor) {
+  at::Tensor grad_input = empty_device(self.sizes(), at::kFloat);
+  return avg_pool_backward_out(grad_output, self, kernel, stride, padding, ceil_mode, include_pad, divisor,
+                               grad_input);
+}
+
+// ---- adaptive pooling: 3-D, and 2-D max as a depth of 1 -----------------------------------
+
+// Input and output sizes (depth, height, width) of an adaptive pooling of x over its last
+// `spatial` dimensions (a missing depth is 1) to `size`.
+struct Adaptive {
+  int in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+};
+
+Adaptive adaptive(const at::Tensor& x, at::IntArrayRef size, int spatial, const char* op) {
+  check_input(x, spatial, op);
+  DEVICE_CHECK(int(size.size()) == spatial || size.size() == 1, "opencl: ", op, ": output_size must have ", spatial,
+              " values, got ", size);
+  Adaptive a;
+  for (int k = 0; k < spatial; ++k) {
+    a.in[3 - spatial + k] = int(x.size(x.dim() - spatial + k));
+    a.out[3 - spatial + k] = int(size.size() == 1 ? size[0] : size[size_t(k)]);
+    DEVICE_CHECK(a.out[3 - spatial + k] > 0 || x.numel() == 0, "opencl: ", op, ": output_size must be positive, got ",
+                size);
+  }
+  return a;
+}
+
+// Launches an adaptive kernel over `total` work-items with its tensors, then the sizes.
+template <typename... Tensors>
+void launch_adaptive(const char* name, const Adaptive& a, int64_t total, const Tensors&... tensors) {
+  launch(pool_kernel(name), NDRange::linear(size_t(total)), arg(tensors)..., a.in[0], a.in[1], a.in[2], a.out[0],
+         a.out[1], a.out[2], int(total));
+}
+
+at::Tensor adaptive_avg(const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  const Adaptive a = adaptive(self, C10_AS_INTARRAYREF_SLOW(output_size), 3, "adaptive_avg_pool3d");
+  at::Tensor y = empty_device(out_shape(self, a.out, 3), at::kFloat);
+  launch_adaptive("adaptive_avg3d_forward", a, y.numel(), contiguous(self), y);
+  return y;
+}
+
+at::Tensor adaptive_avg_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  const at::IntArrayRef out = grad_output.sizes().slice(grad_output.dim() - 3);
+  const Adaptive a = adaptive(self, out, 3, "adaptive_avg_pool3d_backward");
+  at::Tensor dx = empty_device(self.sizes(), at::kFloat);
+  launch_adaptive("adaptive_avg3d_backward", a, dx.numel(), contiguous(grad_output), dx);
+  return dx;
+}
+
+template <int Spatial>
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_out(const at::Tensor& self, at::IntArrayRef output_size,
+                                                      at::Tensor& out, at::Tensor& indices) {
+  const Adaptive a = adaptive(self, output_size, Spatial, Spatial == 3 ? "adaptive_max_pool3d" : "adaptive_max_pool2d");
+  const std::vector<int64_t> shape = out_shape(self, a.out, Spatial);
+  at::Tensor y = writable(out, shape, at::kFloat), i = writable(indices, shape, at::kLong);
+  launch_adaptive("adaptive_max3d_forward", a, y.numel(), contiguous(self), y, i);
+  store(out, y);
+  store(indices, i);
+  return {out, indices};
+}
+
+template <int Spatial>
+std::tuple<at::Tensor, at::Tensor> adaptive_max(const at::Tensor& self, at::IntArrayRef output_size) {
+  at::Tensor out = empty_device({0}, at::kFloat), indices = empty_device({0}, at::kLong);
+  adaptive_max_out<Spatial>(self, output_size, out, indices);
+  return {out, indices};
+}
+
+template <int Spatial>
+at::Tensor& adaptive_max_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                      const at::Tensor& indices, at::Tensor& grad_input) {
+  const char* op = Spatial == 3 ? "adaptive_max_pool3d_backward" : "adaptive_max_pool2d_backward";
+  check_float(grad_output, "grad_output");
+  const Adaptive a = adaptive(self, grad_output.sizes().slice(grad_output.dim() - Spatial), Spatial, op);
+  at::Tensor dx = writable(grad_input, self.sizes(), at::kFloat);
+  launch_adaptive("adaptive_max3d_backward", a, dx.numel(), contiguous(grad_output), contiguous(indices), dx);
+  store(grad_input, dx);
+  return grad_input;
+}
+
+template <int Spatial>
+at::Tensor adaptive_max_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& indices) {
+  at::Tensor grad_input = empty_device(self.sizes(), at::kFloat);
+  return adaptive_max_backward_out<Spatial>(grad_output, self, indices, grad_input);
+}
+
+}  // namespace
+
+REGISTER_DEVICE_OPS(m) {
+  m.impl("max_pool3d_with_indices", max_pool);
+  m.impl("max_pool3d_with_indices.out", max_pool_out);
+  m.impl("max_pool3d_with_indices_backward", max_pool_backward);
+  m.impl("max_pool3d_with_indices_backward.grad_input", max_pool_backward_out);
+  m.impl("avg_pool3d", avg_pool);
+  m.impl("avg_pool3d.out", avg_pool_out);
+  m.impl("avg_pool3d_backward", avg_pool_backward);
+  m.impl("avg_pool3d_backward.grad_input", avg_pool_backward_out);
+  m.impl("_adaptive_avg_pool3d", adaptive_avg);
+  m.impl("_adaptive_avg_pool3d_backward", adaptive_avg_backward);
+  m.impl("adaptive_max_pool3d", adaptive_max<3>);
+  m.impl("adaptive_max_pool3d.out", adaptive_max_out<3>);
+  m.impl("adaptive_max_pool3d_backward", adaptive_max_backward<3>);
+  m.impl("adaptive_max_pool3d_backward.grad_input", adaptive_max_backward_out<3>);
+  m.impl("adaptive_max_pool2d", adaptive_max<2>);
+  m.impl("adaptive_max_pool2d.out", adaptive_max_out<2>);
+  m.impl("adaptive_max_pool2d_backward", adaptive_max_backward<2>);
+  m.impl("adaptive_max_pool2d_backward.grad_input", adaptive_max_backward_out<2>);
+}
+
+}  // namespace oclf::device
