@@ -3,11 +3,14 @@
 // StaticCache writes each new token's keys and values into its fixed-size cache, so a
 // decoding step stays on the device), gather and scatter/scatter_add. Kernels:
 // kernels/index.cl, kernels/gather.cl. (Indexing, x[i, j] and x[mask]: indexing.cpp.)
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "dispatch.h"
+#include "fallback.h"
 #include "launch.h"
 #include "tensors.h"
 

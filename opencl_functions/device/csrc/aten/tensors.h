@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>  // resize_output, which most operators use
 
 #include <string>
 #include <tuple>
