@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "dispatch.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "tensors.h"
 
 namespace oclf::device {

@@ -11,7 +11,7 @@
 #include "../../../reference/matmul_plan.hpp"
 #include "../../../runtime/settings.hpp"
 #include "dispatch.h"
-#include "launcher.h"
+#include "device_launcher.h"
 #include "pointwise.h"
 #include "tensors.h"
 

@@ -12,8 +12,8 @@
 #include "../../../runtime/settings.hpp"
 #include "conv.h"
 #include "dispatch.h"
-#include "launch.h"
-#include "launcher.h"
+#include "kernel_launch.h"
+#include "device_launcher.h"
 #include "tensors.h"
 
 namespace oclf::device::conv {

@@ -14,7 +14,7 @@
 #include "../../../launch/geometry.hpp"
 #include "../../../launch/launcher.hpp"
 #include "tensors.h"
-#include "launch.h"
+#include "kernel_launch.h"
 
 namespace oclf::device::conv {
 

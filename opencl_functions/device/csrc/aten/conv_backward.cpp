@@ -13,8 +13,8 @@
 #include "../../../launch/gradients.hpp"
 #include "conv.h"
 #include "dispatch.h"
-#include "launch.h"
-#include "launcher.h"
+#include "kernel_launch.h"
+#include "device_launcher.h"
 #include "tensors.h"
 
 namespace oclf::device::conv {

@@ -15,7 +15,7 @@
 
 #include "dispatch.h"
 #include "elementwise.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "tensors.h"
 
 namespace oclf::device {

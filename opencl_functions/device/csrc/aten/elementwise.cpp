@@ -8,7 +8,7 @@
 #include <climits>
 #include <vector>
 
-#include "launch.h"
+#include "kernel_launch.h"
 
 namespace oclf::device {
 

@@ -11,7 +11,7 @@
 
 #include "dispatch.h"
 #include "fallback.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "tensors.h"
 
 namespace oclf::device {

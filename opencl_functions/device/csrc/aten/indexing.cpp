@@ -17,7 +17,7 @@
 #include <numeric>
 
 #include "tensors.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "dispatch.h"
 #include "fallback.h"
 

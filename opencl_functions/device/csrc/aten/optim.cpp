@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "tensors.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "dispatch.h"
 #include "fallback.h"
 

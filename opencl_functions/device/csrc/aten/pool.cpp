@@ -6,7 +6,7 @@
 #include <climits>
 
 #include "dispatch.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "tensors.h"
 
 namespace oclf::device {

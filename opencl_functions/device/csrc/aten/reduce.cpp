@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "dispatch.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "pointwise.h"
 #include "tensors.h"
 

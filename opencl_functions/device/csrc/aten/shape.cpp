@@ -10,7 +10,7 @@
 #include <climits>
 
 #include "dispatch.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "tensors.h"
 
 namespace oclf::device {

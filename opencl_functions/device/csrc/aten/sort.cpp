@@ -11,7 +11,7 @@
 #include <torch/library.h>
 
 #include "tensors.h"
-#include "launch.h"
+#include "kernel_launch.h"
 #include "dispatch.h"
 
 namespace oclf::device {

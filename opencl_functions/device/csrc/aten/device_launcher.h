@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../../../launch/launcher.hpp"
-#include "launch.h"
+#include "kernel_launch.h"
 
 namespace oclf::device {
 

@@ -1,5 +1,5 @@
-// Kernel arguments and NDRanges of the device's launches (see launch.h).
-#include "launch.h"
+// Kernel arguments and NDRanges of the device's launches (see kernel_launch.h).
+#include "kernel_launch.h"
 
 #include <cstring>
 

@@ -1,5 +1,5 @@
-// DeviceLauncher: see launcher.h.
-#include "launcher.h"
+// DeviceLauncher: see device_launcher.h.
+#include "device_launcher.h"
 
 #include "derived.h"
 #include "tensors.h"
