@@ -32,7 +32,7 @@ TIMEOUT = 600
 # What the device lacks, as the runs meet it (each reason names the first refusal first).
 PIN_MEMORY = ("DataLoader(pin_memory=True): Tensor.pin_memory() raises 'opencl: pinned host memory is "
               "not supported' (no pinned host allocator in the device's hooks)")
-STALE_WEIGHTS = ("derived weights (derived_from in csrc/aten/common.cpp) are keyed on the tensor's "
+STALE_WEIGHTS = ("derived weights (derived_from in csrc/aten/derived.cpp) are keyed on the tensor's "
                  "version counter, which the program's update `p.data.add_(p.grad, alpha=-lr)` does not "
                  "bump: from the 2nd batch on, products read the transposed weights of the 1st and the "
                  "losses leave the CPU run's")

@@ -217,7 +217,7 @@ inline bool tile_setting(GpuTile* t) {
 
 // The default tile of a layer: cout_g output channels per group, K = k_dim, `pixels` outputs
 // per channel (all images), `pointwise` for a 1×1 stride-1 conv with whole float4s of
-// pixels. Sweeps on the H100 (grading.tune): 64×64 tiles with 4×4 outputs per work-item had
+// pixels. Sweeps on the H100 (bench.tune): 64×64 tiles with 4×4 outputs per work-item had
 // the best geometric mean over ResNet-50's convs among 32×32 to 128×128, with K steps of 32
 // (a later sweep timed by kernel events: 4–10 % faster than steps of 16 on 8 of the 15
 // layers on 64×64 tiles; `k_steps_32` false keeps 16, as the device's weight gradient does);
