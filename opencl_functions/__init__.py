@@ -7,7 +7,13 @@
     ocl_conv2d_backward_weight(x, grad_out, weight_shape, stride=1, dilation=1, groups=1)
     ocl_conv2d_backward_bias(grad_out)
                                      conv2d's gradients, by conv2d_backward.cl
-    device_info(), list_devices()    the selected OpenCL device, and all of them
+    device_info(index=-1), list_devices()
+                                     an OpenCL device of the process (the current one by
+                                     default), and every device of every platform
+    device_count(), current_device(), set_current_device(index)
+                                     the process's devices: every device of the platform
+                                     OCLF_DEVICE picks (OCLF_VISIBLE_DEVICES narrows them);
+                                     the operations run on the calling thread's current one
     last_kernel_time_ns(), last_choice()
                                      the last operation's kernel time, and the configuration
                                      it used with where that came from (tuning, below)
@@ -25,8 +31,9 @@ clblast_params (CLBlast's tuning files), settings (every setting), info (`python
 opencl_functions.info`: the devices, the selected one and the host CPU), and the C++ module
 _core (bindings.cpp over runtime/ and the host code).
 
-Inputs are float32 CPU tensors (any strides); anything else raises a TypeError or a
-ValueError that names the argument. OpenCL failures raise OpenCLError, whose message
+Inputs are float32 CPU tensors (any strides), or tensors of the opencl torch device
+(opencl_functions.device), which that device's operators compute in place on the same
+runtime; anything else raises a TypeError or a ValueError that names the argument. OpenCL failures raise OpenCLError, whose message
 carries the CL_* status name; a kernel that fails to compile raises KernelBuildError
 with the build log. The device is chosen by OCLF_DEVICE (or OCL_DEVICE: "P:D" or part of
 a name) on first use; .cl files are read from this folder, or from OCLF_KERNEL_DIR
@@ -59,7 +66,8 @@ except ImportError as err:
         if library in str(err):
             raise ImportError(f"opencl_functions needs {packages}: {err}") from err
     raise
-from ._core import KernelBuildError, OpenCLError, device_info, last_choice, list_devices, memory_stats
+from ._core import (KernelBuildError, OpenCLError, current_device, device_count, device_info, last_choice,
+                    list_devices, memory_stats, set_current_device)
 from .geometry import Conv2dGeometry, conv2d_geometry, conv2d_output_size
 from .clblast_params import (
     CLBLAST_PARAMS_DIR,
@@ -92,6 +100,9 @@ __all__ = [
     "Conv2dGeometry",
     "device_info",
     "list_devices",
+    "device_count",
+    "current_device",
+    "set_current_device",
     "memory_stats",
     "last_kernel_time_ns",
     "last_choice",

@@ -31,7 +31,7 @@ LAYERS: List[Tuple[str, List[str], str]] = [
     ("host code", ["opencl_functions/opencl-functions.cpp", "opencl_functions/conv2d.cl",
                    "opencl_functions/backward.", "opencl_functions/conv2d_backward.cl",
                    "opencl_functions/baselines."], "the student's files, the gradients, the baselines"),
-    ("bindings", ["opencl_functions/bindings.cpp"], "the pybind11 module _core"),
+    ("bindings", ["opencl_functions/bindings"], "the pybind11 module _core: operations, and the runtime's side"),
     ("library", ["opencl_functions/"], "the torch-facing package: checks, ops, resident, settings"),
     ("device", ["opencl_functions/device/", "opencl_functions_autoload.py"], "PyTorch's opencl device (staff)"),
     ("utils", ["utils/"], "the patched layers: nn.Conv2d's forward, autograd ops, opencl_layers()"),
