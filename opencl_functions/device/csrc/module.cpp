@@ -127,31 +127,31 @@ kernel_timing_stop(int64_t index) {
 
 // The devices' default generators (runtime/generator.h), for torch.opencl.manual_seed & co.
 void manual_seed(int64_t index, int64_t seed) {
-  const at::Generator& g = default_generator(device_index(index));
+  at::Generator g = default_generator(device_index(index));
   std::lock_guard<std::mutex> lock(g.mutex());
   g.unsafeGetGeneratorImpl()->set_current_seed(static_cast<uint64_t>(seed));
 }
 
 int64_t seed(int64_t index) {
-  const at::Generator& g = default_generator(device_index(index));
+  at::Generator g = default_generator(device_index(index));
   std::lock_guard<std::mutex> lock(g.mutex());
   return static_cast<int64_t>(g.unsafeGetGeneratorImpl()->seed());
 }
 
 int64_t initial_seed(int64_t index) {
-  const at::Generator& g = default_generator(device_index(index));
+  at::Generator g = default_generator(device_index(index));
   std::lock_guard<std::mutex> lock(g.mutex());
   return static_cast<int64_t>(g.unsafeGetGeneratorImpl()->current_seed());
 }
 
 at::Tensor get_rng_state(int64_t index) {
-  const at::Generator& g = default_generator(device_index(index));
+  at::Generator g = default_generator(device_index(index));
   std::lock_guard<std::mutex> lock(g.mutex());
   return at::Tensor::wrap_tensor_impl(g.unsafeGetGeneratorImpl()->get_state());
 }
 
 void set_rng_state(int64_t index, const at::Tensor& state) {
-  const at::Generator& g = default_generator(device_index(index));
+  at::Generator g = default_generator(device_index(index));
   std::lock_guard<std::mutex> lock(g.mutex());
   g.unsafeGetGeneratorImpl()->set_state(*state.unsafeGetTensorImpl());
 }
