@@ -29,17 +29,6 @@ TINY_CORPUS = PROGRAMS / "tiny_corpus"  # our own text: wikitext-2 (12 MB) is le
 WORD_LM = PROGRAMS / "word_language_model" / "main.py"
 TIMEOUT = 600
 
-# What the device lacks, as the runs meet it (each reason names the first refusal first).
-PIN_MEMORY = ("DataLoader(pin_memory=True): Tensor.pin_memory() raises 'opencl: pinned host memory is "
-              "not supported' (no pinned host allocator in the device's hooks)")
-STALE_WEIGHTS = ("derived weights (derived_from in csrc/aten/derived.cpp) are keyed on the tensor's "
-                 "version counter, which the program's update `p.data.add_(p.grad, alpha=-lr)` does not "
-                 "bump: from the 2nd batch on, products read the transposed weights of the 1st and the "
-                 "losses leave the CPU run's")
-FUSED_CELL = ("aten::_thnn_fused_{}_cell (what nn.{} runs on a PrivateUse1 device) has no OpenCL kernel, "
-              "and no CPU kernel to fall back on")
-
-
 def run(argv, cwd, env=None, timeout=TIMEOUT):
     """Run argv in cwd, the project importable and the device's CPU fallback an error;
     returns (exit status, stdout and stderr together)."""
@@ -132,11 +121,7 @@ def word_lm_run(model, accel, tmp_path_factory):
     return _word_lm_runs[model, accel]
 
 
-RNN_MODELS = [
-    pytest.param("RNN_TANH"),
-    pytest.param("LSTM", marks=pytest.mark.xfail(strict=True, reason=FUSED_CELL.format("lstm", "LSTM"))),
-    pytest.param("GRU", marks=pytest.mark.xfail(strict=True, reason=FUSED_CELL.format("gru", "GRU"))),
-]
+RNN_MODELS = ["RNN_TANH", "LSTM", "GRU"]
 
 
 @pytest.mark.parametrize("model", RNN_MODELS)
@@ -150,13 +135,7 @@ def test_rnn_language_model_trains_on_the_device(opencl_device, tmp_path_factory
     check_generate(cwd)
 
 
-@pytest.mark.parametrize("model", [
-    pytest.param("RNN_TANH", marks=pytest.mark.xfail(strict=True, reason=STALE_WEIGHTS)),
-    pytest.param("LSTM", marks=pytest.mark.xfail(
-        strict=True, reason=FUSED_CELL.format("lstm", "LSTM") + "; then " + STALE_WEIGHTS)),
-    pytest.param("GRU", marks=pytest.mark.xfail(
-        strict=True, reason=FUSED_CELL.format("gru", "GRU") + "; then " + STALE_WEIGHTS)),
-])
+@pytest.mark.parametrize("model", RNN_MODELS)
 def test_rnn_language_model_matches_the_cpu(opencl_device, tmp_path_factory, model):
     """Same seed, no dropout: every printed perplexity (25 batches, validation, test) is the CPU
     run's to 0.2% (float32 rounding moves them by about 1e-6 here)."""
@@ -194,9 +173,8 @@ def test_transformer_language_model(opencl_device, tmp_path, flags):
 # pytorch/examples dcgan: a GAN on its fake data (torchvision's FakeData, 64 x 64 images)
 
 DCGAN = PROGRAMS / "dcgan" / "main.py"
-DCGAN_MISSING = ("aten::binary_cross_entropy and its backward (nn.BCELoss) have no OpenCL kernel; then "
-                 "nn.ConvTranspose2d's forward is refused ('transposed convolutions have no OpenCL kernel', "
-                 "no fallback), and training the generator needs its backward too")
+DCGAN_MISSING = ("aten::binary_cross_entropy and its backward (nn.BCELoss) have no OpenCL kernel, and these "
+                 "runs forbid the CPU fallback")
 
 
 def dcgan(tmp_path, *flags):
@@ -250,7 +228,6 @@ def write_mnist(root, n_train=256, n_test=64, seed=0):
         (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, count) + labels.tobytes())
 
 
-@pytest.mark.xfail(strict=True, reason=PIN_MEMORY)
 def test_mnist_classifier(opencl_device, tmp_path):
     """`python main.py` (the accelerator is its default), one epoch of 8 batches of 32, a line
     per batch: the loss falls and the 64 test images are classified."""
@@ -289,7 +266,6 @@ def write_image_folder(root, per_class, seed=0):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=PIN_MEMORY)
 def test_imagenet_resnet18(opencl_device, tmp_path):
     """`python main.py -a resnet18 DIR`, small: 2 training steps of 2 images (224 x 224 crops),
     then validation, a checkpoint, and the summary line."""
@@ -308,17 +284,6 @@ def test_imagenet_resnet18(opencl_device, tmp_path):
 # pytorch/examples distributed/minGPT-ddp: a GPT trainer, DDP over 2 processes (torchrun), AMP
 
 MINGPT = PROGRAMS / "minGPT-ddp" / "mingpt" / "main.py"
-MINGPT_MISSING = (
-    "torch.accelerator.device_count() is 1 with POCL_DEVICES='pthread pthread' (the program exits 0 at once "
-    "without 2 devices), and torch.accelerator.set_device_index(1) is refused; then "
-    + PIN_MEMORY + "; then AMP: torch.opencl has no get_amp_supported_dtype (autocast refuses the device), "
-    "no fallthrough for the AutocastPrivateUse1 key (DDP's buffer broadcast, aten::flatten_dense_tensors, "
-    "is refused under autocast), no aten::_amp_foreach_non_finite_check_and_unscale_ and "
-    "aten::_amp_update_scale_ kernels (GradScaler); and with one buffer (n_layer=1) DDP's broadcast "
-    "copies a tensor onto a view of itself: copy_ raises CL_MEM_COPY_OVERLAP where torch does nothing")
-
-
-@pytest.mark.xfail(strict=True, reason=MINGPT_MISSING)
 def test_mingpt_ddp_amp_two_processes(opencl_device, tmp_path):
     """`torchrun --standalone --nproc_per_node=2 main.py` (run_example.sh), its config's AMP and
     DDP on, small through hydra's overrides: a GPT of 1 layer on 10% of the tiny corpus, one

@@ -22,11 +22,10 @@ namespace oclf::device {
 
 namespace {
 
-// The names the op lists' signatures are written with.
-using at::IntArrayRef;
-using at::Scalar;
-using at::ScalarType;
-using at::Tensor;
+// The op lists' signatures name at's types unqualified (Tensor, Scalar, DimnameList, ...,
+// which differ between torch releases): torch's own registrations expand them inside
+// namespace at, these inside its names.
+using namespace at;
 
 Tensor binary_cross_entropy_refused(const Tensor&, const Tensor&, const std::optional<Tensor>&, int64_t) {
   DEVICE_CHECK(false,
