@@ -88,7 +88,7 @@ def test_manual_seed_seeds_the_default_generators():
     torch.opencl.set_rng_state(state)
     assert torch.equal(torch.nn.functional.dropout(torch.ones(200, device="opencl"), 0.5).cpu(), b.cpu())
     torch.opencl.set_rng_state(state)
-    with torch.random.fork_rng(device_type="opencl"):
+    with torch.random.fork_rng(devices=[torch.opencl.current_device()], device_type="opencl"):
         torch.rand(5, device="opencl")
     assert torch.equal(torch.opencl.get_rng_state(), state)
 
