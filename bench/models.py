@@ -24,7 +24,9 @@ the device's rounds run back to back, as torch CUDA's do); each
 reports the fastest and the median of its rounds, and the ratio OpenCL time / torch time of
 each. The first OpenCL call (not timed with the rounds) builds the kernels, uploads the
 weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks. On a CUDA machine
-torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to it.
+torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to it: eager
+CUDA beside the plain runs, and beside the replayed ones their fair peer, the same workload
+captured once in a CUDA graph (torch.cuda.CUDAGraph) and replayed.
 
     python -m bench.models [--mode patched|device|replay|all] [--model NAME|all] [--rounds N] [--threads N]
                            [--dtype float32|float16|bfloat16] [--fuse]
@@ -248,34 +250,63 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
         result["torch_cuda"] = cuda_seconds(name, rounds)
         line += (f"; torch CUDA {dtype} {result['torch_cuda'] * 1e3:.1f} ms "
                  f"(OpenCL speed {result['torch_cuda'] / result['opencl']:.2f}x of CUDA's)")
+        if mode == "replay":
+            try:
+                result["torch_cuda_graph"] = cuda_seconds(name, rounds, graph=True)
+                line += (f"; CUDA graph {result['torch_cuda_graph'] * 1e3:.1f} ms "
+                         f"(OpenCL speed {result['torch_cuda_graph'] / result['opencl']:.2f}x of the graph's)")
+            except RuntimeError as err:  # a workload CUDA graphs cannot capture: say why
+                line += f"; CUDA graph: not captured ({str(err).strip().splitlines()[-1][:160]})"
     print(f"{line}; max rel error {error:.1e}", flush=True)
     return result
 
 
-def cuda_seconds(name: str, rounds: int) -> float:
-    """Median time of the same workload on the GPU with CUDA torch, TF32 off, measured in a
-    process of its own: one that also holds the opencl device trips an assertion of torch's
-    autograd engine on CUDA backward passes (two accelerator backends in one process)."""
+def cuda_seconds(name: str, rounds: int, graph: bool = False) -> float:
+    """Median time of the same workload on the GPU with CUDA torch, TF32 off (eager, or
+    replayed from a CUDA graph), measured in a process of its own: one that also holds the
+    opencl device trips an assertion of torch's autograd engine on CUDA backward passes (two
+    accelerator backends in one process)."""
     dtype = str(GPT2_DTYPE).removeprefix("torch.")
     proc = subprocess.run([sys.executable, "-m", "bench.models", "--cuda-only", name, "--rounds", str(rounds),
-                           "--dtype", dtype],
+                           "--dtype", dtype, *(["--cuda-graph"] if graph else [])],
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode:
         raise RuntimeError(f"timing {name} on CUDA failed:\n{proc.stderr[-3000:]}")
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
 
 
-def _cuda_seconds_here(make: Maker, rounds: int) -> float:
+def _cuda_seconds_here(make: Maker, rounds: int, graph: bool = False) -> float:
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     run = make("cuda")
     run()
+    if graph:
+        run = _cuda_graph(run)
 
     def synced():
         run()
         torch.cuda.synchronize()
 
     return statistics.median(seconds(synced) for _ in range(rounds))
+
+
+def _cuda_graph(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """`run` captured in a CUDA graph as torch's documentation does it (warm-up runs on a side
+    stream, then one capture) and replayed: the fair peer of the device's replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        run()
+
+    def replay() -> torch.Tensor:
+        g.replay()
+
+    return replay
 
 
 def main(argv=None) -> Dict[str, Dict[str, float]]:
@@ -290,12 +321,14 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
     p.add_argument("--fuse", action="store_true",
                    help="inference on the device with fused convolutions (opencl_functions.device.fuse)")
     p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's CUDA time as JSON")
+    p.add_argument("--cuda-graph", action="store_true", help="internal: with --cuda-only, a CUDA graph's replay")
     args = p.parse_args(argv)
     global GPT2_DTYPE, FUSE
     GPT2_DTYPE = getattr(torch, args.dtype)
     FUSE = args.fuse
     if args.cuda_only:
-        print(json.dumps({"seconds": _cuda_seconds_here(MODELS[args.cuda_only]["make"], args.rounds)}))
+        print(json.dumps({"seconds": _cuda_seconds_here(MODELS[args.cuda_only]["make"], args.rounds,
+                                                        graph=args.cuda_graph)}))
         return {}
     if args.threads:
         torch.set_num_threads(args.threads)
