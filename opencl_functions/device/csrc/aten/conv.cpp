@@ -100,25 +100,19 @@ void forward_gpu_swapped(const Conv2dGeometry& s, const at::Tensor& x, const at:
   reference::conv2d_gpu_swapped(launcher, s, o);
 }
 
-// The geometry of a 2-D convolution of x (unpadded) with weight; the padded size in s.h, s.w.
+// The geometry of a 2-D convolution of x (unpadded) with weight; the padded size in s.h, s.w
+// (Conv2dGeometry::of, the one place an output size is computed).
 Conv2dGeometry conv_shape(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
                           at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  Conv2dGeometry s{};
-  s.batch = int(x.size(0));
-  s.c_in = int(x.size(1));
-  s.h = int(x.size(2) + 2 * padding[0]);
-  s.w = int(x.size(3) + 2 * padding[1]);
-  s.c_out = int(weight.size(0));
-  s.k_h = int(weight.size(2));
-  s.k_w = int(weight.size(3));
-  s.stride_h = int(stride[0]);
-  s.stride_w = int(stride[1]);
-  s.dilation_h = int(dilation[0]);
-  s.dilation_w = int(dilation[1]);
-  s.groups = int(groups);
-  s.h_out = (s.h - s.dilation_h * (s.k_h - 1) - 1) / s.stride_h + 1;
-  s.w_out = (s.w - s.dilation_w * (s.k_w - 1) - 1) / s.stride_w + 1;
-  return s;
+  try {
+    return Conv2dGeometry::of(int(x.size(0)), int(x.size(1)), int(x.size(2) + 2 * padding[0]),
+                              int(x.size(3) + 2 * padding[1]), int(weight.size(0)), int(weight.size(1)),
+                              int(weight.size(2)), int(weight.size(3)), int(stride[0]), int(stride[1]),
+                              int(dilation[0]), int(dilation[1]), int(groups));
+  } catch (const std::invalid_argument& err) {
+    DEVICE_CHECK(false, "opencl: ", err.what());
+    throw;
+  }
 }
 
 Args2d as_2d(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,

@@ -50,9 +50,9 @@ Conv2dGeometry geometry(at::IntArrayRef x, at::IntArrayRef w, const Params& p, i
   return s;
 }
 
-// The output size of a convolution along one axis.
+// The output size of a convolution along one axis (Conv2dGeometry's formula).
 int64_t out_size(int64_t in, int64_t k, const Params& p, size_t axis) {
-  return (in + 2 * p.padding[axis] - p.dilation[axis] * (k - 1) - 1) / p.stride[axis] + 1;
+  return Conv2dGeometry::out_size(int(in + 2 * p.padding[axis]), int(k), int(p.stride[axis]), int(p.dilation[axis]));
 }
 
 // ---- 2-D primitives (x, w, dy 4-D) --------------------------------------------------------
