@@ -126,6 +126,9 @@ class Workspace:
             # The reference's kernels take their device-derived defaults: a grading never
             # measures configurations (its timings and the ladder's scale stay stable).
             "OCLF_TUNE": "0",
+            # Every program is built from the source the launch log records: no binary kept by
+            # an earlier process (a file the submission could have written) is ever loaded.
+            "OCLF_PROGRAM_CACHE": "0",
         }
         env.update({name: os.environ[name] for name in PASSED_ENV if name in os.environ})
         return env
