@@ -10,10 +10,13 @@ runtime/program_cache.hpp). Each configuration runs the model in a child process
 
 Each child reports the import of torch and the device, moving the model to the device, the
 first call (the kernels' programs made, then the run; synchronised), the median of the
-steady calls after it, and the program cache's counters. Tuning is off (OCLF_TUNE=0), so
-the first call is program making and the run alone.
+steady calls after it, and the program cache's counters: programs built from source or
+loaded from binaries, and the seconds spent making them. Tuning is off (OCLF_TUNE=0), so
+the first call is program making, the driver's first use of each kernel and the run. After
+the cold run, "no cache" and "warm" alternate --repeats times (a busy machine slows both
+alike); the table shows each one's median.
 
-    python -m bench.first_call [--model resnet50] [--rounds 5]
+    python -m bench.first_call [--model resnet50] [--rounds 5] [--repeats 3]
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ("cold", "no cache", "warm")
@@ -58,7 +61,8 @@ def child(model: str, rounds: int) -> Dict[str, object]:
     cache = opencl_functions._core.program_cache(opencl_functions._core.current_device())
     return {"import_s": imported - start, "to_device_s": ready - imported, "first_s": first - ready,
             "steady_s": statistics.median(steady), "device": opencl_functions.device_info()["device"],
-            **{k: cache[k] for k in ("programs_built", "programs_loaded", "binaries_stored", "binaries_rejected")}}
+            **{k: cache[k] for k in ("programs_built", "programs_loaded", "binaries_stored", "binaries_rejected",
+                                     "build_seconds", "load_seconds")}}
 
 
 def run_child(model: str, rounds: int, env: Dict[str, str]) -> Dict[str, object]:
@@ -74,6 +78,7 @@ def main(argv=None) -> Dict[str, Dict[str, object]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet50", help="a model of bench.models (default resnet50: b1 224x224)")
     p.add_argument("--rounds", type=int, default=5, help="steady calls after the first (default 5)")
+    p.add_argument("--repeats", type=int, default=3, help="runs of no cache and warm, alternated (default 3)")
     p.add_argument("--child", metavar="MODEL", help="internal: run one model here and print JSON")
     args = p.parse_args(argv)
     if args.child:
@@ -81,20 +86,26 @@ def main(argv=None) -> Dict[str, Dict[str, object]]:
         return {}
     from opencl_functions.info import host_cpu
 
-    results = {}
+    runs: Dict[str, List[Dict[str, object]]] = {config: [] for config in CONFIGS}
     with tempfile.TemporaryDirectory(prefix="oclf-first-call-") as tmp:
         programs, pocl = Path(tmp) / "programs", Path(tmp) / "pocl"
         envs = {"cold": {"OCLF_PROGRAM_CACHE": str(programs), "POCL_CACHE_DIR": str(pocl)},
                 "no cache": {"OCLF_PROGRAM_CACHE": "0", "POCL_CACHE_DIR": str(pocl)},
                 "warm": {"OCLF_PROGRAM_CACHE": str(programs), "POCL_CACHE_DIR": str(pocl)}}
-        for config in CONFIGS:
-            results[config] = run_child(args.model, args.rounds, envs[config])
-    device = results["cold"]["device"]
-    print(f"{args.model} on the opencl device ({device}); host CPU: {host_cpu()}")
-    print(f"{'':<10}{'import':>9}{'to device':>11}{'first call':>12}{'steady':>9}{'built':>7}{'loaded':>8}")
+        runs["cold"].append(run_child(args.model, args.rounds, envs["cold"]))
+        for _ in range(args.repeats):
+            for config in ("no cache", "warm"):
+                runs[config].append(run_child(args.model, args.rounds, envs[config]))
+    results = {config: {key: statistics.median(r[key] for r in rs) if key != "device" else rs[0][key]
+                        for key in rs[0]} for config, rs in runs.items()}
+    print(f"{args.model} on the opencl device ({results['cold']['device']}); host CPU: {host_cpu()}")
+    print(f"median of {args.repeats} runs (cold: 1); seconds")
+    print(f"{'':<10}{'import':>8}{'to device':>11}{'first call':>12}{'steady':>8}{'built':>7}{'loaded':>8}"
+          f"{'making programs':>17}")
     for config, r in results.items():
-        print(f"{config:<10}{r['import_s']:>8.2f}s{r['to_device_s']:>10.2f}s{r['first_s']:>11.2f}s"
-              f"{r['steady_s']:>8.3f}s{r['programs_built']:>7}{r['programs_loaded']:>8}")
+        print(f"{config:<10}{r['import_s']:>8.2f}{r['to_device_s']:>11.2f}{r['first_s']:>12.2f}{r['steady_s']:>8.3f}"
+              f"{r['programs_built']:>7.0f}{r['programs_loaded']:>8.0f}"
+              f"{r['build_seconds'] + r['load_seconds']:>17.2f}")
     return results
 
 

@@ -123,6 +123,8 @@ void bind_runtime(py::module_& m) {
         d["programs_loaded"] = rt.programs().programs_loaded();
         d["binaries_stored"] = rt.programs().binaries().stored();
         d["binaries_rejected"] = rt.programs().binaries().rejected();
+        d["build_seconds"] = rt.programs().build_seconds();
+        d["load_seconds"] = rt.programs().load_seconds();
         d["fixed_kernels"] = rt.programs().fixed_kernels();
         d["folder"] = oclf::ProgramCache::folder();
         return d;
@@ -130,7 +132,8 @@ void bind_runtime(py::module_& m) {
       py::arg("index"),
       "Device `index`'s program cache: programs built from source (programs_built) and made from\n"
       "binaries stored by earlier processes (programs_loaded), binaries written (binaries_stored)\n"
-      "and stored files ignored as corrupt or refused (binaries_rejected), kernels kept by name\n"
+      "and stored files ignored as corrupt or refused (binaries_rejected), the seconds each way took\n"
+      "(build_seconds, load_seconds), kernels kept by name\n"
       "(fixed_kernels), and the binaries' folder now ('' when OCLF_PROGRAM_CACHE is 0).");
   m.def(
       "_build_kernel",

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -334,7 +335,7 @@ void ProgramCache::store(const std::string& key, cl_program program) {
                              " " + Tuning::hash(body) + "\n";
 
   const std::string path = file_of(dir, key);
-  static int written = 0;  // with the pid, a name no other writer uses
+  static std::atomic<int> written{0};  // with the pid, a name no other writer uses
   const std::string temp = path + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(written++);
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cctype>
 
@@ -166,11 +167,16 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
     }
     const std::string source = read_file(path);
     const std::string all_options = "-cl-std=CL1.2 " + build;
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
     const std::string binary_key = ProgramCache::folder().empty() ? "" : binaries_.key(path, source, all_options);
     cl_program program = binaries_.load(binary_key, all_options);
-    if (!program) {
+    if (program) {
+      load_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+    } else {
       program = build_from_source(path, source, all_options);
       binaries_.store(binary_key, program);
+      build_s_ += std::chrono::duration<double>(Clock::now() - start).count();
     }
     it = programs_.emplace(key, Program{program, {}, Tuning::hash(source)}).first;
   }

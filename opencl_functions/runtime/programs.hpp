@@ -38,6 +38,10 @@ class Programs {
   // stored binaries instead, and how many kernels kernel_fixed() made.
   uint64_t programs_built() const { return programs_built_; }
   uint64_t programs_loaded() const { return binaries_.loaded(); }
+  // Seconds spent making programs: building from source (with the look for a binary and
+  // storing one), and making them from stored binaries.
+  double build_seconds() const { return build_s_; }
+  double load_seconds() const { return load_s_; }
   uint64_t fixed_kernels() const { return fixed_.size(); }
   // A hash of the .cl file's text (as kernel() finds it), for keying tuning results to the
   // source they were measured with.
@@ -67,6 +71,7 @@ class Programs {
   std::map<std::string, std::string> hashes_;  // by file version (path, time, size)
   std::unordered_map<std::string, cl_kernel> fixed_;  // by file + options + name
   uint64_t programs_built_ = 0;
+  double build_s_ = 0.0, load_s_ = 0.0;
 };
 
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
