@@ -129,6 +129,9 @@ class Workspace:
             # Students' code runs with the library alone: torch loads no backend extension
             # (an installed opencl_functions would bring the staff's device with it).
             "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+            # Every program is built from the source the launch log records: no binary kept by
+            # an earlier process (a file the submission could have written) is ever loaded.
+            "OCLF_PROGRAM_CACHE": "0",
         }
         env.update({name: os.environ[name] for name in PASSED_ENV if name in os.environ})
         return env

@@ -120,10 +120,31 @@ void bind_runtime(py::module_& m) {
         std::lock_guard<std::recursive_mutex> lock(rt.mutex());
         py::dict d;
         d["programs_built"] = rt.programs().programs_built();
+        d["programs_loaded"] = rt.programs().programs_loaded();
+        d["binaries_stored"] = rt.programs().binaries().stored();
+        d["binaries_rejected"] = rt.programs().binaries().rejected();
+        d["build_seconds"] = rt.programs().build_seconds();
+        d["load_seconds"] = rt.programs().load_seconds();
         d["fixed_kernels"] = rt.programs().fixed_kernels();
+        d["folder"] = oclf::ProgramCache::folder();
         return d;
       },
-      py::arg("index"), "How many programs device `index`'s cache built, and kernels it keeps by name.");
+      py::arg("index"),
+      "Device `index`'s program cache: programs built from source (programs_built) and made from\n"
+      "binaries stored by earlier processes (programs_loaded), binaries written (binaries_stored)\n"
+      "and stored files ignored as corrupt or refused (binaries_rejected), the seconds each way took\n"
+      "(build_seconds, load_seconds), kernels kept by name\n"
+      "(fixed_kernels), and the binaries' folder now ('' when OCLF_PROGRAM_CACHE is 0).");
+  m.def(
+      "_build_kernel",
+      [](const std::string& file, const std::string& name, const std::string& options) {
+        Runtime& rt = Runtime::get();
+        std::lock_guard<std::recursive_mutex> lock(rt.mutex());
+        rt.kernel(file, name, options);
+      },
+      py::arg("file"), py::arg("name"), py::arg("options") = "",
+      "Makes kernel `name` of a .cl file with `options` on the current device, as host code's\n"
+      "rt.kernel does (built, or loaded from the program cache), for tests of the cache.");
   m.def("device_info", &device_info, py::arg("index") = -1,
         "An OpenCL device of the process (index; -1: the current one): platform, device, version, limits.");
   m.def("list_devices", &list_devices, "Every OpenCL device, as dicts with index 'P:D', platform, device, type.");

@@ -57,6 +57,11 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("TUNE_BUDGET", "5", "seconds that tuning at first use may take per process", "C++ runtime (tuning)"),
     Setting("TUNE_DIR", "$XDG_CACHE_HOME/opencl_functions, else ~/.cache/opencl_functions",
             "the folder of the tuning cache (one file per device and driver)", "C++ runtime (tuning)"),
+    Setting("PROGRAM_CACHE", "1",
+            "the binaries of built OpenCL programs, kept so that later processes load them instead of "
+            "compiling the source again: 1 keeps them in programs/ beside the tuning cache, 0 builds from "
+            "source every time, a path (with a /) is the folder",
+            "C++ runtime (programs)"),
     Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
             "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
     # The course tools': setup.py's and the grader's.

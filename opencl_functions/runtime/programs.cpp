@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cctype>
 
@@ -118,6 +119,29 @@ std::string Programs::source_hash(const std::string& file) {
   return it->second;
 }
 
+cl_program Programs::build_from_source(const std::string& path, const std::string& source,
+                                       const std::string& options) {
+  const char* text = source.c_str();
+  size_t length = source.size();
+  cl_int status = CL_SUCCESS;
+  cl_program program = clCreateProgramWithSource(context_, 1, &text, &length, &status);
+  CL_CHECK(status);
+  status = clBuildProgram(program, 1, &device_, options.c_str(), nullptr, nullptr);
+  if (status != CL_SUCCESS) {
+    size_t n = 0;
+    clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, n, &log[0], nullptr);
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    clReleaseProgram(program);
+    throw BuildError(std::string(status_name(status)) + " (" + std::to_string(status) + "): building " + path +
+                         " for " + device_name_ + "\noptions: " + options + "\nbuild log:\n" + log_naming(log, path),
+                     status);
+  }
+  ++programs_built_;
+  return program;
+}
+
 cl_kernel Programs::kernel(const std::string& file, const std::string& name, const std::string& options) {
   const auto [path, version] = locate(file);
   // While the launch log is active every build asks for argument information (its key too).
@@ -142,26 +166,19 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
       }
     }
     const std::string source = read_file(path);
-    const char* text = source.c_str();
-    size_t length = source.size();
-    cl_int status = CL_SUCCESS;
-    cl_program program = clCreateProgramWithSource(context_, 1, &text, &length, &status);
-    CL_CHECK(status);
     const std::string all_options = "-cl-std=CL1.2 " + build;
-    status = clBuildProgram(program, 1, &device_, all_options.c_str(), nullptr, nullptr);
-    if (status != CL_SUCCESS) {
-      size_t n = 0;
-      clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-      std::string log(n, '\0');
-      clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, n, &log[0], nullptr);
-      while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-      clReleaseProgram(program);
-      throw BuildError(std::string(status_name(status)) + " (" + std::to_string(status) + "): building " + path +
-                           " for " + device_name_ + "\noptions: " + all_options + "\nbuild log:\n" + log_naming(log, path),
-                       status);
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    const std::string binary_key = ProgramCache::folder().empty() ? "" : binaries_.key(path, source, all_options);
+    cl_program program = binaries_.load(binary_key, all_options);
+    if (program) {
+      load_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+    } else {
+      program = build_from_source(path, source, all_options);
+      binaries_.store(binary_key, program);
+      build_s_ += std::chrono::duration<double>(Clock::now() - start).count();
     }
     it = programs_.emplace(key, Program{program, {}, Tuning::hash(source)}).first;
-    ++programs_built_;
   }
   auto& kernels = it->second.kernels;
   auto k = kernels.find(name);

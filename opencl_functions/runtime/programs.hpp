@@ -1,6 +1,7 @@
 // Kernels from .cl files, built once per (file version, options) and cached: a student
-// edits conv2d.cl and reruns without rebuilding C++. Also set_args, which sets a kernel's
-// arguments in order.
+// edits conv2d.cl and reruns without rebuilding C++. Between processes, the binaries of
+// built programs are kept on disk (program_cache.hpp) and loaded instead of compiling the
+// source again. Also set_args, which sets a kernel's arguments in order.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "program_cache.hpp"
 
 // Exported from _core for the opencl device's module, which links it (runtime.hpp).
 #pragma GCC visibility push(default)
@@ -17,13 +19,14 @@ namespace oclf {
 class Programs {
  public:
   Programs(cl_context context, cl_device_id device, std::string device_name)
-      : context_(context), device_(device), device_name_(std::move(device_name)) {}
+      : context_(context), device_(device), device_name_(std::move(device_name)), binaries_(context, device) {}
   Programs(const Programs&) = delete;
   Programs& operator=(const Programs&) = delete;
 
   // The kernel `name` from the .cl file `file` (a name inside kernel_dir(), or an absolute
   // path), built with `options`. Programs are cached by (path, modification time, size,
-  // options), so an edited file is rebuilt on the next call. Throws BuildError with the
+  // options), so an edited file is rebuilt on the next call. A program another process
+  // built comes from its stored binary (program_cache.hpp). Throws BuildError with the
   // build log, Error when the file or the kernel is missing.
   cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options = "");
   // The same kernel, looked up by (file, name, options) alone once made: for files that do
@@ -31,8 +34,14 @@ class Programs {
   // as the device launches them), where kernel()'s look at the file's time would cost every
   // launch. Kept for the process, also past a rebuild of an edited file.
   cl_kernel kernel_fixed(const std::string& file, const std::string& name, const std::string& options);
-  // How many programs this cache has built (both lookups), and how many kernel_fixed() made.
+  // How many programs this cache has built from source (both lookups), how many it made from
+  // stored binaries instead, and how many kernels kernel_fixed() made.
   uint64_t programs_built() const { return programs_built_; }
+  uint64_t programs_loaded() const { return binaries_.loaded(); }
+  // Seconds spent making programs: building from source (with the look for a binary and
+  // storing one), and making them from stored binaries.
+  double build_seconds() const { return build_s_; }
+  double load_seconds() const { return load_s_; }
   uint64_t fixed_kernels() const { return fixed_.size(); }
   // A hash of the .cl file's text (as kernel() finds it), for keying tuning results to the
   // source they were measured with.
@@ -43,7 +52,12 @@ class Programs {
   static std::string kernel_dir();
   static void set_default_kernel_dir(const std::string& dir);
 
+  // The binaries kept between processes.
+  const ProgramCache& binaries() const { return binaries_; }
+
  private:
+  // Compiles `source` (the file at `path`) with `options`; throws BuildError with the log.
+  cl_program build_from_source(const std::string& path, const std::string& source, const std::string& options);
   struct Program {
     cl_program program = nullptr;
     std::map<std::string, cl_kernel> kernels;
@@ -52,10 +66,12 @@ class Programs {
   cl_context context_;
   cl_device_id device_;
   std::string device_name_;
+  ProgramCache binaries_;
   std::map<std::string, Program> programs_;
   std::map<std::string, std::string> hashes_;  // by file version (path, time, size)
   std::unordered_map<std::string, cl_kernel> fixed_;  // by file + options + name
   uint64_t programs_built_ = 0;
+  double build_s_ = 0.0, load_s_ = 0.0;
 };
 
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).

@@ -44,7 +44,7 @@ std::string Tuning::hash(const std::string& text) {
   return out;
 }
 
-static std::string cache_folder() {
+std::string Tuning::cache_folder() {
   if (std::string dir = setting("TUNE_DIR"); !dir.empty()) return dir;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/opencl_functions";
   if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/opencl_functions";
@@ -52,7 +52,7 @@ static std::string cache_folder() {
 }
 
 std::string Tuning::cache_path() const {
-  const std::string dir = cache_folder();
+  const std::string dir = Tuning::cache_folder();
   if (dir.empty()) return "";
   std::string slug;
   for (char c : info_.device) {

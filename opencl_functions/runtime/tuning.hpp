@@ -66,6 +66,9 @@ class Tuning {
   const std::string& last_origin() const { return last_origin_; }
   void clear_note() { last_config_.clear(), last_origin_.clear(); }
 
+  // The cache folder: OCLF_TUNE_DIR, else $XDG_CACHE_HOME/opencl_functions, else
+  // ~/.cache/opencl_functions ("" when none can be named). Program binaries are kept beside.
+  static std::string cache_folder();
   // The cache file for this device and driver ("" when no cache folder can be named).
   std::string cache_path() const;
   // Seconds spent measuring in this process.
