@@ -19,8 +19,10 @@ fell back, how often, for how long and how many bytes they moved. Which operator
 run natively: README.md in this folder. Random numbers for device tensors (randn,
 dropout, init) come from torch's CPU generator, so `torch.manual_seed` covers them.
 `graph()` records a step to replay (graphs.py), `fuse(model)` fuses an eval model's
-convolutions with their batch norm, residual addition and activation (fusion.py), and
-importing the device registers its torch.distributed backend (distributed.py).
+convolutions with their batch norm, residual addition and activation (fusion.py),
+`torch.compile(model)` (or backend="opencl") generates fused OpenCL kernels per graph
+(compile/), and importing the device registers its torch.distributed backend
+(distributed.py).
 """
 from __future__ import annotations
 
@@ -122,6 +124,9 @@ def _register() -> None:
     # torch.distributed's "oclf" backend for opencl tensors (distributed.py).
     from . import distributed
     distributed.register()
+    # torch.compile: Inductor and Dynamo find the device's code generator lazily (compile/).
+    from .compile import install
+    install(sys.modules[f"torch.{NAME}"])
 
 
 _register()
