@@ -124,9 +124,11 @@ class OpenCLKernel(SIMDKernel):
             text = f"({text} != 0)"
         elif dtype in (torch.float16, torch.bfloat16):
             result = torch.float32
-        if self._load_mask is not None:
+        buffer = self.loads
+        if self._load_mask is not None:  # after the mask is computed
             text = f"(({self._load_mask}) ? ({text}) : ({compute_type(result)})0)"
-        return self.cse.generate(self.loads, text, dtype=result)
+            buffer = self.compute
+        return self.cse.generate(buffer, text, dtype=result)
 
     def _write(self, name: str, index: sympy.Expr, value: CSEVariable, mode: Any) -> str:
         var = self.args.output(name)

@@ -17,6 +17,11 @@ from torch._inductor.virtualized import V, ops
 from .printer import compute_type, constant, is_float
 
 
+def _unwrap(x):
+    """The CSE variable inside an OpsValue (what ops.* return inside a kernel)."""
+    return getattr(x, "value", x)
+
+
 def _dtype(x) -> torch.dtype | None:
     return x.dtype if isinstance(x, CSEVariable) else None
 
@@ -87,11 +92,11 @@ class OpenCLOverrides(OpOverrides):
         # Loads under the mask read only where it holds (kernel.load); the body's value is
         # then replaced by `other` where it does not.
         with V.kernel.mask_loads(mask, other) as new_mask:
-            result = body()
+            result = _unwrap(body())
         if isinstance(other, float) and not is_float(result.dtype):
             other = int(other) if other == other and abs(other) != float("inf") else other
         fill = ops.constant(other, result.dtype)
-        return ops.where(new_mask, result, fill)
+        return _unwrap(ops.where(new_mask, result, fill))
 
     @staticmethod
     def where(cond, a, b) -> str:
@@ -139,7 +144,7 @@ class OpenCLOverrides(OpOverrides):
     def floordiv(a, b) -> str:
         if _floating(a, b):
             return f"floor(({a}) / ({b}))"
-        return f"OCLF_FLOORDIV({a}, {b})"
+        return f"PY_FLOORDIV({a}, {b})"
 
     @staticmethod
     def truncdiv(a, b) -> str:
@@ -159,7 +164,7 @@ class OpenCLOverrides(OpOverrides):
     def remainder(a, b) -> str:
         if _floating(a, b):
             return f"(({a}) - floor(({a}) / ({b})) * ({b}))"
-        return f"OCLF_PYMOD({a}, {b})"
+        return f"PY_MOD({a}, {b})"
 
     @staticmethod
     def pow(a, b) -> str:

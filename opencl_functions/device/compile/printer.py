@@ -4,7 +4,7 @@ expressions (Inductor's FloorDiv, ModularIndexing, Min/Max, Where, ...).
 
 Index expressions are integers; Inductor's index symbols are non-negative, so `/` and
 `%` print as C's where sympy can prove the dividend non-negative, else through the
-Python-rounding macros of kernels/compiled.h (OCLF_FLOORDIV, OCLF_PYMOD).
+Python-rounding macros of kernels/compiled.h (PY_FLOORDIV, PY_MOD).
 """
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ class OpenCLExprPrinter(ExprPrinter):
         xs, ds = self._print(x), self._print(div)
         if self._nonnegative(x, div):
             return f"(({xs}) / ({ds}))"
-        return f"OCLF_FLOORDIV({xs}, {ds})"
+        return f"PY_FLOORDIV({xs}, {ds})"
 
     def _print_FloorDiv(self, expr: sympy.Expr) -> str:
         x, div = expr.args
@@ -175,13 +175,13 @@ class OpenCLExprPrinter(ExprPrinter):
         quotient = self._floordiv(x, div) if div != 1 else f"({self._print(x)})"
         if self._nonnegative(x, div, mod):
             return f"({quotient} % ({self._print(mod)}))"
-        return f"OCLF_PYMOD({quotient}, {self._print(mod)})"
+        return f"PY_MOD({quotient}, {self._print(mod)})"
 
     def _print_PythonMod(self, expr: sympy.Expr) -> str:
         x, div = expr.args
         if self._nonnegative(x, div):
             return f"(({self._print(x)}) % ({self._print(div)}))"
-        return f"OCLF_PYMOD({self._print(x)}, {self._print(div)})"
+        return f"PY_MOD({self._print(x)}, {self._print(div)})"
 
     def _print_Mod(self, expr: sympy.Expr) -> str:
         return self._print_PythonMod(expr)

@@ -30,16 +30,23 @@ import collections
 import hashlib
 import os
 import threading
+import time
 from typing import Any, Callable
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from ... import settings
 from ..graphs import Graph, graph
 
 _ops = torch.ops.oclf
 _local = threading.local()
 MAX_SIGNATURES = 8
+# What compiled graphs did in this process: "plain" runs as written (first calls, graphs
+# that cannot be recorded, replays off), "recorded", "replayed", "unrecordable" graphs,
+# "relocated" outputs moved off a recording's memory, kernels "built".
+counters: collections.Counter = collections.Counter()
+build_seconds = [0.0]  # wall time spent building generated kernels
 
 
 def source_folder() -> str:
@@ -69,7 +76,10 @@ class GeneratedKernel:
         self.source = source
         self.path = write_source(source)
         self._handles: dict[int, int] = {}
+        start = time.perf_counter()
         self.handle(int(_ops.current_device()))  # built now: a build error surfaces while compiling
+        counters["built"] += 1
+        build_seconds[0] += time.perf_counter() - start
 
     def handle(self, device: int) -> int:
         found = self._handles.get(device)
@@ -79,7 +89,13 @@ class GeneratedKernel:
         return found
 
     def run(self, tensors: list, scalars: list, global_size: list, local_size: list) -> None:
-        device = tensors[0].device.index if tensors else int(_ops.current_device())
+        device = next((t.device for t in tensors if t.device.type == "opencl"), None)
+        if any(t.device.type != "opencl" for t in tensors):
+            # A 0-dim CPU tensor beside device ones (an optimizer's step count): its value
+            # is copied over. Graphs with CPU inputs are not replayed (Replayed), so it is
+            # read anew on every call.
+            tensors = [t if t.device.type == "opencl" else t.to(device) for t in tensors]
+        device = device.index if device is not None else int(_ops.current_device())
         _ops.generated_launch(self.handle(device), tensors, [int(s) for s in scalars],
                               [int(g) for g in global_size], [int(g) for g in local_size])
 
@@ -105,7 +121,7 @@ def _signature(args: list) -> tuple:
 
 
 def _replay_enabled() -> bool:
-    return os.environ.get("OCLF_COMPILE_REPLAY", "1") != "0"
+    return settings.get("COMPILE_REPLAY") != "0"
 
 
 class _Recording:
@@ -150,10 +166,10 @@ class Replayed:
         self.call = call
         self.mutated = set(mutated_inputs)
         self.recordings: collections.OrderedDict[tuple, _Recording] = collections.OrderedDict()
-        self.replays = 0
 
     def __call__(self, args: list) -> Any:
         if not _replay_enabled() or any(isinstance(a, torch.Tensor) and a.device.type != "opencl" for a in args):
+            counters["plain"] += 1
             return self.call(args)
         key = _signature(args)
         rec = self.recordings.get(key)
@@ -163,9 +179,11 @@ class Replayed:
                 self.recordings.popitem(last=False)
         self.recordings.move_to_end(key)
         if rec.failed:
+            counters["plain"] += 1
             return self.call(args)
         if rec.first_ptrs is None:
             rec.first_ptrs = [_ptr(a) for a in args]
+            counters["plain"] += 1
             return self._run_noting_seeds(rec, args)
         if rec.graph is None:
             return self._record(rec, args)
@@ -213,12 +231,15 @@ class Replayed:
                 args[i].copy_(saved)
             rec.failed = True
             self._drop(rec)
+            counters["unrecordable"] += 1
+            counters["plain"] += 1
             return self.call(args)
         finally:
             _local.replayed = None
         for i in self.mutated:
             if i in rec.private:
                 args[i].copy_(rec.private[i])
+        counters["recorded"] += 1
         rec.outputs = list(outputs)
         rec.output_kind = [self._kind(o, call_args, rec) for o in rec.outputs]
         args.clear()
@@ -244,7 +265,7 @@ class Replayed:
             private.copy_(args[i])
         rec.refill_seeds()
         rec.graph.replay()
-        self.replays += 1
+        counters["replayed"] += 1
         for i in self.mutated:
             if i in rec.private:
                 args[i].copy_(rec.private[i])
@@ -258,6 +279,7 @@ class Replayed:
                 storage = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
                 holder = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
                 _ops.storage_relocate(holder)
+                counters["relocated"] += 1
         rec.handed_out = []
 
     def _hand_out(self, rec: _Recording, call_args_for_views: list | None) -> tuple:

@@ -3,7 +3,7 @@
 // kernels read and write through dtypes.h (READ / WRITE: float16 by vload_half and
 // vstore_half_rte, bfloat16 as ushort, bool as uchar).
 //
-//   OCLF_FLOORDIV(a, b), OCLF_PYMOD(a, b)   integer division and remainder rounded as
+//   PY_FLOORDIV(a, b), PY_MOD(a, b)   integer division and remainder rounded as
 //                                           Python's // and % (toward -inf): index math
 //                                           whose dividend may be negative (padding)
 //   oclf_ipow(base, exp)                    an integer to a natural power
@@ -20,8 +20,8 @@
 
 #include "dtypes.h"
 
-#define OCLF_FLOORDIV(a, b) (((a) / (b)) - ((((a) % (b)) != 0) && (((a) < 0) != ((b) < 0))))
-#define OCLF_PYMOD(a, b) ((((a) % (b)) != 0 && ((((a) % (b)) < 0) != ((b) < 0))) ? ((a) % (b)) + (b) : ((a) % (b)))
+#define PY_FLOORDIV(a, b) (((a) / (b)) - ((((a) % (b)) != 0) && (((a) < 0) != ((b) < 0))))
+#define PY_MOD(a, b) ((((a) % (b)) != 0 && ((((a) % (b)) < 0) != ((b) < 0))) ? ((a) % (b)) + (b) : ((a) % (b)))
 
 inline long oclf_ipow(long base, long exp) {
   long result = 1;
