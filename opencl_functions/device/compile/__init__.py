@@ -46,9 +46,11 @@ def register() -> None:
         from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
         from .interface import OpenCLInterface
+        from .passes import OpenCLGraphPass
         from .wrapper import OpenCLDeviceOpOverrides, OpenCLScheduling, OpenCLWrapperCodegen
 
-        register_backend_for_device(BACKEND, OpenCLScheduling, OpenCLWrapperCodegen)
+        register_backend_for_device(BACKEND, OpenCLScheduling, OpenCLWrapperCodegen,
+                                    device_custom_pass=OpenCLGraphPass())
         register_device_op_overrides(BACKEND, OpenCLDeviceOpOverrides())
         register_interface_for_device(BACKEND, OpenCLInterface)
         _registered = True
@@ -60,17 +62,6 @@ def opencl_backend(gm: Any, example_inputs: list, **kwargs: Any) -> Callable:
     from torch._inductor.compile_fx import compile_fx
 
     return compile_fx(gm, example_inputs, **kwargs)
-
-
-class _NoCppWrapper:
-    """cpp_wrapper=True is not offered on the opencl device."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("opencl compile: Inductor's cpp_wrapper is not supported on the opencl device")
-
-    @staticmethod
-    def create(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("opencl compile: Inductor's cpp_wrapper is not supported on the opencl device")
 
 
 def _device_module_attribute(name: str) -> Any:
@@ -85,8 +76,8 @@ def _device_module_attribute(name: str) -> Any:
         from .wrapper import OpenCLWrapperCodegen
 
         return OpenCLWrapperCodegen
-    if name == "CppWrapperCodegen":
-        return _NoCppWrapper
+    # No CppWrapperCodegen (cpp_wrapper=True is not offered): Inductor then leaves the
+    # registration register() made, with the device's graph pass, as it is.
     raise AttributeError(f"module 'torch.opencl' has no attribute {name!r}")
 
 

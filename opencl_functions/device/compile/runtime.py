@@ -155,8 +155,23 @@ class _Recording:
             tensor.copy_(torch.randint(low, high, tuple(tensor.shape), dtype=torch.int64))
 
 
+def _extent(t: torch.Tensor) -> int:
+    """Elements from a view's first to its last (all of them for an expanded view)."""
+    return 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+
+
+def _span(t: torch.Tensor) -> torch.Tensor:
+    """The memory a view covers, as one row: what a private copy of an input holds."""
+    return t.as_strided((_extent(t),), (1,), t.storage_offset())
+
+
 def _ptr(a: Any) -> int | None:
-    return a.untyped_storage().data_ptr() if isinstance(a, torch.Tensor) else None
+    """Where an input's elements start: the same address means the same memory."""
+    return a.data_ptr() if isinstance(a, torch.Tensor) else None
+
+
+def _storage(a: torch.Tensor) -> int:
+    return a.untyped_storage().data_ptr()
 
 
 class Replayed:
@@ -213,8 +228,9 @@ class Replayed:
         rec.private = {}
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and _ptr(a) != rec.first_ptrs[i]:
-                rec.private[i] = call_args[i] = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype,
-                                                                    device=a.device).copy_(a)
+                rec.private[i] = torch.empty(_extent(a), dtype=a.dtype, device=a.device)
+                rec.private[i].copy_(_span(a))
+                call_args[i] = rec.private[i].as_strided(a.shape, a.stride(), 0)
         rec.input_ptrs = [_ptr(a) for a in call_args]
         rec.seed_tensors = [(torch.empty(n, dtype=torch.int64, device=self._device(args)), low, high)
                             for n, low, high in rec.seed_counts]
@@ -238,7 +254,7 @@ class Replayed:
             _local.replayed = None
         for i in self.mutated:
             if i in rec.private:
-                args[i].copy_(rec.private[i])
+                _span(args[i]).copy_(rec.private[i])
         counters["recorded"] += 1
         rec.outputs = list(outputs)
         rec.output_kind = [self._kind(o, call_args, rec) for o in rec.outputs]
@@ -253,22 +269,22 @@ class Replayed:
     def _kind(output: Any, call_args: list, rec: _Recording) -> tuple:
         if not isinstance(output, torch.Tensor) or output.device.type != "opencl":
             return ("value",)
-        ptr = _ptr(output)
+        where = _storage(output)
         for j, a in enumerate(call_args):
-            if j not in rec.private and isinstance(a, torch.Tensor) and _ptr(a) == ptr:
+            if j not in rec.private and isinstance(a, torch.Tensor) and _storage(a) == where:
                 return ("input", j)
         return ("memory",)
 
     def _replay(self, rec: _Recording, args: list) -> Any:
         self._move_held_outputs(rec)
         for i, private in rec.private.items():
-            private.copy_(args[i])
+            private.copy_(_span(args[i]))
         rec.refill_seeds()
         rec.graph.replay()
         counters["replayed"] += 1
         for i in self.mutated:
             if i in rec.private:
-                args[i].copy_(rec.private[i])
+                _span(args[i]).copy_(rec.private[i])
         views = list(args)
         args.clear()
         return self._hand_out(rec, views)
