@@ -5,7 +5,8 @@ operators, and each compiled graph runs as one recording replayed after its firs
 Results are compared with float64 on the CPU, the device's eager results beside them (the
 compiled error must be within a few times eager's, both being float32 rounding). Shapes
 are odd (7, 33) so no kernel gets a multiple of its work-group size. The whole networks
-(ResNet-50, MobileNetV2, GPT-2, BERT, Llama: inference and a training step) are slow."""
+(ResNet-50, MobileNetV2, GPT-2, BERT, Llama: inference and a training step), the
+generated kernels under Oclgrind and the import-time check are slow."""
 import copy
 import os
 import subprocess
@@ -177,6 +178,7 @@ def test_dropout_draws_new_masks_each_replay(device):
     assert not torch.equal(masks[2], masks[3])
 
 
+@pytest.mark.slow
 def test_importing_the_device_leaves_inductor_unloaded(device):
     code = ("import sys, opencl_functions.device, torch; "
             "print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)")
@@ -296,6 +298,7 @@ assert runtime.counters["replayed"] >= 2, dict(runtime.counters)
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("oclgrind") is None, reason="oclgrind is not installed")
 def test_generated_kernels_under_oclgrind(opencl_device, tmp_path):
     """Each kind of generated kernel (group and serial reductions, welford, argmax, masked

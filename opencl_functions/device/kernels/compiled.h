@@ -41,13 +41,16 @@ inline float oclf_round_half(const float x) {
 
 inline float oclf_round_bfloat(const float x) { return bfloat_to_float(float_to_bfloat(x)); }
 
+// Compare-and-swap until no other work-item changed *p in between; every access is atomic
+// (the first guess, 0.0f, is checked by the first exchange).
 inline void oclf_atomic_add_float(volatile __global float* p, const float v) {
   volatile __global uint* word = (volatile __global uint*)p;
-  uint seen = *word, expected;
-  do {
+  uint expected = 0u;
+  for (;;) {
+    const uint seen = atomic_cmpxchg(word, expected, as_uint(as_float(expected) + v));
+    if (seen == expected) break;
     expected = seen;
-    seen = atomic_cmpxchg(word, expected, as_uint(as_float(expected) + v));
-  } while (seen != expected);
+  }
 }
 
 inline void oclf_atomic_add_int(volatile __global int* p, const int v) { atomic_add(p, v); }
