@@ -100,6 +100,30 @@ def test_replays_run_no_host_work_per_kernel_and_held_results_keep(device):
     assert c["relocated"] >= 3
 
 
+def test_weights_made_in_the_graph_and_parameters_changed_later(device):
+    """Convolution weights computed in the graph land in buffers Inductor reuses, and
+    parameters change after graphs were recorded: the device's buffers derived from a
+    weight (packed copies, kept per version) must never serve old values."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(16, 96, 1).eval()
+    x = torch.randn(2, 16, 16, 16)
+
+    def f(conv, x):
+        y = F.conv2d(x, conv.weight * 2, conv.bias)
+        z = F.conv2d(x, conv.weight * 3 - 1, conv.bias)  # may take the buffer of y's weights
+        return y.relu() + z + conv(x)
+
+    dev = copy.deepcopy(conv).to("opencl")
+    cf = torch.compile(f)
+    with torch.no_grad():
+        for step in range(5):
+            if step == 3:
+                conv.weight.mul_(-0.5)
+                dev.weight.mul_(-0.5)
+            close(cf(dev, x.to("opencl")), f(copy.deepcopy(conv).double(), x.double()))
+    assert counters()["replayed"] >= 1
+
+
 def test_training_step_matches_eager(device):
     """Forward and backward graphs (AOTAutograd), a convolution with batch norm (running
     statistics written in place), max pooling with padding (masked loads), and a compiled

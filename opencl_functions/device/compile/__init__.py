@@ -46,11 +46,15 @@ def register() -> None:
         from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
         from .interface import OpenCLInterface
-        from .passes import OpenCLGraphPass
         from .wrapper import OpenCLDeviceOpOverrides, OpenCLScheduling, OpenCLWrapperCodegen
 
-        register_backend_for_device(BACKEND, OpenCLScheduling, OpenCLWrapperCodegen,
-                                    device_custom_pass=OpenCLGraphPass())
+        try:  # the device's graph pass (and Inductor's cache key): torch releases that take one
+            from .passes import OpenCLGraphPass
+
+            register_backend_for_device(BACKEND, OpenCLScheduling, OpenCLWrapperCodegen,
+                                        device_custom_pass=OpenCLGraphPass())
+        except (ImportError, TypeError):
+            register_backend_for_device(BACKEND, OpenCLScheduling, OpenCLWrapperCodegen)
         register_device_op_overrides(BACKEND, OpenCLDeviceOpOverrides())
         register_interface_for_device(BACKEND, OpenCLInterface)
         _registered = True

@@ -65,6 +65,7 @@ class OpenCLKernel(SIMDKernel):
         self.scratch: list[str] = []          # __local arrays, at kernel scope
         self.kept: set[CSEVariable] = set()   # variables at kernel scope (outlive loops)
         self.uses_double = False
+        self.variables: dict[str, CSEVariable] = {}  # every CSE variable by name (for its C type)
         self.is_cpu = device_kind() == "cpu"
         self.mode, self.rblock = self._choose_mode()
 
@@ -96,6 +97,11 @@ class OpenCLKernel(SIMDKernel):
 
     def want_no_x_dim(self) -> bool:
         return False
+
+    def create_cse_var(self, name: str, *args: Any, **kwargs: Any) -> CSEVariable:
+        var = super().create_cse_var(name, *args, **kwargs)
+        self.variables[name] = var
+        return var
 
     def dtype_to_str(self, dtype: torch.dtype) -> str:
         return compute_type(dtype)
@@ -295,7 +301,7 @@ class OpenCLKernel(SIMDKernel):
     def _declare(self, source: str) -> str:
         """Replaces each variable's DECLARE mark by its C type."""
         def declared(match: re.Match) -> str:
-            var = self.cse.varname_map.get(match.group(1))
+            var = self.variables.get(match.group(1))
             if var is None or var.dtype is None:
                 raise NotImplementedError(f"opencl compile: no dtype known for {match.group(1)} in\n{source}")
             self._note_dtype(var.dtype)
@@ -305,9 +311,14 @@ class OpenCLKernel(SIMDKernel):
 
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
         wrapper = V.graph.wrapper_code
-        tensors, scalars = [], []
-        for _, outer, arg in self._arguments():
-            (tensors if hasattr(arg, "dtype") else scalars).append(outer)
+        tensors, scalars, written = [], [], []
+        for inner, outer, arg in self._arguments():
+            if hasattr(arg, "dtype"):
+                if inner.startswith(("out_ptr", "in_out_ptr")):
+                    written.append(len(tensors))
+                tensors.append(outer)
+            else:
+                scalars.append(outer)
         for tree in self._symbolic_numels():
             expr = tree.numel if isinstance(tree.numel, sympy.Symbol) else \
                 wrapper.generate_numel_expr(name, tree).inner
@@ -321,4 +332,4 @@ class OpenCLKernel(SIMDKernel):
             g = self.group_size()
             global_size, local_size = f"-(-({x_text}) // {g}) * {g}", str(g)
         wrapper.writeline(f"{name}.run([{', '.join(tensors)}], [{', '.join(scalars)}], "
-                          f"[{global_size}], [{local_size}])")
+                          f"[{global_size}], [{local_size}], {tuple(written)!r})")

@@ -88,7 +88,11 @@ class GeneratedKernel:
                 found = self._handles[device] = int(_ops.generated_kernel(self.path, self.name))
         return found
 
-    def run(self, tensors: list, scalars: list, global_size: list, local_size: list) -> None:
+    def run(self, tensors: list, scalars: list, global_size: list, local_size: list, written: tuple = ()) -> None:
+        """Launches the kernel; `written` indexes the tensors it writes, whose version
+        counters then move on as an in-place torch operation's would (the device keeps
+        buffers derived from a tensor, such as a convolution's packed weights, per version:
+        a buffer Inductor reuses for new values must not find the old ones)."""
         device = next((t.device for t in tensors if t.device.type == "opencl"), None)
         if any(t.device.type != "opencl" for t in tensors):
             # A 0-dim CPU tensor beside device ones (an optimizer's step count): its value
@@ -98,6 +102,8 @@ class GeneratedKernel:
         device = device.index if device is not None else int(_ops.current_device())
         _ops.generated_launch(self.handle(device), tensors, [int(s) for s in scalars],
                               [int(g) for g in global_size], [int(g) for g in local_size])
+        if written:
+            torch.autograd.graph.increment_version([tensors[i] for i in written])
 
 
 def seeds(out: torch.Tensor, low: int, high: int, size: Any) -> None:
@@ -129,6 +135,8 @@ class _Recording:
 
     def __init__(self) -> None:
         self.first_ptrs: list[int | None] | None = None
+        self.first_versions: list[int | None] = []     # version counters at the first call
+        self.versions: list[int | None] = []           # and when recorded
         self.graph: Graph | None = None
         self.failed = False
         self.private: dict[int, torch.Tensor] = {}     # input index -> the recording's copy
@@ -170,6 +178,13 @@ def _ptr(a: Any) -> int | None:
     return a.data_ptr() if isinstance(a, torch.Tensor) else None
 
 
+def _version(a: Any) -> int | None:
+    """A tensor's version counter (None for other arguments and inference tensors)."""
+    if not isinstance(a, torch.Tensor) or a.is_inference():
+        return None
+    return a._version
+
+
 def _storage(a: torch.Tensor) -> int:
     return a.untyped_storage().data_ptr()
 
@@ -198,6 +213,7 @@ class Replayed:
             return self.call(args)
         if rec.first_ptrs is None:
             rec.first_ptrs = [_ptr(a) for a in args]
+            rec.first_versions = [_version(a) for a in args]
             counters["plain"] += 1
             return self._run_noting_seeds(rec, args)
         if rec.graph is None:
@@ -207,6 +223,16 @@ class Replayed:
             moved = [_ptr(a) for a in args]
             rec.first_ptrs = [p if i not in rec.private and p == q else -1
                               for i, (p, q) in enumerate(zip(rec.input_ptrs, moved))]
+            self._drop(rec)
+            return self._record(rec, args)
+        changed = [i for i, a in enumerate(args) if i not in rec.private and rec.versions[i] is not None
+                   and rec.first_versions[i] == rec.versions[i] and _version(a) != rec.versions[i]]
+        if changed:
+            # An input that had not changed before the recording has now (a parameter loaded
+            # anew): what the device derived from it then (packed weights) may be in the
+            # recording as it was. Record again, deriving anew, and take it as changing.
+            for i in changed:
+                rec.first_versions[i] = None
             self._drop(rec)
             return self._record(rec, args)
         return self._replay(rec, args)
@@ -232,6 +258,7 @@ class Replayed:
                 rec.private[i].copy_(_span(a))
                 call_args[i] = rec.private[i].as_strided(a.shape, a.stride(), 0)
         rec.input_ptrs = [_ptr(a) for a in call_args]
+        rec.versions = [_version(a) for a in args]
         rec.seed_tensors = [(torch.empty(n, dtype=torch.int64, device=self._device(args)), low, high)
                             for n, low, high in rec.seed_counts]
         rec.refill_seeds()
@@ -282,6 +309,11 @@ class Replayed:
         rec.refill_seeds()
         rec.graph.replay()
         counters["replayed"] += 1
+        # The inputs the graph writes in place moved on, as after an in-place operation
+        # (buffers the device derives from a tensor are kept per version).
+        written = [args[i] for i in self.mutated if isinstance(args[i], torch.Tensor) and not args[i].is_inference()]
+        if written:
+            torch.autograd.graph.increment_version(written)
         for i in self.mutated:
             if i in rec.private:
                 _span(args[i]).copy_(rec.private[i])
