@@ -12,6 +12,10 @@ agreement, not predictions), in two modes:
   whole generation is one recording: its cache grows token by token, but the same way in
   every run (the prompt's length is fixed and greedy decoding stays on the device).
 
+- compile (--compile): torch.compile(model) on the opencl device (fused kernels generated
+  per graph, each graph replayed), and on a CUDA machine torch CUDA's torch.compile in
+  its default mode and with mode="reduce-overhead" (CUDA graphs) in the same run.
+
 --fuse runs the inference models on the device as opencl_functions.device.fuse() makes them:
 each convolution with its batch norm folded in and its residual addition and ReLU in the
 same kernel (torch, on the CPU and on CUDA, runs the model as it is).
@@ -28,8 +32,8 @@ torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to
 CUDA beside the plain runs, and beside the replayed ones their fair peer, the same workload
 captured once in a CUDA graph (torch.cuda.CUDAGraph) and replayed.
 
-    python -m bench.models [--mode patched|device|replay|all] [--model NAME|all] [--rounds N] [--threads N]
-                           [--dtype float32|float16|bfloat16] [--fuse]
+    python -m bench.models [--mode patched|device|replay|compile|all] [--model NAME|all] [--rounds N]
+                           [--threads N] [--dtype float32|float16|bfloat16] [--fuse] [--compile]
 """
 from __future__ import annotations
 
@@ -56,6 +60,15 @@ PROMPT_TOKENS, NEW_TOKENS = 8, 16
 GPT2_DTYPE = torch.float32
 # --fuse: inference on the opencl device through opencl_functions.device.fuse().
 FUSE = False
+# The compile mode: torch.compile's mode for the model ("default", "reduce-overhead"), or
+# None to run it as it is. Set per run by compare_device and in the CUDA timing process.
+COMPILE_MODE = None
+
+
+def compiled(model: torch.nn.Module) -> torch.nn.Module:
+    if COMPILE_MODE is None:
+        return model
+    return torch.compile(model) if COMPILE_MODE == "default" else torch.compile(model, mode=COMPILE_MODE)
 
 # A model maker takes a device ("cpu", "opencl", "cuda") and returns a function that runs
 # the workload once there and returns its result on that device.
@@ -68,7 +81,7 @@ def inference(arch: str, batch: int) -> Maker:
         model = torchvision.models.get_model(arch).eval()
         if FUSE and device == "opencl":
             model = opencl_functions.device.fuse(model)
-        model = model.to(device)
+        model = compiled(model.to(device))
         x = torch.randn(batch, 3, 224, 224).to(device)
 
         def run() -> torch.Tensor:
@@ -88,6 +101,7 @@ def resnet50_training(batch: int) -> Maker:
         torch.manual_seed(0)
         model = torchvision.models.resnet50().train().to(device)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+        model = compiled(model)
         x = torch.randn(batch, 3, 224, 224).to(device)
         target = torch.randint(0, 1000, (batch,)).to(device)
 
@@ -127,15 +141,15 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
 
 MODELS: Dict[str, Dict[str, object]] = {
     "resnet18": {"make": inference("resnet18", 1), "label": "ResNet-18 b1 224x224", "fusable": True,
-                 "modes": ("patched", "device", "replay")},
+                 "modes": ("patched", "device", "replay", "compile")},
     "resnet50": {"make": inference("resnet50", 1), "label": "ResNet-50 b1 224x224", "fusable": True,
-                 "modes": ("patched", "device", "replay")},
+                 "modes": ("patched", "device", "replay", "compile")},
     "resnet50_b16": {"make": inference("resnet50", 16), "label": "ResNet-50 b16 224x224", "fusable": True,
-                     "modes": ("device", "replay")},
+                     "modes": ("device", "replay", "compile")},
     "mobilenet_v2": {"make": inference("mobilenet_v2", 1), "label": "MobileNetV2 b1 224x224", "fusable": True,
-                     "modes": ("device", "replay")},
+                     "modes": ("device", "replay", "compile")},
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
-                           "modes": ("device", "replay")},
+                           "modes": ("device", "replay", "compile")},
     "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",
              "modes": ("patched", "device", "replay")},
 }
@@ -185,17 +199,30 @@ def recorded(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
     return replay
 
 
-def compare_device(name: str, rounds: int, replay: bool = False) -> Dict[str, float]:
+def compare_device(name: str, rounds: int, replay: bool = False, compile: bool = False) -> Dict[str, float]:
     import opencl_functions.device  # noqa: F401  (registers the opencl device)
 
+    global COMPILE_MODE
     spec = MODELS[name]
-    run_cpu, run_dev = spec["make"]("cpu"), spec["make"]("opencl")
+    run_cpu = spec["make"]("cpu")
+    COMPILE_MODE = "default" if compile else None
+    try:
+        run_dev = spec["make"]("opencl")
+    finally:
+        COMPILE_MODE = None
     sync = torch.opencl.synchronize
     ref = run_cpu()
     start = time.perf_counter()
-    out = run_dev()  # builds the kernels; the weights are on the device already
+    out = run_dev()  # builds the kernels (compiles the graphs); the weights are on the device already
     sync()
     first = time.perf_counter() - start
+    if compile:
+        # The second call records each compiled graph, the third replays it (checked); the
+        # CPU reference runs as often, so a training step's results stay in step.
+        run_cpu()
+        run_dev()
+        ref, out = run_cpu(), run_dev()
+        sync()
     if replay:
         # The recording runs the workload once more, and the checked replay once again (a
         # training step trains each time): the CPU reference runs as often, so the compared
@@ -214,7 +241,7 @@ def compare_device(name: str, rounds: int, replay: bool = False) -> Dict[str, fl
         # workload such as GPT-2's one-token steps runs before they rise again).
         times["torch"] = [seconds(run_cpu) for _ in range(rounds)]
         times["opencl"] = [seconds(run_dev, sync) for _ in range(rounds)]
-        return report(name, "replay" if replay else "device", times, first, error, rounds)
+        return report(name, "compile" if compile else "replay" if replay else "device", times, first, error, rounds)
     for _ in range(rounds):
         times["torch"].append(seconds(run_cpu))
         # The device needs no torch threads; on a CPU OpenCL device, torch's idle OpenMP
@@ -224,7 +251,7 @@ def compare_device(name: str, rounds: int, replay: bool = False) -> Dict[str, fl
             times["opencl"].append(seconds(run_dev, sync))
         finally:
             torch.set_num_threads(threads)
-    return report(name, "replay" if replay else "device", times, first, error, rounds)
+    return report(name, "compile" if compile else "replay" if replay else "device", times, first, error, rounds)
 
 
 def report(name: str, mode: str, times: Dict[str, List[float]], first: float, error: float,
@@ -239,14 +266,21 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
     result["first_call"] = first
     result["max_rel_error"] = error
     where = {"device": "on the opencl device", "replay": "on the opencl device, replayed",
-             "patched": "with the patched layers"}[mode]
+             "compile": "on the opencl device, torch.compile", "patched": "with the patched layers"}[mode]
     line = (f"{label} {where} ({opencl_functions.device_info()['device']}): "
             f"fastest (median) of {rounds} rounds: "
             f"torch CPU {result['torch_min'] * 1e3:.1f} ({result['torch'] * 1e3:.1f}) ms, "
             f"OpenCL {result['opencl_min'] * 1e3:.1f} ({result['opencl'] * 1e3:.1f}) ms, "
             f"OpenCL/torch {result['opencl_min'] / result['torch_min']:.2f}x "
             f"({result['opencl'] / result['torch']:.2f}x); first call {first * 1e3:.0f} ms")
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and mode == "compile":
+        for key, compile_mode in (("torch_cuda_compile", "default"), ("torch_cuda_reduce_overhead", "reduce-overhead")):
+            result[key] = cuda_seconds(name, rounds, compile_mode=compile_mode)
+        line += (f"; torch CUDA torch.compile {result['torch_cuda_compile'] * 1e3:.1f} ms, reduce-overhead "
+                 f"{result['torch_cuda_reduce_overhead'] * 1e3:.1f} ms (OpenCL speed "
+                 f"{result['torch_cuda_compile'] / result['opencl']:.2f}x and "
+                 f"{result['torch_cuda_reduce_overhead'] / result['opencl']:.2f}x of theirs)")
+    elif torch.cuda.is_available():
         result["torch_cuda"] = cuda_seconds(name, rounds)
         line += (f"; torch CUDA {dtype} {result['torch_cuda'] * 1e3:.1f} ms "
                  f"(OpenCL speed {result['torch_cuda'] / result['opencl']:.2f}x of CUDA's)")
@@ -261,14 +295,15 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
     return result
 
 
-def cuda_seconds(name: str, rounds: int, graph: bool = False) -> float:
-    """Median time of the same workload on the GPU with CUDA torch, TF32 off (eager, or
-    replayed from a CUDA graph), measured in a process of its own: one that also holds the
-    opencl device trips an assertion of torch's autograd engine on CUDA backward passes (two
-    accelerator backends in one process)."""
+def cuda_seconds(name: str, rounds: int, graph: bool = False, compile_mode: str = "") -> float:
+    """Median time of the same workload on the GPU with CUDA torch, TF32 off (eager, replayed
+    from a CUDA graph, or under torch.compile in compile_mode: "default", "reduce-overhead"),
+    measured in a process of its own: one that also holds the opencl device trips an assertion
+    of torch's autograd engine on CUDA backward passes (two accelerator backends in one process)."""
     dtype = str(GPT2_DTYPE).removeprefix("torch.")
+    extra = ["--cuda-compile", compile_mode] if compile_mode else []
     proc = subprocess.run([sys.executable, "-m", "bench.models", "--cuda-only", name, "--rounds", str(rounds),
-                           "--dtype", dtype, *(["--cuda-graph"] if graph else [])],
+                           "--dtype", dtype, *(["--cuda-graph"] if graph else []), *extra],
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode:
         raise RuntimeError(f"timing {name} on CUDA failed:\n{proc.stderr[-3000:]}")
@@ -279,7 +314,8 @@ def _cuda_seconds_here(make: Maker, rounds: int, graph: bool = False) -> float:
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     run = make("cuda")
-    run()
+    for _ in range(3 if COMPILE_MODE else 1):  # torch.compile: compiles, then records CUDA graphs
+        run()
     if graph:
         run = _cuda_graph(run)
 
@@ -311,7 +347,7 @@ def _cuda_graph(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
 
 def main(argv=None) -> Dict[str, Dict[str, float]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=["patched", "device", "replay", "all"], default="patched")
+    p.add_argument("--mode", choices=["patched", "device", "replay", "compile", "all"], default="patched")
     p.add_argument("--model", choices=[*MODELS, "all"], default="all")
     p.add_argument("--rounds", type=int, default=9, help="alternating torch/OpenCL rounds (default 9)")
     p.add_argument("--threads", type=int, default=0,
@@ -320,13 +356,17 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
                    help="GPT-2's dtype on the OpenCL device and on CUDA (the CPU reference stays float32)")
     p.add_argument("--fuse", action="store_true",
                    help="inference on the device with fused convolutions (opencl_functions.device.fuse)")
+    p.add_argument("--compile", action="store_true",
+                   help="--mode compile: torch.compile on the device, beside torch CUDA's compile modes")
     p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's CUDA time as JSON")
     p.add_argument("--cuda-graph", action="store_true", help="internal: with --cuda-only, a CUDA graph's replay")
+    p.add_argument("--cuda-compile", metavar="MODE", default="", help="internal: with --cuda-only, compiled")
     args = p.parse_args(argv)
-    global GPT2_DTYPE, FUSE
+    global GPT2_DTYPE, FUSE, COMPILE_MODE
     GPT2_DTYPE = getattr(torch, args.dtype)
     FUSE = args.fuse
     if args.cuda_only:
+        COMPILE_MODE = args.cuda_compile or None
         print(json.dumps({"seconds": _cuda_seconds_here(MODELS[args.cuda_only]["make"], args.rounds,
                                                         graph=args.cuda_graph)}))
         return {}
@@ -334,7 +374,9 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
         torch.set_num_threads(args.threads)
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
         os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
-    modes = ["patched", "device", "replay"] if args.mode == "all" else [args.mode]
+    modes = ["patched", "device", "replay", "compile"] if args.mode == "all" else [args.mode]
+    if args.compile:
+        modes = ["compile"]
     print(f"host CPU: {host_cpu()}")
     results = {}
     for mode in modes:
@@ -344,7 +386,8 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
             if mode == "patched":
                 results[f"{mode}:{name}"] = compare_patched(name, args.rounds)
             else:
-                results[f"{mode}:{name}"] = compare_device(name, args.rounds, replay=mode == "replay")
+                results[f"{mode}:{name}"] = compare_device(name, args.rounds, replay=mode == "replay",
+                                                           compile=mode == "compile")
     if "patched" in modes:
         print(f"resident parameters: {opencl_functions.resident_bytes() / 2**20:.0f} MiB")
     return results

@@ -97,6 +97,9 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("GRAPH_COMMAND_BUFFERS", "1",
             "the opencl device's recorded steps: 0 replays them as plain enqueues where the device has "
             "cl_khr_command_buffer", "opencl_functions.device", staff=True),
+    Setting("COMPILE_REPLAY", "1",
+            "torch.compile on the opencl device: 0 runs each compiled graph as its wrapper is written instead of "
+            "recording it once and replaying it", "opencl_functions.device.compile", staff=True),
     Setting("DEVICE_CONV", "auto",
             "the opencl device's convolutions: gpu runs the GPU kernels on any device and computes "
             "gradients as forward convolutions, direct computes gradients with the direct backward kernels",

@@ -68,3 +68,14 @@ def test_fused_device_run_matches_torch(opencl_device, monkeypatch):
     monkeypatch.setattr(models, "FUSE", True)
     result = models.compare_device("resnet18", rounds=1)
     assert result["max_rel_error"] < 1e-4
+
+
+@pytest.mark.slow
+def test_compiled_device_run_matches_torch(opencl_device):
+    """bench.models --compile: torch.compile(model) on the device (compiled, recorded, then
+    timed replays); the CUDA columns come only where CUDA is."""
+    from bench.models import compare_device
+
+    result = compare_device("resnet18", rounds=1, compile=True)
+    assert result["max_rel_error"] < 1e-4
+    assert result["opencl"] > 0 and result["torch"] > 0

@@ -21,9 +21,10 @@ dropout, init) come from each device's generator (rng.py), which `torch.manual_s
 `graph()` records a step to replay (graphs.py), `fuse(model)` fuses an eval model's
 convolutions with their batch norm, residual addition and activation (fusion.py),
 `torch.autocast("opencl")` and `torch.amp.GradScaler("opencl")` train in mixed precision
-(amp.py), and importing the device registers its torch.distributed backend (distributed.py).
-Installed as a package, the device is imported with torch (its `torch.backends` entry
-point; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns that off).
+(amp.py), `torch.compile(model)` (or backend="opencl") generates fused OpenCL kernels per
+graph (compile/), and importing the device registers its torch.distributed backend
+(distributed.py). Installed as a package, the device is imported with torch (its
+`torch.backends` entry point; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns that off).
 """
 from __future__ import annotations
 
@@ -123,6 +124,9 @@ def _register() -> None:
     # torch.distributed's "oclf" backend for opencl tensors (distributed.py).
     from . import distributed
     distributed.register()
+    # torch.compile: Inductor and Dynamo find the device's code generator lazily (compile/).
+    from .compile import install
+    install(sys.modules[f"torch.{NAME}"])
 
 
 _register()

@@ -13,7 +13,9 @@
 #include <c10/core/GradMode.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "dispatch.h"
 #include "fallback.h"
@@ -142,6 +144,16 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
            int(D), int(E), float(s));
   }
   const at::Tensor none;
+  // The output has the query's layout (the order of its strides), as the operator's meta
+  // function says (alloc_with_matching_layout): torch.compile plans memory by it.
+  if (!q.is_contiguous()) {
+    std::vector<int64_t> order = {0, 1, 2, 3}, sizes(4);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
+    for (int d = 0; d < 4; ++d) sizes[d] = out.size(order[d]);
+    std::vector<int64_t> back(4);
+    for (int d = 0; d < 4; ++d) back[order[d]] = d;
+    out = empty_device(sizes, q.scalar_type()).permute(back).copy_(out);
+  }
   return {out, lse, none, none, c10::SymInt(L), c10::SymInt(S), empty_device({0}, at::kLong),
           empty_device({0}, at::kLong), none};
 }

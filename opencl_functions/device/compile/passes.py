@@ -1,0 +1,159 @@
+"""The opencl device's pass over Inductor's post-grad graphs (registered with
+register_backend_for_device): a 2-D convolution and the pointwise work after it become one
+call of the device's fused convolution (torch.ops.oclf.conv2d_fused), whose kernels add a
+residual and apply the activation as they store each output:
+
+    convolution -> [per-channel affine: an eval batch norm, a bias] -> [+ residual] -> [activation]
+
+A per-channel affine (x - m) * s * g + b folds into the convolution's weights and bias
+(w * a, bias * a + c, computed in the graph: parameters may change between calls); it is
+folded only where the output is larger than the weights (folding reads and writes the
+weights once per call, fusing saves a read and a write of the output). Every value the
+chain replaces must have no other user (what a training graph saves for its backward pass
+does), so gradients never need the fused call. Float32 convolutions of 4-D tensors only.
+
+The pass's uuid (the hash of this package's code generator and kernel headers) is part of
+Inductor's cache key, so a changed generator never reuses kernels of an older one.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import torch
+from torch._guards import detect_fake_mode
+from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
+
+aten = torch.ops.aten
+_HERE = pathlib.Path(__file__).parent
+_FILES = tuple(str(p) for p in sorted(_HERE.glob("*.py"))) + tuple(
+    str(_HERE.parent / "kernels" / name) for name in ("compiled.h", "dtypes.h"))
+
+
+def _val(node: Any) -> Any:
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def _only_user(node: torch.fx.Node) -> torch.fx.Node | None:
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _per_channel(operand: Any, channels: int) -> bool:
+    """A number, or a tensor holding one value per output channel (shape C, 1, 1 or 1, C, 1, 1)."""
+    if isinstance(operand, (int, float)):
+        return True
+    v = _val(operand)
+    if not isinstance(v, torch.Tensor) or v.numel() != channels or v.dim() > 4:
+        return False
+    shape = list(v.shape)
+    return shape[-3:] == [channels, 1, 1] if len(shape) >= 3 else False
+
+
+def _activation(node: torch.fx.Node) -> str | None:
+    if node.target == aten.relu.default:
+        return "relu"
+    if node.target == aten.hardtanh.default and list(node.args[1:]) == [0.0, 6.0]:
+        return "relu6"
+    if node.target == aten.silu.default:
+        return "silu"
+    if node.target == aten.hardswish.default:
+        return "hardswish"
+    if node.target == aten.gelu.default and node.kwargs.get("approximate", "none") == "none":
+        return "gelu"
+    return None
+
+
+def _fuse_one(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
+    x, w, b, stride, padding, dilation, transposed, output_padding, groups = conv.args
+    out = _val(conv)
+    if (transposed or any(output_padding) or len(stride) != 2 or not isinstance(out, torch.Tensor)
+            or out.dim() != 4 or out.dtype != torch.float32 or out.device.type != "opencl"):
+        return False
+    channels = out.shape[1]
+    chain, affine = [conv], []  # affine: (op, operand) steps after the convolution
+    node = _only_user(conv)
+    while node is not None and node.target in (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor):
+        if node.args[0] is not chain[-1] or node.kwargs or len(node.args) != 2 or not _per_channel(node.args[1],
+                                                                                                  channels):
+            break
+        affine.append((node.target, node.args[1]))
+        chain.append(node)
+        node = _only_user(node)
+    weight_elems = _val(w).numel() if _val(w) is not None else out.numel()
+    if affine and out.numel() < 1.5 * weight_elems:
+        return False  # folding costs more traffic (weights) than fusing saves (the output)
+    residual = None
+    if node is not None and node.target == aten.add.Tensor and len(node.args) == 2 and not node.kwargs:
+        other = node.args[1] if node.args[0] is chain[-1] else node.args[0] if node.args[1] is chain[-1] else None
+        ov = _val(other)
+        if isinstance(ov, torch.Tensor) and ov.shape == out.shape and ov.dtype == out.dtype and other is not chain[-1]:
+            residual = other
+            chain.append(node)
+            node = _only_user(node)
+    activation = _activation(node) if node is not None else None
+    if activation is not None:
+        chain.append(node)
+    if len(chain) == 1:
+        return False
+    last = chain[-1]
+    fake_mode = detect_fake_mode([out])
+
+    def call(target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        node = graph.call_function(target, args, kwargs)
+        with fake_mode:
+            node.meta["val"] = target(*[_val(a) if isinstance(a, torch.fx.Node) else a for a in args], **kwargs)
+        return node
+
+    def combine(acc: Any, op: Any, value: Any) -> Any:
+        """acc op value for a scale (mul, div) or a shift (add, sub); None is no value yet."""
+        numbers = not isinstance(acc, torch.fx.Node) and not isinstance(value, torch.fx.Node)
+        if acc is None:
+            if op in (aten.mul.Tensor, aten.add.Tensor):
+                return value
+            if op == aten.sub.Tensor:
+                return -value if numbers else call(aten.neg.default, value)
+            return 1.0 / value if numbers else call(aten.reciprocal.default, value)
+        if numbers:
+            return {aten.add.Tensor: acc + value, aten.sub.Tensor: acc - value, aten.mul.Tensor: acc * value,
+                    aten.div.Tensor: acc / value}[op]
+        if isinstance(acc, torch.fx.Node):
+            return call(op, acc, value)
+        flipped = combine(None, op, value)  # acc is a number, value a node
+        return call(aten.add.Tensor if op in (aten.add.Tensor, aten.sub.Tensor) else aten.mul.Tensor, flipped, acc)
+
+    with graph.inserting_before(last):
+        scale, shift = None, b
+        for op, operand in affine:
+            flat = call(aten.view.default, operand, [channels]) if isinstance(operand, torch.fx.Node) else operand
+            if op in (aten.add.Tensor, aten.sub.Tensor):
+                shift = combine(shift, op, flat)
+            else:
+                scale = combine(scale, op, flat)
+                if shift is not None:
+                    shift = combine(shift, op, flat)
+        if isinstance(scale, torch.fx.Node):
+            w = call(aten.mul.Tensor, w, call(aten.view.default, scale, [channels, 1, 1, 1]))
+        elif scale is not None:
+            w = call(aten.mul.Tensor, w, scale)
+        if shift is not None and not isinstance(shift, torch.fx.Node):
+            shift = call(aten.full.default, [channels], float(shift), dtype=torch.float32, device=out.device)
+        fused = call(torch.ops.oclf.conv2d_fused.default, x, w, shift, residual, list(stride), list(padding),
+                     list(dilation), groups, activation or "none")
+    last.replace_all_uses_with(fused)
+    for dead in reversed(chain):
+        graph.erase_node(dead)
+    return True
+
+
+class OpenCLGraphPass(CustomGraphModulePass):
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        changed = False
+        for conv in list(gm.graph.find_nodes(op="call_function", target=aten.convolution.default)):
+            changed |= _fuse_one(gm.graph, conv)
+        if changed:
+            gm.graph.eliminate_dead_code()
+            gm.recompile()
+
+    def uuid(self) -> bytes:
+        return get_hash_for_files(_FILES, extra="opencl_functions.device.compile")

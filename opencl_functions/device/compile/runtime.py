@@ -1,0 +1,345 @@
+"""What a compiled graph's module calls at run time (the wrapper's text imports it as
+oclf_runtime): generated kernels, and the recording that runs the whole graph as one
+replay.
+
+GeneratedKernel(name, source)
+    writes the kernel's OpenCL C to <Inductor's cache folder>/opencl/<hash>.cl (the hash
+    of the text: one file per distinct kernel) and builds it through the device's program
+    cache, once per device; run() launches it (torch.ops.oclf.generated_launch).
+
+Replayed(call)
+    wraps the module's `call`. Per signature of the arguments (shapes, strides, dtypes and
+    devices of the tensors, values of the rest) the first call runs as written (first-use
+    work: kernel builds, the convolutions' tuning), the second runs while a graph records
+    it (graphs.py), and later calls replay that recording: one queue of commands, no
+    Python, dispatcher or allocation per kernel. Inputs whose memory changed between the
+    first two calls (a new batch each step) are copied into tensors of the recording's
+    own before each replay, and copied back if the graph writes them; inputs at the same
+    memory (parameters, buffers, optimizer state) are read and written where they are,
+    and one found elsewhere later records again. Outputs are handed out as tensors over
+    the recording's memory; the next replay first moves the ones the caller still holds
+    to memory of their own (storage_relocate), so a held result never changes under its
+    holder. Random seeds (dropout) come from tensors the replay refills from torch's
+    generator each time. A graph that cannot be recorded (it waits for the device: a
+    CPU fallback, .item()) runs as written from then on. OCLF_COMPILE_REPLAY=0 turns
+    replays off.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ... import settings
+from ..graphs import Graph, graph
+
+_ops = torch.ops.oclf
+_local = threading.local()
+MAX_SIGNATURES = 8
+# What compiled graphs did in this process: "plain" runs as written (first calls, graphs
+# that cannot be recorded, replays off), "recorded", "replayed", "unrecordable" graphs,
+# "relocated" outputs moved off a recording's memory, kernels "built".
+counters: collections.Counter = collections.Counter()
+build_seconds = [0.0]  # wall time spent building generated kernels
+
+
+def source_folder() -> str:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    folder = os.path.join(cache_dir(), "opencl")
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def write_source(source: str) -> str:
+    """The path of a file holding `source`, named by its hash (written once)."""
+    path = os.path.join(source_folder(), hashlib.sha256(source.encode()).hexdigest()[:32] + ".cl")
+    if not os.path.exists(path):
+        temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(temporary, "w") as f:
+            f.write(source)
+        os.replace(temporary, path)
+    return path
+
+
+class GeneratedKernel:
+    """One generated kernel of a compiled graph (see the module's text)."""
+
+    def __init__(self, name: str, source: str) -> None:
+        self.name = name
+        self.source = source
+        self.path = write_source(source)
+        self._handles: dict[int, int] = {}
+        start = time.perf_counter()
+        self.handle(int(_ops.current_device()))  # built now: a build error surfaces while compiling
+        counters["built"] += 1
+        build_seconds[0] += time.perf_counter() - start
+
+    def handle(self, device: int) -> int:
+        found = self._handles.get(device)
+        if found is None:
+            with torch.opencl.device(device):
+                found = self._handles[device] = int(_ops.generated_kernel(self.path, self.name))
+        return found
+
+    def run(self, tensors: list, scalars: list, global_size: list, local_size: list, written: tuple = ()) -> None:
+        """Launches the kernel; `written` indexes the tensors it writes, whose version
+        counters then move on as an in-place torch operation's would (the device keeps
+        buffers derived from a tensor, such as a convolution's packed weights, per version:
+        a buffer Inductor reuses for new values must not find the old ones)."""
+        device = next((t.device for t in tensors if t.device.type == "opencl"), None)
+        if any(t.device.type != "opencl" for t in tensors):
+            # A 0-dim CPU tensor beside device ones (an optimizer's step count): its value
+            # is copied over. Graphs with CPU inputs are not replayed (Replayed), so it is
+            # read anew on every call.
+            tensors = [t if t.device.type == "opencl" else t.to(device) for t in tensors]
+        device = device.index if device is not None else int(_ops.current_device())
+        _ops.generated_launch(self.handle(device), tensors, [int(s) for s in scalars],
+                              [int(g) for g in global_size], [int(g) for g in local_size])
+        if written:
+            torch.autograd.graph.increment_version([tensors[i] for i in written])
+
+
+def seeds(out: torch.Tensor, low: int, high: int, size: Any) -> None:
+    """The wrapper's random seeds (Inductor's RandomSeeds) into `out`: drawn from torch's
+    generator, or, inside a recording, copied from a seed tensor the replay refills."""
+    state = getattr(_local, "replayed", None)
+    if state is not None:
+        state.take_seeds(out, low, high)
+    else:
+        out.copy_(torch.randint(low, high, tuple(out.shape), dtype=out.dtype))
+
+
+def _signature(args: list) -> tuple:
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), a.stride(), a.dtype, a.device))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
+
+
+def _replay_enabled() -> bool:
+    return settings.get("COMPILE_REPLAY") != "0"
+
+
+class _Recording:
+    """The recording of one signature: its state, the inputs it copies, its outputs."""
+
+    def __init__(self) -> None:
+        self.first_ptrs: list[int | None] | None = None
+        self.first_versions: list[int | None] = []     # version counters at the first call
+        self.versions: list[int | None] = []           # and when recorded
+        self.graph: Graph | None = None
+        self.failed = False
+        self.private: dict[int, torch.Tensor] = {}     # input index -> the recording's copy
+        self.input_ptrs: list[int | None] = []         # addresses the recording read
+        self.outputs: list[Any] = []                   # the recorded outputs (owning memory)
+        self.output_kind: list[tuple] = []             # ("memory",) | ("input", j) | ("value",)
+        self.seed_tensors: list[tuple[torch.Tensor, int, int]] = []
+        self.seed_counts: list[tuple[int, int, int]] = []
+        self.handed_out: list[StorageWeakRef] = []
+        self.seed_cursor = 0
+
+    # seeds(): called by the wrapper's code while this recording warms up or records
+    def take_seeds(self, out: torch.Tensor, low: int, high: int) -> None:
+        if self.graph is None:  # warming up: note what the graph draws
+            self.seed_counts.append((out.numel(), low, high))
+            out.copy_(torch.randint(low, high, tuple(out.shape), dtype=out.dtype))
+            return
+        tensor, _, _ = self.seed_tensors[self.seed_cursor]
+        self.seed_cursor += 1
+        out.copy_(tensor.view(out.shape))
+
+    def refill_seeds(self) -> None:
+        for tensor, low, high in self.seed_tensors:
+            tensor.copy_(torch.randint(low, high, tuple(tensor.shape), dtype=torch.int64))
+
+
+def _extent(t: torch.Tensor) -> int:
+    """Elements from a view's first to its last (all of them for an expanded view)."""
+    return 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+
+
+def _span(t: torch.Tensor) -> torch.Tensor:
+    """The memory a view covers, as one row: what a private copy of an input holds."""
+    return t.as_strided((_extent(t),), (1,), t.storage_offset())
+
+
+def _ptr(a: Any) -> int | None:
+    """Where an input's elements start: the same address means the same memory."""
+    return a.data_ptr() if isinstance(a, torch.Tensor) else None
+
+
+def _version(a: Any) -> int | None:
+    """A tensor's version counter (None for other arguments and inference tensors)."""
+    if not isinstance(a, torch.Tensor) or a.is_inference():
+        return None
+    return a._version
+
+
+def _storage(a: torch.Tensor) -> int:
+    return a.untyped_storage().data_ptr()
+
+
+class Replayed:
+    """A compiled graph's `call`, replayed (see the module's text)."""
+
+    def __init__(self, call: Callable[[list], Any], mutated_inputs: list[int] | tuple = ()) -> None:
+        self.call = call
+        self.mutated = set(mutated_inputs)
+        self.recordings: collections.OrderedDict[tuple, _Recording] = collections.OrderedDict()
+
+    def __call__(self, args: list) -> Any:
+        if not _replay_enabled() or any(isinstance(a, torch.Tensor) and a.device.type != "opencl" for a in args):
+            counters["plain"] += 1
+            return self.call(args)
+        key = _signature(args)
+        rec = self.recordings.get(key)
+        if rec is None:
+            rec = self.recordings[key] = _Recording()
+            while len(self.recordings) > MAX_SIGNATURES:
+                self.recordings.popitem(last=False)
+        self.recordings.move_to_end(key)
+        if rec.failed:
+            counters["plain"] += 1
+            return self.call(args)
+        if rec.first_ptrs is None:
+            rec.first_ptrs = [_ptr(a) for a in args]
+            rec.first_versions = [_version(a) for a in args]
+            counters["plain"] += 1
+            return self._run_noting_seeds(rec, args)
+        if rec.graph is None:
+            return self._record(rec, args)
+        if any(i not in rec.private and _ptr(a) != p for i, (a, p) in enumerate(zip(args, rec.input_ptrs))):
+            # An input the recording reads in place moved: record again, copying it from now on.
+            moved = [_ptr(a) for a in args]
+            rec.first_ptrs = [p if i not in rec.private and p == q else -1
+                              for i, (p, q) in enumerate(zip(rec.input_ptrs, moved))]
+            self._drop(rec)
+            return self._record(rec, args)
+        changed = [i for i, a in enumerate(args) if i not in rec.private and rec.versions[i] is not None
+                   and rec.first_versions[i] == rec.versions[i] and _version(a) != rec.versions[i]]
+        if changed:
+            # An input that had not changed before the recording has now (a parameter loaded
+            # anew): what the device derived from it then (packed weights) may be in the
+            # recording as it was. Record again, deriving anew, and take it as changing.
+            for i in changed:
+                rec.first_versions[i] = None
+            self._drop(rec)
+            return self._record(rec, args)
+        return self._replay(rec, args)
+
+    def _run_noting_seeds(self, rec: _Recording, args: list) -> Any:
+        _local.replayed = rec
+        try:
+            return self.call(args)
+        finally:
+            _local.replayed = None
+
+    def _drop(self, rec: _Recording) -> None:
+        if rec.graph is not None:
+            rec.graph.reset()
+        rec.graph, rec.outputs, rec.output_kind, rec.private = None, [], [], {}
+
+    def _record(self, rec: _Recording, args: list) -> Any:
+        call_args = list(args)
+        rec.private = {}
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and _ptr(a) != rec.first_ptrs[i]:
+                rec.private[i] = torch.empty(_extent(a), dtype=a.dtype, device=a.device)
+                rec.private[i].copy_(_span(a))
+                call_args[i] = rec.private[i].as_strided(a.shape, a.stride(), 0)
+        rec.input_ptrs = [_ptr(a) for a in call_args]
+        rec.versions = [_version(a) for a in args]
+        rec.seed_tensors = [(torch.empty(n, dtype=torch.int64, device=self._device(args)), low, high)
+                            for n, low, high in rec.seed_counts]
+        rec.refill_seeds()
+        backups = {i: args[i].clone() for i in self.mutated if isinstance(args[i], torch.Tensor)}
+        rec.graph, rec.seed_cursor = Graph(), 0
+        _local.replayed = rec
+        try:
+            with graph(rec.graph):
+                outputs = self.call(list(call_args))
+        except RuntimeError:
+            # It waits for the device (a CPU fallback, .item()): undo its writes, run as written.
+            for i, saved in backups.items():
+                args[i].copy_(saved)
+            rec.failed = True
+            self._drop(rec)
+            counters["unrecordable"] += 1
+            counters["plain"] += 1
+            return self.call(args)
+        finally:
+            _local.replayed = None
+        for i in self.mutated:
+            if i in rec.private:
+                _span(args[i]).copy_(rec.private[i])
+        counters["recorded"] += 1
+        rec.outputs = list(outputs)
+        rec.output_kind = [self._kind(o, call_args, rec) for o in rec.outputs]
+        args.clear()
+        return self._hand_out(rec, call_args_for_views=None)
+
+    @staticmethod
+    def _device(args: list) -> torch.device:
+        return next(a.device for a in args if isinstance(a, torch.Tensor))
+
+    @staticmethod
+    def _kind(output: Any, call_args: list, rec: _Recording) -> tuple:
+        if not isinstance(output, torch.Tensor) or output.device.type != "opencl":
+            return ("value",)
+        where = _storage(output)
+        for j, a in enumerate(call_args):
+            if j not in rec.private and isinstance(a, torch.Tensor) and _storage(a) == where:
+                return ("input", j)
+        return ("memory",)
+
+    def _replay(self, rec: _Recording, args: list) -> Any:
+        self._move_held_outputs(rec)
+        for i, private in rec.private.items():
+            private.copy_(_span(args[i]))
+        rec.refill_seeds()
+        rec.graph.replay()
+        counters["replayed"] += 1
+        # The inputs the graph writes in place moved on, as after an in-place operation
+        # (buffers the device derives from a tensor are kept per version).
+        written = [args[i] for i in self.mutated if isinstance(args[i], torch.Tensor) and not args[i].is_inference()]
+        if written:
+            torch.autograd.graph.increment_version(written)
+        for i in self.mutated:
+            if i in rec.private:
+                _span(args[i]).copy_(rec.private[i])
+        views = list(args)
+        args.clear()
+        return self._hand_out(rec, views)
+
+    def _move_held_outputs(self, rec: _Recording) -> None:
+        for ref in rec.handed_out:
+            if not ref.expired():
+                storage = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
+                holder = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+                _ops.storage_relocate(holder)
+                counters["relocated"] += 1
+        rec.handed_out = []
+
+    def _hand_out(self, rec: _Recording, call_args_for_views: list | None) -> tuple:
+        handed = []
+        for output, kind in zip(rec.outputs, rec.output_kind):
+            if kind[0] == "memory":
+                alias = _ops.storage_alias(output)
+                rec.handed_out.append(StorageWeakRef(alias.untyped_storage()))
+                handed.append(alias)
+            elif kind[0] == "input" and call_args_for_views is not None:
+                source = call_args_for_views[kind[1]]
+                handed.append(source.as_strided(output.shape, output.stride(), output.storage_offset()))
+            else:
+                handed.append(output)
+        return tuple(handed)
