@@ -2,7 +2,8 @@
 backward (gradients of sum(output · R) for a fixed random R): convolution (strides,
 padding, dilation, groups, depthwise, 1x1, 7x7, conv1d, strided inputs), batch norm
 (train and eval), layer norm, pooling, softmax, cross-entropy, embedding, cat, dropout
-and attention. OCLF_FALLBACK=error: each runs natively."""
+and attention; the MSE and binary cross-entropy losses. OCLF_FALLBACK=error: each runs
+natively."""
 import copy
 
 import pytest
@@ -46,6 +47,12 @@ def randn(*shape):
 
 
 X = randn(2, 6, 9, 11)
+
+
+def nn_bce_edges(p):
+    """Probabilities at 0 and 1 against targets 1 and 0 (each log clamped at -100) and near
+    zero (the backward's denominator at 1e-12): finite, as torch gives them."""
+    return F.binary_cross_entropy(p, torch.tensor([1.0, 0.0, 1.0, 0.0]).to(p.device), reduction="none")
 
 
 # The device's convolution paths (OCLF_DEVICE_CONV): its own choice; the GPU kernels with
@@ -252,6 +259,11 @@ def test_statistics_losses_and_shape_ops():
     check(lambda x: x.std((0, 2), keepdim=True, correction=0), x)
     check(lambda x: torch.var_mean(x, -1)[0] + torch.var_mean(x, -1)[1], x)
     check(lambda x: F.mse_loss(x, x.detach() * 0.5 + 1), x)
+    p, t, w = torch.sigmoid(randn(3, 7)), torch.rand(3, 7, generator=torch.Generator().manual_seed(2)), randn(7).abs()
+    for reduction in ("mean", "sum", "none"):
+        check(lambda p, t: F.binary_cross_entropy(p, t, reduction=reduction), p, t)
+    check(lambda p, t: F.binary_cross_entropy(p, t, weight=w.to(p.device)), p, t)
+    check(lambda p: nn_bce_edges(p), torch.tensor([0.0, 1.0, 0.5, 1e-30]))  # log clamped at -100, as torch
     check(lambda x: x.prod(1), randn(3, 4) * 0.5 + 1)
     check(lambda x: x.flip(0, 2), x)
     check(lambda x: x.roll(2, 1) + x.roll((1, -1), (0, 2)), x)

@@ -173,8 +173,6 @@ def test_transformer_language_model(opencl_device, tmp_path, flags):
 # pytorch/examples dcgan: a GAN on its fake data (torchvision's FakeData, 64 x 64 images)
 
 DCGAN = PROGRAMS / "dcgan" / "main.py"
-DCGAN_MISSING = ("aten::binary_cross_entropy and its backward (nn.BCELoss) have no OpenCL kernel, and these "
-                 "runs forbid the CPU fallback")
 
 
 def dcgan(tmp_path, *flags):
@@ -192,13 +190,11 @@ def dcgan(tmp_path, *flags):
     return steps
 
 
-@pytest.mark.xfail(strict=True, reason=DCGAN_MISSING)
 def test_dcgan_dry_run(opencl_device, tmp_path):
     assert len(dcgan(tmp_path, "--dry-run", "--batchSize", "4")) == 1
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=DCGAN_MISSING)
 def test_dcgan_epoch(opencl_device, tmp_path):
     """A whole epoch of the 1000 fake images in 20 batches: the discriminator learns to tell
     them from the generator's (its loss falls)."""
