@@ -62,6 +62,7 @@ STAFF_ONLY = (
     "tests/test_device_nn_nd.py",
     "tests/test_device_opdb.py",
     "tests/test_device_ops.py",
+    "tests/test_device_ops_more.py",
     "tests/test_device_optim.py",
     "tests/test_device_registration.py",
     "tests/test_device_rnn.py",

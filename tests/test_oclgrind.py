@@ -2,7 +2,8 @@
 CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
 the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
 (reference/matmul.cl), and the opencl device's GPU paths, the gradient scaler's kernels,
-recurrent cells, 3-D pooling and transposed and 3-D convolutions. No data race, no
+recurrent cells, 3-D pooling and transposed and 3-D convolutions, and the activations,
+losses, padding, group norm and fractional pooling kernels. No data race, no
 out-of-bounds access, no read of a write-only buffer, and the results still match torch."""
 import os
 import shutil
@@ -256,6 +257,39 @@ SCRIPT = textwrap.dedent("""
              torch.randn(3, 2, 3, 3, 2))
         both(lambda t, w: F.conv_transpose3d(t, w, stride=2, output_padding=(1, 0, 1)), torch.randn(1, 2, 2, 3, 2),
              torch.randn(2, 3, 2, 2, 3))
+    elif what == "ops_more":
+        # The kernels of the operators public programs meet (tests/test_device_ops_more.py):
+        # elementwise_nn.h's activations and losses (strided, in place), pad.cl, loss.cl,
+        # group_norm.cl, fractional_pool.cl and ctc.cl, forward and backward, on odd shapes.
+        import opencl_functions.device  # noqa: F401
+        def both(fn, *xs):
+            results = []
+            for device in ("cpu", "opencl"):
+                ts = [x.detach().clone().to(device).requires_grad_(x.is_floating_point()) for x in xs]
+                y = fn(*ts)
+                y = y[0] if isinstance(y, tuple) else y
+                y.backward(torch.ones_like(y))
+                results.append([y] + [t.grad for t in ts if t.requires_grad])
+            for got, ref in zip(results[1], results[0]):
+                close(got.detach().cpu(), ref.detach())
+        x = torch.randn(3, 5, 7)
+        for fn in (lambda t: F.elu(t[:, ::2] * 1, inplace=True), F.softplus, F.logsigmoid, F.mish,
+                   lambda t: F.softshrink(t, 0.3), lambda t: F.glu(t[..., :6], -1), lambda t: F.threshold(t, 0.1, 2),
+                   lambda t: F.prelu(t, torch.full((5,), 0.2, device=t.device))):
+            both(fn, x)
+        both(lambda t, y: F.binary_cross_entropy(torch.sigmoid(t), y), x, torch.rand(3, 5, 7))
+        both(lambda t, y: F.huber_loss(t, y, delta=0.5) + F.smooth_l1_loss(t, y), x, torch.randn(3, 5, 7))
+        for mode, pad in (("reflect", (2, 1, 0, 3)), ("replicate", (3, 0, 1, 2)), ("reflect", (1, 2, 2, 0, 1, 1))):
+            both(lambda t: F.pad(t, pad, mode=mode), torch.randn(2, 3, 4, 5) if len(pad) == 4 else x)
+        labels = torch.tensor([[1, 0, -1, 2], [3, -1, 0, 0], [0, 1, 2, 3]])
+        both(lambda t: F.multi_margin_loss(t, labels[:, 0].clamp(min=0), p=2), torch.randn(3, 4))
+        both(lambda t: F.multilabel_margin_loss(t, labels), torch.randn(3, 4))
+        both(lambda t: F.group_norm(t, 2, torch.ones(6, device=t.device)), torch.randn(3, 6, 5))
+        u = torch.rand(2, 3, 2)
+        both(lambda t: F.fractional_max_pool2d(t, 2, output_size=(4, 3), _random_samples=u.to(t.device)),
+             torch.randn(2, 3, 7, 5))
+        targets = torch.tensor([[1, 2, 2], [3, 1, 0]])
+        both(lambda t: F.ctc_loss(F.log_softmax(t, -1), targets, [7, 5], [3, 2]), torch.randn(7, 2, 4))
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
@@ -325,6 +359,12 @@ def test_device_indexing_under_oclgrind(tmp_path, ocl):
     """Advanced indexing, nonzero, isin, grouped-head attention, sort, topk and multinomial
     on the opencl device."""
     run_under_oclgrind("indexing", tmp_path, OCLF_FALLBACK="error")
+
+
+def test_device_ops_more_under_oclgrind(tmp_path, ocl):
+    """The kernels of the activations, losses, padding, group norm's backward, fractional
+    max pooling and CTC that public programs meet, forward and backward."""
+    run_under_oclgrind("ops_more", tmp_path, OCLF_FALLBACK="error")
 
 
 def test_device_recurrent_cells_pools_and_nd_convolutions_under_oclgrind(tmp_path, ocl):

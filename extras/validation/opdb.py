@@ -171,7 +171,16 @@ class Report:
         natives = sum(1 for r in self.records if r.verdict in ("right", "unchecked") and r.native)
         return {"scope": scope, "counts": c, "native": natives, "ops": len(self.ops()), "served": list(self.served()),
                 "seconds": round(self.seconds), "aten": dict(sorted(self.aten().items())),
-                "per_op": dict(sorted(self.ops().items())), "problems": [r.__dict__ for r in self.problems()]}
+                "per_op": dict(sorted(self.ops().items())), "problems": [r.__dict__ for r in self.problems()],
+                "refusals": self.refusals()}
+
+    def refusals(self) -> Dict[str, Dict[str, int]]:
+        """Per op: the exceptions its refused runs raised (their first line), with counts."""
+        table: Dict[str, Dict[str, int]] = collections.defaultdict(lambda: collections.Counter())
+        for r in self.records:
+            if r.verdict == "refused":
+                table[r.op][r.detail] += 1
+        return {op: dict(sorted(c.items())) for op, c in sorted(table.items())}
 
     def problems(self) -> List[Record]:
         return [r for r in self.records if r.verdict in ("wrong", "crashed", "hung")]

@@ -1,6 +1,7 @@
-"""The device README's table of native operators (opencl_functions/device/README.md), from
-the device's registrations and a recorded op_db run (docs/opdb.json, written by
-`python -m extras.validation.opdb --all --record`; `--readme` rewrites the table alone).
+"""The device README's tables from a recorded op_db run (docs/opdb.json, written by
+`python -m extras.validation.opdb --all --record`; `--readme` rewrites the tables alone): the
+native operators (opencl_functions/device/README.md, from the device's registrations too),
+and the refused runs by reason (REASONS names why each exception is raised).
 """
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ from extras.validation.opdb import ROOT, VERDICTS
 README = ROOT / "opencl_functions" / "device" / "README.md"
 RECORD = ROOT / "docs" / "opdb.json"
 TABLE = "native-ops"
+REFUSALS = "opdb-refusals"
+
+# Why the device refuses what it refuses: (a pattern searched in "op: exception", the
+# reason); the first pattern that matches names a refused run's reason, and a run no
+# pattern matches is listed under its exception's own words.
+REASONS: List[tuple] = []
 
 
 def registrations() -> Dict[str, List[str]]:
@@ -57,10 +64,39 @@ def render(groups: Dict[str, List[str]], record: dict) -> str:
     return "\n".join(lines)
 
 
-def readme_block() -> Optional[str]:
-    """The table as the README holds it now, without its provenance line."""
+def reason(op: str, detail: str) -> str:
+    """Why a run of `op` that raised `detail` was refused (REASONS), else the exception."""
+    text = f"{op}: {detail}"
+    for pattern, why in REASONS:
+        if re.search(pattern, text):
+            return why
+    return f"`{detail}`"
+
+
+def render_refusals(record: dict) -> str:
+    """The refused runs of the recorded op_db run, grouped by reason, most runs first."""
+    groups: Dict[str, Dict[str, int]] = collections.defaultdict(lambda: collections.Counter())
+    for op, details in record.get("refusals", {}).items():
+        for detail, runs in details.items():
+            groups[reason(op, detail)][op] += runs
+    total = sum(sum(ops.values()) for ops in groups.values())
+    lines = [
+        f"{total} runs of the recorded op_db run were refused (a clear Python exception where the CPU "
+        "gives a result), by reason:",
+        "",
+        "| why | runs | ops (runs) |",
+        "| --- | --- | --- |",
+    ]
+    for why, ops in sorted(groups.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
+        listed = ", ".join(f"`{op}` ({n})" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"| {why} | {sum(ops.values())} | {listed} |")
+    return "\n".join(lines)
+
+
+def readme_block(name: str = TABLE) -> Optional[str]:
+    """A table as the README holds it now, without its provenance line."""
     text = README.read_text()
-    found = re.search(rf"<!-- BEGIN TABLE {TABLE} -->\n[^\n]*\n\n(.*?)\n<!-- END TABLE {TABLE} -->", text, re.S)
+    found = re.search(rf"<!-- BEGIN TABLE {name} -->\n[^\n]*\n\n(.*?)\n<!-- END TABLE {name} -->", text, re.S)
     return found.group(1) if found else None
 
 
@@ -69,4 +105,6 @@ def write_readme(record: dict) -> None:
     import torch
     import opencl_functions.device  # noqa: F401
 
-    write_section(README, TABLE, render(registrations(), record), device=torch.opencl.get_device_name())
+    device = torch.opencl.get_device_name()
+    write_section(README, TABLE, render(registrations(), record), device=device)
+    write_section(README, REFUSALS, render_refusals(record), device=device)

@@ -227,7 +227,7 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_clamp_tensor)
 #define F(a, b, c) ((a) != (a) ? (a) : min(max((a), (b)), (c)))
 #else
-#error "elementwise.cl: build with -DOP_<name>"
+#include "elementwise_nn.h"  // the activations, losses and gating ops, or #error
 #endif
 
 #ifdef OUT_BOOL

@@ -1,6 +1,6 @@
 // Elementwise arithmetic of the opencl device: +, -, *, /, comparisons, logical and bitwise
-// operators, math functions, where, masked_fill, clamp, pow, addcmul/addcdiv and lerp,
-// each as an OP_<name> of kernels/elementwise.cl (see pointwise.h for the wrappers).
+// operators, math functions, where, masked_fill, clamp, pow, addcmul/addcdiv, lerp, sgn and
+// xlogy, each as an OP_<name> of kernels/elementwise.cl (see pointwise.h for the wrappers).
 #include <torch/library.h>
 
 #include "dispatch.h"
@@ -289,6 +289,14 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("abs.out", unary_out<opname::abs, Out::Same>);
   m.impl("sign", unary<opname::sign, Out::Same>);
   m.impl("sign.out", unary_out<opname::sign, Out::Same>);
+  m.impl("sgn", unary<opname::sign, Out::Same>);  // sign, for real dtypes
+  m.impl("sgn_", unary_<opname::sign, Out::Same>);
+  m.impl("sgn.out", unary_out<opname::sign, Out::Same>);
+  m.impl("xlogy.Tensor", binary<opname::xlogy, Out::Float>);
+  m.impl("xlogy_.Tensor", binary_<opname::xlogy, Out::Float>);
+  m.impl("xlogy.OutTensor", binary_out<opname::xlogy, Out::Float>);
+  m.impl("special_xlog1py", binary<opname::xlog1py, Out::Float>);
+  m.impl("special_xlog1py.out", binary_out<opname::xlog1py, Out::Float>);
   m.impl("exp", unary<opname::exp, Out::Float>);
   m.impl("exp_", unary_<opname::exp, Out::Float>);
   m.impl("exp.out", unary_out<opname::exp, Out::Float>);

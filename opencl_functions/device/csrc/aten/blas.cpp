@@ -1,8 +1,9 @@
-// Matrix products of the opencl device: mm, addmm, bmm, baddbmm, mv. 2-D products run on the
-// reference's own kernels (reference/matmul.cl: gemm_rows for B stored N×K, a linear layer's
-// weight; gemm_cols for B stored K×N) where the library's rules pick them for the device and
-// shape (reference/matmul_plan.hpp; on PoCL they ran several times CLBlast's GEMM and GEMV),
-// launched by the same functions; otherwise, and for batches, CLBlast. Transposed operands
+// Matrix products of the opencl device: mm, addmm, bmm, baddbmm, mv (and dot, vdot: a product
+// and a sum). 2-D products run on the reference's own kernels (reference/matmul.cl:
+// gemm_rows for B stored N×K, a linear layer's weight; gemm_cols for B stored K×N) where
+// the library's rules pick them for the device and shape (reference/matmul_plan.hpp; on
+// PoCL they ran several times CLBlast's GEMM and GEMV), launched by the same functions;
+// otherwise, and for batches, CLBlast. Transposed operands
 // (a row or column stride of 1) go as strides or transpose flags, not copies; CLBlast runs
 // products with one row as GEMV, which it does much faster than GEMM.
 #include <clblast.h>
@@ -298,6 +299,27 @@ at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
   return oclf::device::mm(self, vec.unsqueeze(1)).squeeze(1);
 }
 
+// ---- dot and vdot: Σ self·other over two vectors, as the device's product and sum -------------
+// (vdot conjugates self: the same for real dtypes; complex ones run on the CPU).
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
+  DEVICE_CHECK(self.dim() == 1 && other.dim() == 1, "opencl: dot: 1D tensors expected, but got ", self.dim(), "D and ",
+               other.dim(), "D tensors");
+  DEVICE_CHECK(self.scalar_type() == other.scalar_type(), "opencl: dot: expected both vectors to have same dtype, ",
+               "but found ", self.scalar_type(), " and ", other.scalar_type());
+  DEVICE_CHECK(self.numel() == other.numel(), "opencl: dot: inconsistent tensor size, expected tensor [",
+               self.numel(), "] and src [", other.numel(), "] to have the same number of elements, but got ",
+               self.numel(), " and ", other.numel(), " elements respectively");
+  DEVICE_DTYPE_CHECK(!at::isComplexType(self.scalar_type()), "opencl: dot: complex vectors run on the CPU");
+  return at::mul(self, other).sum().to(self.scalar_type());
+}
+
+at::Tensor& dot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  const at::Tensor result = dot(self, other);
+  at::native::resize_output(out, {});
+  return out.copy_(result);
+}
+
 }  // namespace
 
 REGISTER_DEVICE_OPS(m) {
@@ -310,6 +332,10 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("bmm.out", bmm_out);
   m.impl("baddbmm", baddbmm);
   m.impl("mv", mv);
+  m.impl("dot", dot);
+  m.impl("dot.out", dot_out);
+  m.impl("vdot", dot);
+  m.impl("vdot.out", dot_out);
 }
 
 }  // namespace oclf::device

@@ -31,6 +31,12 @@ const char* cl_storage_type(at::ScalarType dtype, const char* what) {
   }
 }
 
+const char* cl_real_type(at::ScalarType dtype, const char* what) {
+  DEVICE_DTYPE_CHECK(dtype == at::kFloat || dtype == at::kDouble, "opencl: ", what,
+                     " must be float32 or float64 for this kernel, got ", dtype);
+  return cl_storage_type(dtype, what);
+}
+
 const char* cl_move_type(at::ScalarType dtype, const char* what) {
   switch (dtype) {
     case at::kHalf:

@@ -41,6 +41,10 @@ const char* cl_storage_type(at::ScalarType dtype, const char* what = "tensor");
 // cl_type() for the device's computing types, else an unsigned integer of the element's
 // size ("ushort" for float16/bfloat16, "ulong" for float64/complex64).
 const char* cl_move_type(at::ScalarType dtype, const char* what = "tensor");
+// For kernels of real arithmetic in the tensor's own type (-DT=float or double): float32,
+// or float64 where the device has cl_khr_fp64; DtypeError naming `what` for other dtypes,
+// so the registration runs 16-bit tensors on float32 copies and the rest on the CPU.
+const char* cl_real_type(at::ScalarType dtype, const char* what = "tensor");
 // The type arithmetic on a dtype runs in: float32 for float16 and bfloat16, else itself.
 at::ScalarType compute_type(at::ScalarType dtype);
 bool is_device(const at::Tensor& t);
