@@ -1,6 +1,8 @@
 """The benchmark's quick mode runs end to end and writes a sane bench.json and bench.png."""
 import json
 
+import pytest
+
 from bench import layers as bench
 
 
@@ -79,3 +81,17 @@ def test_compiled_device_run_matches_torch(opencl_device):
     result = compare_device("resnet18", rounds=1, compile=True)
     assert result["max_rel_error"] < 1e-4
     assert result["opencl"] > 0 and result["torch"] > 0
+
+
+def test_ops_microbenchmark_quick(opencl_device, tmp_path):
+    """bench.ops times every op of its list on the device and on the CPU, and the driver's
+    own enqueue floor: positive, finite microseconds, the JSON as printed."""
+    from bench import ops
+
+    out = tmp_path / "ops.json"
+    result = ops.main(["--quick", "--number", "5", "--json", str(out)])
+    assert set(result["ops"]) == set(ops.OPS)
+    for name, row in result["ops"].items():
+        assert 0 < row["opencl"] < 1e6 and 0 < row["cpu"] < 1e6, (name, row)
+    assert 0 < result["enqueue_ns"]["call"] <= result["enqueue_ns"]["with_wait"]
+    assert json.loads(out.read_text())["ops"] == result["ops"]

@@ -199,10 +199,10 @@ at::Tensor& mish_out(const at::Tensor& self, at::Tensor& out) {
 
 at::Tensor mish(const at::Tensor& self) {
   at::Tensor out = empty_device(self.sizes(), self.scalar_type());
-  return mish_out(self, out);
+  return oclf::device::mish_out(self, out);
 }
 
-at::Tensor& mish_(at::Tensor& self) { return mish_out(self, self); }
+at::Tensor& mish_(at::Tensor& self) { return oclf::device::mish_out(self, self); }
 
 at::Tensor mish_backward(const at::Tensor& grad_output, const at::Tensor& self) {
   check_floating(self, "mish_backward");

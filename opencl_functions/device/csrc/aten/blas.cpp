@@ -315,7 +315,7 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor& dot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  const at::Tensor result = dot(self, other);
+  const at::Tensor result = oclf::device::dot(self, other);
   at::native::resize_output(out, {});
   return out.copy_(result);
 }

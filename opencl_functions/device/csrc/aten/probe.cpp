@@ -1,0 +1,51 @@
+// torch.ops.oclf.enqueue_cost: what the OpenCL driver alone costs the host per launch, the
+// floor beneath every operator of the device (bench.ops prints each operator's time over it).
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "kernel_launch.h"
+#include "tensors.h"
+
+namespace oclf::device {
+
+namespace {
+
+// What the driver alone costs the host per launch (bench.ops): kernels/probe.cl on `out`'s
+// first 16 floats, its arguments set once, enqueued `number` times straight on the queue.
+// Nanoseconds per clEnqueueNDRangeKernel call, and per launch including the wait for all.
+std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
+  DEVICE_CHECK_VALUE(is_device(out) && out.scalar_type() == at::kFloat && out.is_contiguous() && out.numel() >= 16,
+                     "opencl: enqueue_cost: expected a contiguous float32 opencl tensor of 16 elements or more, got ",
+                     out.scalar_type(), " ", out.sizes(), " on ", out.device());
+  DEVICE_CHECK_VALUE(number > 0, "opencl: enqueue_cost: number must be positive, got ", number);
+  c10::DeviceGuard guard(out.device());
+  Device& dev = Device::get();
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  cl_kernel kernel = dev.kernel("probe.cl", "enqueue_probe", "");
+  cl_uint index = 0;
+  set_arg_at(kernel, &index, arg(out));
+  dev.synchronize();
+  const size_t global[1] = {16};
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
+  for (int64_t i = 0; i < number; ++i) {
+    CL_CHECK(clEnqueueNDRangeKernel(dev.queue(), kernel, 1, nullptr, global, nullptr, 0, nullptr, nullptr));
+  }
+  const clock::time_point enqueued = clock::now();
+  dev.synchronize();
+  const clock::time_point done = clock::now();
+  const double n = double(number);
+  return {std::chrono::duration<double, std::nano>(enqueued - start).count() / n,
+          std::chrono::duration<double, std::nano>(done - start).count() / n};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(oclf, m) { m.def("enqueue_cost(Tensor out, int number) -> float[]", &enqueue_cost); }
+
+}  // namespace oclf::device
