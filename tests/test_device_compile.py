@@ -27,6 +27,7 @@ def device(opencl_device, monkeypatch):
     from opencl_functions.device.compile import runtime
 
     runtime.counters.clear()
+    runtime.unrecordable_reasons.clear()
     yield opencl_device
     torch._dynamo.reset()
 
@@ -35,6 +36,13 @@ def counters():
     from opencl_functions.device.compile import runtime
 
     return runtime.counters
+
+
+def replays() -> str:
+    """What the compiled graphs did, for a failed assertion: counts and why any went unrecorded."""
+    from opencl_functions.device.compile import runtime
+
+    return f"{dict(runtime.counters)}; unrecorded because: {list(runtime.unrecordable_reasons)}"
 
 
 def close(out, ref, tol=1e-5):
@@ -121,7 +129,7 @@ def test_weights_made_in_the_graph_and_parameters_changed_later(device):
                 conv.weight.mul_(-0.5)
                 dev.weight.mul_(-0.5)
             close(cf(dev, x.to("opencl")), f(copy.deepcopy(conv).double(), x.double()))
-    assert counters()["replayed"] >= 1
+    assert counters()["replayed"] >= 1, replays()
 
 
 def test_training_step_matches_eager(device):
@@ -156,7 +164,7 @@ def test_training_step_matches_eager(device):
             err = (compiled.state_dict()[name].cpu().double() - tensor).abs().max().item()
             eager_err = (eager.state_dict()[name].cpu().double() - tensor).abs().max().item()
             assert err <= max(1e-5, 10 * eager_err), (name, err, eager_err)
-    assert counters()["replayed"] >= 1
+    assert counters()["replayed"] >= 1, replays()
 
 
 def test_new_shapes_compile_again(device):
@@ -196,7 +204,7 @@ def test_dropout_draws_new_masks_each_replay(device):
     cf = torch.compile(lambda t: F.dropout(t, 0.5, training=True))
     x = torch.ones(33, 65).to("opencl")
     masks = [cf(x).cpu() for _ in range(4)]
-    assert counters()["replayed"] >= 1
+    assert counters()["replayed"] >= 1, replays()
     for m in masks:
         assert set(m.unique().tolist()) <= {0.0, 2.0} and 0.4 < (m == 0).float().mean().item() < 0.6
     assert not torch.equal(masks[2], masks[3])
@@ -279,7 +287,7 @@ def test_network_matches_eager_against_float64(device, name, train):
             if b.is_floating_point() and "running" in key:
                 eager_err = (eager.state_dict()[key].cpu().double() - b).abs().max().item()
                 assert (c.cpu().double() - b).abs().max().item() <= max(1e-5, 10 * eager_err), key
-    assert counters()["replayed"] >= (2 if train else 1), dict(counters())
+    assert counters()["replayed"] >= (2 if train else 1), replays()
 
 
 OCLGRIND_SCRIPT = '''

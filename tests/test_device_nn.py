@@ -260,9 +260,9 @@ def test_statistics_losses_and_shape_ops():
     check(lambda x: torch.var_mean(x, -1)[0] + torch.var_mean(x, -1)[1], x)
     check(lambda x: F.mse_loss(x, x.detach() * 0.5 + 1), x)
     p, t, w = torch.sigmoid(randn(3, 7)), torch.rand(3, 7, generator=torch.Generator().manual_seed(2)), randn(7).abs()
-    for reduction in ("mean", "sum", "none"):
-        check(lambda p, t: F.binary_cross_entropy(p, t, reduction=reduction), p, t)
-    check(lambda p, t: F.binary_cross_entropy(p, t, weight=w.to(p.device)), p, t)
+    for reduction in ("mean", "sum", "none"):  # the input's gradient (the target's is torch's logit)
+        check(lambda p: F.binary_cross_entropy(p, t.to(p.device), reduction=reduction), p)
+    check(lambda p: F.binary_cross_entropy(p, t.to(p.device), weight=w.to(p.device)), p)
     check(lambda p: nn_bce_edges(p), torch.tensor([0.0, 1.0, 0.5, 1e-30]))  # log clamped at -100, as torch
     check(lambda x: x.prod(1), randn(3, 4) * 0.5 + 1)
     check(lambda x: x.flip(0, 2), x)

@@ -192,37 +192,10 @@ def run_one(info, sample) -> Tuple[str, bool, str]:
 
 def child(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]], crash_at: str = "",
           max_samples: int = 0) -> None:
-    """Runs the named modules' samples from `resume` (module, sample, 0) on. `crash_at`
-    ("module#sample"): that sample reads address 0 (how the tests prove that a crash is
-    caught and blamed on its sample)."""
-    import ctypes
-    import warnings
-
-    import opencl_functions.device  # noqa: F401
-
-    warnings.simplefilter("ignore")
+    """Runs the named modules' samples (opdb_child.run_logged), each in one variant, "train"."""
     by_name = {info.name: info for info in modules()}
-    with log.open("a", buffering=1) as out:
-        for o, key in enumerate(keys):
-            if resume and o < resume[0]:
-                continue
-            info = by_name[key]
-            try:
-                samples = _samples(info)
-            except Exception as error:  # noqa: BLE001
-                out.write(json.dumps({"event": "done", "op": key, "o": o, "s": -1, "v": "train", "verdict": "skip",
-                                      "native": True, "detail": f"no samples: {error}"[:300]}) + "\n")
-                continue
-            for s, sample in opdb_child.spread(samples, max_samples):
-                if resume and (o, s, 0) <= resume:
-                    continue
-                where = {"op": key, "o": o, "s": s, "v": "train", "vi": 0}
-                out.write(json.dumps({"event": "start", **where}) + "\n")
-                if crash_at == f"{key}#{s}":
-                    ctypes.string_at(0)  # a read of address 0: a real segmentation fault
-                verdict, native, detail = run_one(info, sample)
-                out.write(json.dumps({"event": "done", **where, "verdict": verdict, "native": native,
-                                      "detail": detail}) + "\n")
+    opdb_child.run_logged(keys, log, resume, crash_at, max_samples, by_name.__getitem__, _samples,
+                          lambda info: ["train"], lambda info, variant, sample: run_one(info, sample))
 
 
 # ---------------------------------------------------------------------------------------------

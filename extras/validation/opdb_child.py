@@ -24,7 +24,7 @@ import json
 import sys
 import zlib
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from extras.validation.opdb import float32_ops, op_key
 
@@ -254,30 +254,33 @@ def spread(samples: list, most: int) -> List[tuple]:
     return [(k, samples[k]) for k in picked]
 
 
-def child(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]], crash_at: str = "",
-          max_samples: int = 0) -> None:
-    """Runs the given ops' samples from `resume` (op, sample, variant positions) on, one log line
-    before each run and one after. `crash_at` ("op#sample"): that sample's function form reads
-    address 0 (how the tests prove that a crash is caught and blamed on its sample)."""
+def run_logged(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]], crash_at: str, max_samples: int,
+               find: Callable[[str], object], samples_of: Callable[[object], list],
+               variants_of: Callable[[object], List[str]], run: Callable[[object, str, object], tuple]) -> None:
+    """The children's loop (op_db's here, module_db's in extras.validation.moduledb): each key's
+    samples (spread to `max_samples`) in each of its variants, from `resume` (key, sample,
+    variant positions) on, one log line before each run ("start") and one after ("done",
+    with run(item, variant, sample)'s verdict, native, detail and extra fields). `crash_at`
+    ("key#sample"): that sample's first variant reads address 0 (how the tests prove that a
+    crash is caught and blamed on its sample)."""
     import ctypes
     import warnings
 
     import opencl_functions.device  # noqa: F401
 
     warnings.simplefilter("ignore")
-    by_key = {op_key(op): op for op in float32_ops()}
     with log.open("a", buffering=1) as out:
         for o, key in enumerate(keys):
             if resume and o < resume[0]:
                 continue
-            op = by_key[key]
+            item = find(key)
+            variants = variants_of(item)
             try:
-                samples = _samples(op)
+                samples = samples_of(item)
             except Exception as error:  # noqa: BLE001
-                out.write(json.dumps({"event": "done", "op": key, "o": o, "s": -1, "v": "fn", "verdict": "skip",
+                out.write(json.dumps({"event": "done", "op": key, "o": o, "s": -1, "v": variants[0], "verdict": "skip",
                                       "native": True, "detail": f"no samples: {error}"[:300]}) + "\n")
                 continue
-            variants = _variants(op)
             for s, sample in spread(samples, max_samples):
                 for v, variant in enumerate(variants):
                     if resume and (o, s, v) <= resume:
@@ -286,10 +289,21 @@ def child(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]], cr
                     out.write(json.dumps({"event": "start", **where}) + "\n")
                     if crash_at == f"{key}#{s}" and v == 0:
                         ctypes.string_at(0)  # a read of address 0: a real segmentation fault
-                    reached: set = set()
-                    verdict, native, detail = run_one(op, variant, sample, reached)
+                    verdict, native, detail, *extra = run(item, variant, sample)
                     out.write(json.dumps({"event": "done", **where, "verdict": verdict, "native": native,
-                                          "detail": detail, "aten": sorted(reached)}) + "\n")
+                                          "detail": detail, **(extra[0] if extra else {})}) + "\n")
+
+
+def child(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]], crash_at: str = "",
+          max_samples: int = 0) -> None:
+    """Runs the given ops' samples (run_logged), noting the aten operators each run reached."""
+    by_key = {op_key(op): op for op in float32_ops()}
+
+    def run(op, variant: str, sample) -> tuple:
+        reached: set = set()
+        return (*run_one(op, variant, sample, reached), {"aten": sorted(reached)})
+
+    run_logged(keys, log, resume, crash_at, max_samples, by_key.__getitem__, _samples, _variants, run)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -46,6 +47,10 @@ MAX_SIGNATURES = 8
 # that cannot be recorded, replays off), "recorded", "replayed", "unrecordable" graphs,
 # "relocated" outputs moved off a recording's memory, kernels "built".
 counters: collections.Counter = collections.Counter()
+# Why graphs were not recorded (the recording's exception, first line), newest last: a graph
+# that waits for the device (a CPU fallback, .item()) runs as written on every call.
+unrecordable_reasons: collections.deque = collections.deque(maxlen=16)
+log = logging.getLogger(__name__)
 build_seconds = [0.0]  # wall time spent building generated kernels
 
 
@@ -268,8 +273,11 @@ class Replayed:
         try:
             with graph(rec.graph):
                 outputs = self.call(list(call_args))
-        except RuntimeError:
+        except RuntimeError as err:
             # It waits for the device (a CPU fallback, .item()): undo its writes, run as written.
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            unrecordable_reasons.append(reason)
+            log.info("a compiled graph runs unrecorded from now on: %s", reason)
             for i, saved in backups.items():
                 args[i].copy_(saved)
             rec.failed = True

@@ -28,16 +28,7 @@
 #define COMPUTE float
 #endif
 
-// CONTIGUOUS (CPUs): each work-item takes a contiguous run of elements; otherwise (GPUs)
-// i, i + items, ..., so neighbouring work-items touch neighbouring elements.
-#if CONTIGUOUS
-#define FOR_EACH(i, n)                                                                                   \
-  const int per_item = ((n) + get_global_size(0) - 1) / get_global_size(0);                           \
-  const int first = get_global_id(0) * per_item, last = min((n), first + per_item);                   \
-  for (int i = first; i < last; ++i)
-#else
-#define FOR_EACH(i, n) for (int i = get_global_id(0); i < (n); i += get_global_size(0))
-#endif
+#include "for_each.h"  // FOR_EACH(i, n): a work-item's elements
 
 #define GRAD_SLOT(k) __global T *g##k, const int g##k##_off, const int n##k
 #define GRAD_PICK(k)                                                                                     \

@@ -19,9 +19,7 @@
 //            zero_infinity and nll[b] is infinite). The sums add s from S-1 down to 0, as
 //            the CPU does.
 
-#ifdef HAS_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-#endif
+#include "dtypes.h"  // cl_khr_fp64 enabled where the device has it
 #ifndef T
 #define T float
 #endif

@@ -10,9 +10,7 @@
 // One work-item per output element: the window's largest value and its index
 // (d·H + h)·W + w in the plane; a NaN wins (the last one), as on the CPU.
 
-#ifdef HAS_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-#endif
+#include "dtypes.h"  // cl_khr_fp64 enabled where the device has it
 #ifndef T
 #define T float
 #endif

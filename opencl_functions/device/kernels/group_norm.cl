@@ -9,9 +9,7 @@
 //                    dx = a[n,c]·dy + b[n,g]·x + e[n,g], the coefficients (a = rstd·gamma,
 //                    b and e from the group's sums) made by the host from ds and db.
 
-#ifdef HAS_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-#endif
+#include "dtypes.h"  // cl_khr_fp64 enabled where the device has it
 #ifndef T
 #define T float
 #endif
@@ -36,10 +34,10 @@ void gn_channel_sums(IN(dy), IN(x), OUT(ds), OUT(db), const int HW) {
   part_ds[lid] = a;
   part_db[lid] = b;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int half = GROUP / 2; half > 0; half >>= 1) {
-    if (lid < half) {
-      part_ds[lid] += part_ds[lid + half];
-      part_db[lid] += part_db[lid + half];
+  for (int step = GROUP / 2; step > 0; step >>= 1) {
+    if (lid < step) {
+      part_ds[lid] += part_ds[lid + step];
+      part_db[lid] += part_db[lid + step];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }

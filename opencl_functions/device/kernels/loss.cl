@@ -14,9 +14,7 @@
 //                         dx[n,y]; then dx[n,:] times go
 // go: the gradient of the loss, one per sample (go_per_row) or one for all.
 
-#ifdef HAS_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-#endif
+#include "dtypes.h"  // cl_khr_fp64 enabled where the device has it
 #ifndef T
 #define T float
 #endif

@@ -27,17 +27,7 @@
 #define MOMENTUM 0
 #endif
 
-// The elements of a row's work-item: CONTIGUOUS (CPUs) gives each a contiguous run, which
-// the compiler vectorises within the work-item; otherwise (GPUs) i, i + items, ..., so
-// neighbouring work-items touch neighbouring elements.
-#if CONTIGUOUS
-#define FOR_EACH(i, n)                                                                                   \
-  const int per_item = ((n) + get_global_size(0) - 1) / get_global_size(0);                           \
-  const int first = get_global_id(0) * per_item, last = min((n), first + per_item);                   \
-  for (int i = first; i < last; ++i)
-#else
-#define FOR_EACH(i, n) for (int i = get_global_id(0); i < (n); i += get_global_size(0))
-#endif
+#include "for_each.h"  // FOR_EACH(i, n): a work-item's elements
 
 #define ADAM_SLOT(k)                                                                                     \
   __global float *p##k, const int p##k##_off, __global float *g##k, const int g##k##_off,              \

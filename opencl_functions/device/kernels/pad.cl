@@ -18,9 +18,7 @@
 //                            o >= n-1 + before for i = n-1 (a range)
 //               -DT= float or double.
 
-#ifdef HAS_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-#endif
+#include "dtypes.h"  // cl_khr_fp64 enabled where the device has it
 
 inline int src(const int o, const int n, const int before) {
   const int j = o - before;

@@ -304,6 +304,8 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("log_", unary_<opname::log, Out::Float>);
   m.impl("log.out", unary_out<opname::log, Out::Float>);
   m.impl("log1p", unary<opname::log1p, Out::Float>);
+  m.impl("log1p_", unary_<opname::log1p, Out::Float>);
+  m.impl("log1p.out", unary_out<opname::log1p, Out::Float>);
   m.impl("expm1", unary<opname::expm1, Out::Float>);
   m.impl("sqrt", unary<opname::sqrt, Out::Float>);
   m.impl("sqrt_", unary_<opname::sqrt, Out::Float>);

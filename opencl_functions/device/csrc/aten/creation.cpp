@@ -42,6 +42,14 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
   return at::detail::empty_generic(size, &Allocator::get(), kKeys, type, memory_format);
 }
 
+// Zeros that autograd formulas make for gradients known to be zero (sgn's, for one): CUDA's
+// ZeroTensor optimisation aside, a tensor of zeros is what they read.
+at::Tensor efficient_zeros(at::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                           std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  at::Tensor out = empty_memory_format(size, dtype, layout, device, pin_memory, std::nullopt);
+  return out.zero_();
+}
+
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory) {
@@ -198,6 +206,7 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("fill_.Tensor", fill_tensor);
   m.impl("zero_", zero_);
+  m.impl("_efficientzerotensor", efficient_zeros);
   m.impl("arange.start_out", arange_out);
   m.impl("linspace.out", linspace_out);
 }

@@ -229,7 +229,7 @@ at::Tensor multi_margin(const at::Tensor& self, const at::Tensor& target, const 
   launch(Device::get().kernel("loss.cl", "multi_margin_forward", options), NDRange::linear(size_t(N)), arg(x),
          arg(contiguous(target)), arg(w), int(has_w), arg(loss), int(p.toLong()),
          ScalarArg(margin.toDouble(), self.scalar_type()), int(N), int(C));
-  if (reduction == at::Reduction::None) return target.dim() == 0 ? loss.view({}) : loss;
+  if (reduction == at::Reduction::None) return target.dim() == 0 ? loss.view(at::IntArrayRef{}) : loss;
   return reduce_loss(loss, reduction);
 }
 
@@ -286,7 +286,7 @@ std::tuple<at::Tensor, at::Tensor> multilabel_margin(const at::Tensor& self, con
   at::Tensor is_target = empty_device(target.sizes(), self.scalar_type());
   launch(Device::get().kernel("loss.cl", "multilabel_margin_forward", options), NDRange::linear(size_t(N)),
          arg(contiguous(self)), arg(contiguous(target)), arg(is_target), arg(loss), int(N), int(C));
-  if (reduction == at::Reduction::None) return {target.dim() <= 1 ? loss.view({}) : loss, is_target};
+  if (reduction == at::Reduction::None) return {target.dim() <= 1 ? loss.view(at::IntArrayRef{}) : loss, is_target};
   return {reduce_loss(loss, reduction), is_target};
 }
 

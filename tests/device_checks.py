@@ -1,0 +1,54 @@
+"""Checks the device's operator tests share: an operator on the CPU and on the opencl device,
+outputs and gradients compared (check), seeded inputs (randn), and a scope where the CPU
+fallback is allowed (fallback_allowed)."""
+import contextlib
+import os
+
+import torch
+
+ATOL, RTOL = 1e-5, 1e-4
+
+
+@contextlib.contextmanager
+def fallback_allowed():
+    """Within: operators without a kernel for these inputs may run on the CPU (float64 cases
+    whose surrounding torch operators are float32-only on the device)."""
+    saved = os.environ.get("OCLF_FALLBACK")
+    os.environ["OCLF_FALLBACK"] = "silent"
+    try:
+        yield
+    finally:
+        os.environ["OCLF_FALLBACK"] = saved
+
+
+def randn(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + sum(shape)), dtype=dtype)
+
+
+def check(fn, *inputs, atol=ATOL, rtol=RTOL, grad=True):
+    """fn on the CPU and on the device: every result, and every floating input's gradient of
+    sum(result · R), agree (NaN where the CPU has NaN). Inputs are CPU tensors (or other
+    arguments, passed as they are); `grad`: True (every floating input), False, or the positions
+    of the inputs to differentiate (a loss's weights, for one, have no gradient)."""
+    results = []
+    for device in ("cpu", "opencl"):
+        wants = [(grad if isinstance(grad, bool) else i in grad) and isinstance(t, torch.Tensor)
+                 and t.is_floating_point() for i, t in enumerate(inputs)]
+        xs = [t.detach().clone().to(device).requires_grad_(w) if isinstance(t, torch.Tensor) else t
+              for t, w in zip(inputs, wants)]
+        ys = fn(*xs)
+        ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
+        wanted = [x for x in xs if isinstance(x, torch.Tensor) and x.requires_grad]
+        floats = [y for y in ys if y.is_floating_point() and y.requires_grad]
+        if wanted and floats:
+            total = sum((y * torch.randn(y.shape, generator=torch.Generator().manual_seed(i + 1),
+                                         dtype=y.dtype).to(device)).sum() for i, y in enumerate(floats))
+            grads = torch.autograd.grad(total, wanted, allow_unused=True)
+            ys += [g for g in grads if g is not None]
+        results.append(ys)
+    assert len(results[0]) == len(results[1])
+    for got, ref in zip(results[1], results[0]):
+        assert got.device.type == "opencl"
+        torch.testing.assert_close(got.detach().cpu(), ref.detach(), atol=atol, rtol=rtol, equal_nan=True)
+
+
