@@ -19,7 +19,14 @@ REFUSALS = "opdb-refusals"
 # Why the device refuses what it refuses: (a pattern searched in "op: exception", the
 # reason); the first pattern that matches names a refused run's reason, and a run no
 # pattern matches is listed under its exception's own words.
-REASONS: List[tuple] = []
+REASONS: List[tuple] = [
+    (r"'Sparse\w*opencl' backend", "sparse layouts (COO, CSR): the device holds dense tensors only"),
+    (r"^tensor_split: .*expected tensor_indices_or_sections to be on cpu",
+     "torch's own rule: the split points as a tensor must be on the CPU (CUDA refuses them too)"),
+    (r"^native_group_norm: .*view size is not compatible",
+     "torch's composite group norm (the forward of every backend without its own kernel) views a "
+     "non-contiguous input"),
+]
 
 
 def registrations() -> Dict[str, List[str]]:
