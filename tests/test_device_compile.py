@@ -30,6 +30,8 @@ def device(opencl_device, monkeypatch):
     runtime.unrecordable_reasons.clear()
     yield opencl_device
     torch._dynamo.reset()
+    runtime.release_recordings()  # what the recordings hold goes back (later tests count memory)
+    torch.opencl.empty_cache()
 
 
 def counters():

@@ -14,13 +14,9 @@ from extras.validation import opdb, opdb_table
 # Wrong answers still open, each with what goes wrong; nothing may crash or hang, and an op
 # leaves this list when it is right (the test says so).
 KNOWN_WRONG = {
-    # complex intermediates through composite operators and the CPU fallback
-    "fft.hfft2": "complex arithmetic of the composite on the device",
-    "fft.hfftn": "complex arithmetic of the composite on the device",
     # out= of a composite operator whose last step writes out through the CPU fallback
     "fft.ihfft2": "out= is left unwritten",
     "fft.ihfftn": "out= is left unwritten",
-    "linalg.matrix_rank": "out= is left unwritten",
 }
 
 

@@ -277,7 +277,8 @@ SCRIPT = textwrap.dedent("""
                    lambda t: F.softshrink(t, 0.3), lambda t: F.glu(t[..., :6], -1), lambda t: F.threshold(t, 0.1, 2),
                    lambda t: F.prelu(t, torch.full((5,), 0.2, device=t.device))):
             both(fn, x)
-        both(lambda t, y: F.binary_cross_entropy(torch.sigmoid(t), y), x, torch.rand(3, 5, 7))
+        target = torch.rand(3, 5, 7)  # no gradient: the target's is torch's logit
+        both(lambda t: F.binary_cross_entropy(torch.sigmoid(t), target.to(t.device)), x)
         both(lambda t, y: F.huber_loss(t, y, delta=0.5) + F.smooth_l1_loss(t, y), x, torch.randn(3, 5, 7))
         for mode, pad in (("reflect", (2, 1, 0, 3)), ("replicate", (3, 0, 1, 2)), ("reflect", (1, 2, 2, 0, 1, 1))):
             both(lambda t: F.pad(t, pad, mode=mode), torch.randn(2, 3, 4, 5) if len(pad) == 4 else x)

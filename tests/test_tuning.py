@@ -67,7 +67,7 @@ def test_first_use_measures_once_then_reads_the_cache(ocl, tmp_path):
 
 
 def test_off_and_cache_modes_never_measure(ocl, tmp_path):
-    off = run(tmp_path, OCLF_TUNE="0")
+    off = run(tmp_path, OCLF_TUNE="0", OCLF_PROGRAM_CACHE="0")  # the folder holds program binaries too
     assert off["matmul"]["origin"] == off["conv"]["origin"] == "defaults" and off["seconds"] == 0
     assert not (tmp_path / "cache").exists()
     cached = run(tmp_path, OCLF_TUNE="cache")

@@ -32,6 +32,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -194,6 +195,22 @@ def _storage(a: torch.Tensor) -> int:
     return a.untyped_storage().data_ptr()
 
 
+# Every compiled graph's wrapper in this process: Inductor keeps its compiled modules (and so
+# their recordings, with the device memory each holds) for the process; release_recordings()
+# gives that memory back.
+_wrapped: "weakref.WeakSet[Replayed]" = weakref.WeakSet()
+
+
+def release_recordings() -> None:
+    """Drops every compiled graph's recordings and the memory they hold (their next calls
+    record again); after it, torch.opencl.empty_cache() frees that memory. For programs that
+    compile models and discard them (the tests call it after each compile test)."""
+    for wrapper in list(_wrapped):
+        for rec in wrapper.recordings.values():
+            wrapper._drop(rec)
+        wrapper.recordings.clear()
+
+
 class Replayed:
     """A compiled graph's `call`, replayed (see the module's text)."""
 
@@ -201,6 +218,7 @@ class Replayed:
         self.call = call
         self.mutated = set(mutated_inputs)
         self.recordings: collections.OrderedDict[tuple, _Recording] = collections.OrderedDict()
+        _wrapped.add(self)
 
     def __call__(self, args: list) -> Any:
         if not _replay_enabled() or any(isinstance(a, torch.Tensor) and a.device.type != "opencl" for a in args):
