@@ -45,6 +45,7 @@ STAFF_ONLY = (
     "tests/test_conv_paths.py",
     "tests/device_checks.py",
     "tests/distributed_worker.py",
+    "tests/sweeps.py",
     "tests/test_device_accelerator.py",
     "tests/test_device_amp.py",
     "tests/test_device_autograd.py",

@@ -7,6 +7,7 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
+from sweeps import first_of_each_kind
 
 PATHS = ["", "tiled", "cpu", "gpu"]
 
@@ -66,7 +67,7 @@ DEPTHWISE_CONFIGS = ["dw_rows VW=16 RY=4", "dw_rows VW=8 RY=7", "dw_rows VW=4 RY
                      "depthwise", "depthwise_cpu"]
 
 
-@pytest.mark.parametrize("config", DEPTHWISE_CONFIGS)
+@pytest.mark.parametrize("config", first_of_each_kind(DEPTHWISE_CONFIGS))
 def test_depthwise_configurations(ocl, monkeypatch, config):
     """Every depthwise kernel and block (reference/depthwise.cl's compiled-in taps, strides and
     dilations; partial vectors and tiles; the end of the input) against torch."""
@@ -98,7 +99,7 @@ CPU_CONFIGS = ["cpu COV=16 PX=8", "cpu COV=8 PX=12", "cpu COV=4 PX=3", "gpu TM=3
                "wino TM=32 TN=32 WM=4 WN=4 TK=16"]
 
 
-@pytest.mark.parametrize("config", CPU_CONFIGS)
+@pytest.mark.parametrize("config", first_of_each_kind(CPU_CONFIGS))
 def test_block_configurations(ocl, monkeypatch, config):
     """The blocks the tuning candidates of conv2d_cpu and conv2d_gpu use, on awkward shapes."""
     monkeypatch.setenv("OCLF_CONV_KERNEL", config)

@@ -6,6 +6,7 @@ configurations (work-groups sharing a row, K split in local memory and over work
 run on whatever device is there."""
 import pytest
 import torch
+from sweeps import first_of_each_kind
 
 SHAPES = [(1, 1, 1), (1, 33, 7), (1, 100, 65), (7, 33, 1), (2, 7, 33), (9, 65, 33), (33, 200, 70)]
 LAYOUTS = ["kxn", "nxk", "kxn_resident", "nxk_resident", "a_transposed", "a_strided"]
@@ -51,7 +52,7 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", first_of_each_kind(CONFIGS))
 def test_each_configuration(ocl, monkeypatch, config):
     """Every block shape the candidates use, the GPUs' ones included (local sums, split K)."""
     monkeypatch.setenv("OCLF_MATMUL", config)
