@@ -281,16 +281,16 @@ SCRIPT = textwrap.dedent("""
         both(lambda t: F.binary_cross_entropy(torch.sigmoid(t), target.to(t.device)), x)
         both(lambda t, y: F.huber_loss(t, y, delta=0.5) + F.smooth_l1_loss(t, y), x, torch.randn(3, 5, 7))
         for mode, pad in (("reflect", (2, 1, 0, 3)), ("replicate", (3, 0, 1, 2)), ("reflect", (1, 2, 2, 0, 1, 1))):
-            both(lambda t: F.pad(t, pad, mode=mode), torch.randn(2, 3, 4, 5) if len(pad) == 4 else x)
+            both(lambda t: F.pad(t, pad, mode=mode), torch.randn(2, 3, 4, 5) if len(pad) == 4 else x[None])
         labels = torch.tensor([[1, 0, -1, 2], [3, -1, 0, 0], [0, 1, 2, 3]])
-        both(lambda t: F.multi_margin_loss(t, labels[:, 0].clamp(min=0), p=2), torch.randn(3, 4))
-        both(lambda t: F.multilabel_margin_loss(t, labels), torch.randn(3, 4))
+        both(lambda t: F.multi_margin_loss(t, labels[:, 0].clamp(min=0).to(t.device), p=2), torch.randn(3, 4))
+        both(lambda t: F.multilabel_margin_loss(t, labels.to(t.device)), torch.randn(3, 4))
         both(lambda t: F.group_norm(t, 2, torch.ones(6, device=t.device)), torch.randn(3, 6, 5))
         u = torch.rand(2, 3, 2)
         both(lambda t: F.fractional_max_pool2d(t, 2, output_size=(4, 3), _random_samples=u.to(t.device)),
              torch.randn(2, 3, 7, 5))
         targets = torch.tensor([[1, 2, 2], [3, 1, 0]])
-        both(lambda t: F.ctc_loss(F.log_softmax(t, -1), targets, [7, 5], [3, 2]), torch.randn(7, 2, 4))
+        both(lambda t: F.ctc_loss(F.log_softmax(t, -1), targets.to(t.device), [7, 5], [3, 2]), torch.randn(7, 2, 4))
     else:
         a, b = torch.randn(5, 33), torch.randn(33, 7)
         close(ocl.ocl_matmul(a, b), a @ b)
