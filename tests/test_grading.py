@@ -238,3 +238,14 @@ def test_read_result_refuses_links_and_big_files(tmp_path):
     assert "unreadable" in read_result(tmp_path / "link.pt", 1000)["error"]
     assert "more than" in read_result(tmp_path / "target", 10)["error"]
     assert "no result" in read_result(tmp_path / "missing.pt", 10)["error"]
+
+
+def test_the_grader_turns_the_program_cache_off_for_its_children(tmp_path):
+    """No program binary kept by an earlier process (a file a submission could write) is loaded
+    by a grading's children (tests/test_program_cache.py has the cache itself)."""
+    from grading.workspace import Workspace
+
+    ws = Workspace.__new__(Workspace)
+    ws.python, ws.extra_path = sys.executable, []
+    env = ws.env(tmp_path, tmp_path / "home", tmp_path / "pocl")
+    assert env["OCLF_PROGRAM_CACHE"] == "0"
