@@ -18,7 +18,10 @@ def fallback_allowed():
     try:
         yield
     finally:
-        os.environ["OCLF_FALLBACK"] = saved
+        if saved is None:
+            os.environ.pop("OCLF_FALLBACK", None)
+        else:
+            os.environ["OCLF_FALLBACK"] = saved
 
 
 def randn(*shape, seed=0, dtype=torch.float32):

@@ -166,8 +166,7 @@ def run_one(info, sample) -> Tuple[str, bool, str]:
         got = evaluate(module, sample, "opencl", torch.float32)
         torch.opencl.synchronize()
     except Exception as error:  # noqa: BLE001  (any Python exception is a refusal, and is recorded)
-        message = str(error).strip().splitlines()[0] if str(error).strip() else "(no message)"
-        return "refused", not device.fallback_ops(), f"{type(error).__name__}: {message[:300]}"
+        return opdb_child.refusal(error)
     native = not device.fallback_ops()
     detail = ",".join(sorted(device.fallback_ops()))
 

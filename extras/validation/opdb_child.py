@@ -229,8 +229,7 @@ def run_one(op, variant: str, sample, reached: Optional[set] = None) -> Tuple[st
                 got = _call(op, variant, dev_sample)
         torch.opencl.synchronize()
     except Exception as error:  # noqa: BLE001  (any Python exception is a refusal, and is recorded)
-        message = str(error).strip().splitlines()[0] if str(error).strip() else "(no message)"
-        return "refused", not device.fallback_ops(), f"{type(error).__name__}: {message[:300]}"
+        return refusal(error)
     native = not device.fallback_ops()
     detail = ",".join(sorted(device.fallback_ops()))
 
@@ -259,6 +258,15 @@ def run_one(op, variant: str, sample, reached: Optional[set] = None) -> Tuple[st
     if problem:
         return "wrong", native, problem
     return "right", native, detail
+
+
+def refusal(error: Exception) -> Tuple[str, bool, str]:
+    """The verdict of a run the device refused with `error`: (refused, native, the exception's
+    type and first line)."""
+    import opencl_functions.device as device
+
+    message = str(error).strip().splitlines()[0] if str(error).strip() else "(no message)"
+    return "refused", not device.fallback_ops(), f"{type(error).__name__}: {message[:300]}"
 
 
 def spread(samples: list, most: int) -> List[tuple]:
