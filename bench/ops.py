@@ -102,12 +102,13 @@ def _round(op: Callable[[], object], sync: Callable[[], None], number: int) -> f
 
 
 def enqueue_cost(number: int, rounds: int, stat: Callable[[List[float]], float]) -> Dict[str, float]:
-    """Nanoseconds of clEnqueueNDRangeKernel alone per launch, and per launch with the wait
-    for all of them (the queue's own floor), on the current opencl device."""
+    """Nanoseconds of clEnqueueNDRangeKernel alone per launch, per launch with the wait for
+    all of them (the queue's own floor), and per clSetKernelArg, on the current opencl device."""
     out = torch.empty(16, device="opencl")
     out.fill_(0)  # builds the kernel
     runs = [torch.ops.oclf.enqueue_cost(out, number) for _ in range(rounds)]
-    return {"call": stat([r[0] for r in runs]), "with_wait": stat([r[1] for r in runs])}
+    return {"call": stat([r[0] for r in runs]), "with_wait": stat([r[1] for r in runs]),
+            "set_arg": stat([r[2] for r in runs])}
 
 
 def measure(names: List[str], devices: List[str], number: int, rounds: int,
@@ -136,7 +137,8 @@ def print_table(result: Dict) -> None:
     print(f"OpenCL: {result['device']['device']} ({result['device']['platform']}), torch {result['torch']}")
     print(f"{result['number']} ops per round, {result['rounds']} rounds, the {result['stat']} round; microseconds per op")
     print(f"enqueue only (clEnqueueNDRangeKernel, 16 floats): {enqueue_us:.2f} us a call, "
-          f"{result['enqueue_ns']['with_wait'] / 1e3:.2f} us a launch with the wait")
+          f"{result['enqueue_ns']['with_wait'] / 1e3:.2f} us a launch with the wait; "
+          f"clSetKernelArg {result['enqueue_ns']['set_arg'] / 1e3:.3f} us a call")
     others = [d for d in devices if d != "opencl"]
     header = f"{'op':<20} {'ours':>8} {'over enqueue':>13}" + "".join(f" {d:>8}" for d in others)
     header += "".join(f" {'ours/' + d:>11}" for d in others)

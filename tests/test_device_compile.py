@@ -91,6 +91,19 @@ def test_plain_torch_compile_reaches_the_device(device):
     assert counters()["built"] >= 1
 
 
+def test_fake_device_tensors_print_without_values(device):
+    """torch.compile traces with fake tensors and its debug logs print them (TORCH_LOGS, or
+    logging at DEBUG as pytest captures it): the device's printing must not read values they
+    do not have (it once ran torch's formatter on them and broke every cold compile)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.randn(3, 4).to("opencl"))
+        text = repr(fake)
+    assert "opencl" in text and "3, 4" in text
+    assert "tensor([[" in repr(torch.ones(2, 2).to("opencl"))  # real ones still print their values
+
+
 def test_replays_run_no_host_work_per_kernel_and_held_results_keep(device):
     def f(x):
         return F.silu(x @ x.t()).softmax(-1) + x.sum()

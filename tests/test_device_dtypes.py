@@ -362,13 +362,15 @@ def test_16bit_kernels_read_16_bits_without_a_float32_copy(dtype):
         F.softmax(dx, -1), F.log_softmax(dx, 0), F.layer_norm(dx, (37,), dw, db)
         F.scaled_dot_product_attention(dq, dq, dq, is_causal=True)
         F.embedding(ids, dx), (dx * dw + 1).sum(-1), dx.amax(0)
+        F.linear(dx, dx.repeat(2, 1)[:5], db[:5]), dx.t() @ dx, torch.bmm(dq[0], dq[0].transpose(1, 2))  # gemm16.cl
         launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
     finally:
         torch.ops.oclf.launch_log_stop()
     name = {torch.float16: "half", torch.bfloat16: "bfloat"}[dtype]
     kernels = {kernel for _, kernel, *_ in launches}
-    assert {"softmax_forward", "ln_forward", "sdpa_forward", "index_select", "ew_contig"} <= kernels
+    assert {"softmax_forward", "ln_forward", "sdpa_forward", "index_select", "ew_contig", "gemm16_rows",
+            "gemm16_tiled"} <= kernels
     for _, kernel, options, *_ in launches:
         assert "-DTO=float" not in options or f"-DTA={name}" not in options, f"{kernel} widened: {options}"
-        if kernel in ("softmax_forward", "ln_forward", "sdpa_forward"):
+        if kernel in ("softmax_forward", "ln_forward", "sdpa_forward", "gemm16_rows", "gemm16_tiled"):
             assert f"-DT={name}" in options.split(), f"{kernel}: {options}"

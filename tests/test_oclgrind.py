@@ -257,6 +257,23 @@ SCRIPT = textwrap.dedent("""
              torch.randn(3, 2, 3, 3, 2))
         both(lambda t, w: F.conv_transpose3d(t, w, stride=2, output_padding=(1, 0, 1)), torch.randn(1, 2, 2, 3, 2),
              torch.randn(2, 3, 2, 2, 3))
+    elif what == "half":
+        # 16-bit products (gemm16.cl): few rows and tiles, transposed and batched operands,
+        # a bias row and beta, in float16 and bfloat16.
+        import opencl_functions.device
+        for dt in (torch.float16, torch.bfloat16):
+            def on(*ts):
+                return [t.to(dt).to("opencl") for t in ts]
+            a, b, w, bias = torch.randn(67, 19), torch.randn(19, 66), torch.randn(5, 19), torch.randn(5)
+            A, B, W, BIAS = on(a, b, w, bias)
+            close((A @ B).cpu().float(), (a.to(dt).float() @ b.to(dt).float()).to(dt).float())
+            for rows in (A[:3], A[:1]):
+                ref = F.linear(rows.cpu().float(), w.to(dt).float(), bias.to(dt).float())
+                assert torch.allclose(F.linear(rows, W, BIAS).cpu().float(), ref, atol=0.1, rtol=0.02)
+            x, y, z = on(torch.randn(2, 7, 13), torch.randn(2, 13, 9), torch.randn(2, 7, 9))
+            out = torch.baddbmm(z, x.transpose(1, 2).contiguous().transpose(1, 2), y, beta=0.5)
+            ref = 0.5 * z.cpu().float() + x.cpu().float() @ y.cpu().float()
+            assert torch.allclose(out.cpu().float(), ref, atol=0.1, rtol=0.02)
     elif what == "ops_more":
         # The kernels of the operators public programs meet (tests/test_device_ops_more.py):
         # elementwise_nn.h's activations and losses (strided, in place), pad.cl, loss.cl,
@@ -372,3 +389,8 @@ def test_device_recurrent_cells_pools_and_nd_convolutions_under_oclgrind(tmp_pat
     """rnn.cl's LSTM and GRU cells, pool3d.cl's 3-D and adaptive max pooling, and the transposed
     and 3-D convolutions on the 2-D kernels, forward and backward."""
     run_under_oclgrind("nn_nd", tmp_path, OCLF_FALLBACK="error")
+
+
+def test_device_16bit_products_under_oclgrind(tmp_path, ocl):
+    """gemm16.cl's two kernels on odd shapes, float16 and bfloat16."""
+    run_under_oclgrind("half", tmp_path, OCLF_FALLBACK="error")

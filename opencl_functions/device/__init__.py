@@ -87,8 +87,12 @@ def _is_in_bad_fork() -> bool:
 
 def _tensor_str(self, *, tensor_contents=None):
     """torch's printing, with the numbers of an opencl tensor formatted from a host copy
-    (torch's formatter runs many small ops, some on float64)."""
-    if self.device.type == NAME and tensor_contents is None and self.layout == torch.strided and self.numel():
+    (torch's formatter runs many small ops, some on float64). Tensors without values (the fake
+    ones torch.compile traces with, which its debug logs print) print as torch prints them."""
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    has_values = not (fake is not None and fake.is_fake(self)) and not self.is_meta
+    if self.device.type == NAME and tensor_contents is None and self.layout == torch.strided and self.numel() \
+            and has_values:
         plain = type(self) in (torch.Tensor, torch.nn.Parameter)
         indent = len("tensor(") if plain else len(f"{type(self).__name__}(")
         with torch.no_grad():

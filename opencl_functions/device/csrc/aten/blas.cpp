@@ -207,6 +207,74 @@ void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
   });
 }
 
+// ---- 16-bit products (kernels/gemm16.cl) ----------------------------------------------------
+// float16 and bfloat16 operands are read as stored and multiplied in float32 (no float32
+// copies of activations or weights); the result is stored in their dtype.
+
+bool is_16bit(const at::Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; }
+
+// Whether every tensor is a device tensor of one 16-bit dtype (the route of gemm16).
+bool all_16bit(std::initializer_list<const at::Tensor*> tensors) {
+  const at::ScalarType type = (*tensors.begin())->scalar_type();
+  for (const at::Tensor* t : tensors)
+    if (!is_16bit(*t) || t->scalar_type() != type || !is_device(*t)) return false;
+  return true;
+}
+
+// c = alpha · a · b + beta · c (+ row, n contiguous elements), a, b and c 2-D (one product)
+// or 3-D (a batch); c's columns contiguous. One launch: gemm16_rows for up to 4 rows,
+// gemm16_tiled otherwise.
+void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
+            const at::Tensor& row = at::Tensor()) {
+  const bool batched = a.dim() == 3;
+  const int64_t batch = batched ? a.size(0) : 1, m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  if (batch == 0 || m == 0 || n == 0) return;
+  DEVICE_CHECK(c.stride(-1) == 1 || n == 1, "opencl: a 16-bit product writes a result with contiguous columns");
+  const int64_t limit = int64_t(1) << 31;
+  for (const at::Tensor* t : {&a, &b, &c}) {
+    int64_t reach = 0;
+    for (int64_t d = 0; d < t->dim(); ++d) reach += (t->size(d) - 1) * std::abs(t->stride(d));
+    DEVICE_CHECK(reach < limit && t->storage_offset() < limit, "opencl: 16-bit products over 2^31 elements ",
+                 "are not supported");
+  }
+  const TensorArg ta = arg(a), tb = arg(b), tc = arg(c), tr = row.defined() ? arg(row) : tc;
+  const cl_int a_rs = cl_int(a.stride(-2)), a_cs = cl_int(a.stride(-1)), b_rs = cl_int(b.stride(-2)),
+               b_cs = cl_int(b.stride(-1)), c_rs = cl_int(c.stride(-2));
+  const cl_long a_bs = batched ? a.stride(0) : 0, b_bs = batched ? b.stride(0) : 0, c_bs = batched ? c.stride(0) : 0;
+  const bool rows = m <= 4;
+  const std::string type = std::string("-DT=") + cl_storage_type(a.scalar_type());
+  const cl_kernel kernel = Device::get().kernel("gemm16.cl", rows ? "gemm16_rows" : "gemm16_tiled", type);
+  size_t global[3], local[3];
+  if (rows) {
+    const size_t group = Device::get().is_cpu() ? 16 : 64;
+    global[0] = round_up(size_t(n), group), global[1] = size_t(m), global[2] = size_t(batch);
+    local[0] = group, local[1] = 1, local[2] = 1;
+  } else {
+    global[0] = size_t((n + 63) / 64) * 16, global[1] = size_t((m + 63) / 64) * 16, global[2] = size_t(batch);
+    local[0] = 16, local[1] = 16, local[2] = 1;
+  }
+  launch(kernel, NDRange(3, global, local), ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs,
+         b_cs, b_bs, c_rs, c_bs, alpha, beta, cl_int(row.defined()));
+}
+
+// out (2-D or 3-D, any strides) = alpha · a · b + beta · bias (broadcast), all of one 16-bit
+// dtype; a bias that is one row with beta 1 goes to the kernel, others are copied first.
+void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias, float alpha,
+               float beta) {
+  const bool direct = out.stride(-1) == 1 || out.size(-1) == 1;
+  const at::Tensor result = direct ? out : empty_device(out.sizes(), out.scalar_type());
+  const int64_t n = out.size(-1);
+  const bool row = bias.defined() && beta == 1.0f && !bias.is_same(out) && bias.dim() >= 1 && bias.numel() == n &&
+                   bias.size(-1) == n && (bias.stride(-1) == 1 || n == 1);
+  if (row) {
+    gemm16(a, b, result, alpha, 0.0f, bias.reshape({n}));
+  } else {
+    if (bias.defined() && beta != 0.0f && !bias.is_same(result)) result.copy_(bias.expand(out.sizes()));
+    gemm16(a, b, result, alpha, bias.defined() ? beta : 0.0f);
+  }
+  if (!result.is_same(out)) out.copy_(result);
+}
+
 void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
   check_matrix(a, 2, op, "self");
   check_matrix(b, 2, op, "mat2");
@@ -215,6 +283,11 @@ void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  if (all_16bit({&self, &mat2, &out}) && self.dim() == 2 && mat2.dim() == 2 && self.size(1) == mat2.size(0)) {
+    at::native::resize_output(out, {self.size(0), mat2.size(1)});
+    product16(self, mat2, out, at::Tensor(), 1.0f, 0.0f);
+    return out;
+  }
   check_mm(self, mat2, "mm");
   at::native::resize_output(out, {self.size(0), mat2.size(1)});
   at::Tensor result = out.is_contiguous() ? out : empty_device(out.sizes(), at::kFloat);
@@ -224,12 +297,21 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
 }
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-  at::Tensor out = empty_device({self.size(0), mat2.size(1)}, at::kFloat);
+  const bool half = all_16bit({&self, &mat2});
+  at::Tensor out = empty_device({self.size(0), mat2.size(1)}, half ? self.scalar_type() : at::kFloat);
   return mm_out(self, mat2, out);
 }
 
 at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  if (all_16bit({&bias, &mat1, &mat2, &out}) && mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(1) == mat2.size(0)) {
+    const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
+    DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: addmm: self of shape ", bias.sizes(),
+                 " does not broadcast to ", at::IntArrayRef(shape));
+    at::native::resize_output(out, shape);
+    product16(mat1, mat2, out, bias, float(alpha.toDouble()), float(beta.toDouble()));
+    return out;
+  }
   check_mm(mat1, mat2, "addmm");
   check_float(bias, "self");
   const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
@@ -253,7 +335,8 @@ at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& mat1, const at::
 
 at::Tensor addmm(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
                  const at::Scalar& alpha) {
-  at::Tensor out = empty_device({mat1.size(0), mat2.size(1)}, at::kFloat);
+  const bool half = all_16bit({&bias, &mat1, &mat2});
+  at::Tensor out = empty_device({mat1.size(0), mat2.size(1)}, half ? mat1.scalar_type() : at::kFloat);
   return addmm_out(bias, mat1, mat2, beta, alpha, out);
 }
 
@@ -270,6 +353,12 @@ void check_bmm(const at::Tensor& a, const at::Tensor& b, const char* op) {
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  if (all_16bit({&self, &mat2, &out}) && self.dim() == 3 && mat2.dim() == 3 && self.size(0) == mat2.size(0) &&
+      self.size(2) == mat2.size(1)) {
+    at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
+    product16(self, mat2, out, at::Tensor(), 1.0f, 0.0f);
+    return out;
+  }
   check_bmm(self, mat2, "bmm");
   at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
   at::Tensor result = out.is_contiguous() ? out : empty_device(out.sizes(), at::kFloat);
@@ -279,12 +368,22 @@ at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
-  at::Tensor out = empty_device({self.size(0), self.size(1), mat2.size(2)}, at::kFloat);
+  const bool half = all_16bit({&self, &mat2});
+  at::Tensor out = empty_device({self.size(0), self.size(1), mat2.size(2)}, half ? self.scalar_type() : at::kFloat);
   return bmm_out(self, mat2, out);
 }
 
 at::Tensor baddbmm(const at::Tensor& bias, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                    const at::Scalar& alpha) {
+  if (all_16bit({&bias, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
+      b1.size(2) == b2.size(1)) {
+    const std::vector<int64_t> shape = {b1.size(0), b1.size(1), b2.size(2)};
+    DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: baddbmm: self of shape ", bias.sizes(),
+                 " does not broadcast to ", at::IntArrayRef(shape));
+    at::Tensor out = empty_device(shape, b1.scalar_type());
+    product16(b1, b2, out, bias, float(alpha.toDouble()), float(beta.toDouble()));
+    return out;
+  }
   check_bmm(b1, b2, "baddbmm");
   const std::vector<int64_t> shape = {b1.size(0), b1.size(1), b2.size(2)};
   at::Tensor out = empty_device(shape, at::kFloat);

@@ -20,18 +20,6 @@ namespace {
 // How an operator runs for a set of dtypes.
 enum class Route { Native, Widened, Cpu };
 
-struct Registry {
-  std::mutex mutex;
-  std::unordered_map<c10::OperatorName, c10::KernelFunction> native;
-  // (operator, dtypes) -> the route that worked, for sets with dtypes beyond the kernels' own.
-  std::unordered_map<c10::OperatorName, std::unordered_map<uint64_t, Route>> learned;
-};
-
-Registry& registry() {
-  static auto* r = new Registry();  // never destroyed: operators may run during exit
-  return *r;
-}
-
 bool is_16bit_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
 
 // What the dispatch wrapper needs of the n arguments on top of the stack: the dtypes of
@@ -208,86 +196,81 @@ void note_writes(const Written& written) {
     if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
 }
 
-void dispatch_by_dtype(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
-                       uint64_t mask) {
-  Registry& r = registry();
-  const c10::OperatorName& name = op.operator_name();
-  const c10::KernelFunction* native = nullptr;
-  Route route = Route::Native;
-  const size_t n = op.schema().arguments().size();
-  const bool unusual = (mask & ~kKernelTypes) != 0;
-  {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    native = &r.native.at(name);
-    if (unusual) {
-      auto& learned = r.learned[name];
-      auto found = learned.find(mask);
-      if (found != learned.end()) route = found->second;
-    }
-  }
-  const auto learn = [&](Route chosen) {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    r.learned[name][mask] = chosen;
-  };
-  // The arguments, to start again from them where a route gives up.
-  const size_t depth = stack->size() - n;
-  const torch::jit::Stack arguments(stack->end() - n, stack->end());
-  const auto restore = [&] {
-    stack->resize(depth);
-    stack->insert(stack->end(), arguments.begin(), arguments.end());
-  };
-  if (route == Route::Native) {
-    try {
-      native->callBoxed(op, keys, stack);
-      return;
-    } catch (const DtypeError&) {
-      restore();
-      const bool only_16bit_extra = (mask & ~(kKernelTypes | k16Bit)) == 0 && (mask & k16Bit) != 0;
-      route = only_16bit_extra ? Route::Widened : Route::Cpu;
-    }
-  }
-  if (route == Route::Widened) {
-    try {
-      call_widened(*native, op, keys, stack, n);
-      learn(Route::Widened);
-      return;
-    } catch (const DtypeError&) {
-      restore();
-    }
-  }
-  learn(Route::Cpu);
-  run_on_cpu(op, stack);
-}
+// An operator's kernel as the dispatcher sees it: the dtype-aware wrapper around the native
+// kernel, with the routes learned for its sets of dtypes beyond the kernels' own (each
+// operator has its own, so a call looks nothing up in a shared table).
+class NativeOp final : public c10::OperatorKernel {
+ public:
+  explicit NativeOp(c10::KernelFunction native) : native_(std::move(native)) {}
 
-// Every native operator runs here: on the device of its tensors (made the thread's current
-// one while it runs, as torch's own backends' device guards do), by dtype, with its label
-// for kernel timing.
-void dtype_dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  const size_t n = op.schema().arguments().size();
-  const ArgumentScan scan = scan_arguments(*stack, n);
-  DEVICE_CHECK(scan.other_device < 0 || crosses_devices(op.operator_name()), "opencl: ", op.operator_name().name,
-               " got tensors on two devices, opencl:", scan.device, " and opencl:", scan.other_device,
-               "; move them to one device first (tensor.to(\"opencl:", scan.device, "\"))");
-  const CurrentDevice on(scan.device);
-  const Written written = written_tensors(op, *stack, n);
-  const OpLabel label(&op.operator_name().name);
-  dispatch_by_dtype(op, keys, stack, scan.dtypes);
-  note_writes(written);
-}
+  // Every native operator runs here: on the device of its tensors (made the thread's current
+  // one while it runs, as torch's own backends' device guards do), by dtype, with its label
+  // for kernel timing.
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+    const size_t n = op.schema().arguments().size();
+    const ArgumentScan scan = scan_arguments(*stack, n);
+    DEVICE_CHECK(scan.other_device < 0 || crosses_devices(op.operator_name()), "opencl: ",
+                 op.operator_name().name, " got tensors on two devices, opencl:", scan.device, " and opencl:",
+                 scan.other_device, "; move them to one device first (tensor.to(\"opencl:", scan.device, "\"))");
+    const CurrentDevice on(scan.device);
+    const Written written = written_tensors(op, *stack, n);
+    const OpLabel label(&op.operator_name().name);
+    run(op, keys, stack, n, scan.dtypes);
+    note_writes(written);
+  }
+
+ private:
+  void run(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack, size_t n,
+           uint64_t mask) {
+    Route route = Route::Native;
+    if ((mask & ~kKernelTypes) != 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto found = learned_.find(mask);
+      if (found != learned_.end()) route = found->second;
+    }
+    const auto learn = [&](Route chosen) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      learned_[mask] = chosen;
+    };
+    // The arguments, to start again from them where a route gives up.
+    const size_t depth = stack->size() - n;
+    const c10::SmallVector<c10::IValue, 8> arguments(stack->end() - n, stack->end());
+    const auto restore = [&] {
+      stack->resize(depth);
+      stack->insert(stack->end(), arguments.begin(), arguments.end());
+    };
+    if (route == Route::Native) {
+      try {
+        native_.callBoxed(op, keys, stack);
+        return;
+      } catch (const DtypeError&) {
+        restore();
+        const bool only_16bit_extra = (mask & ~(kKernelTypes | k16Bit)) == 0 && (mask & k16Bit) != 0;
+        route = only_16bit_extra ? Route::Widened : Route::Cpu;
+      }
+    }
+    if (route == Route::Widened) {
+      try {
+        call_widened(native_, op, keys, stack, n);
+        learn(Route::Widened);
+        return;
+      } catch (const DtypeError&) {
+        restore();
+      }
+    }
+    learn(Route::Cpu);
+    run_on_cpu(op, stack);
+  }
+
+  const c10::KernelFunction native_;
+  std::mutex mutex_;
+  std::unordered_map<uint64_t, Route> learned_;  // set of dtypes -> the route that worked
+};
 
 }  // namespace
 
 void register_native(torch::Library& library, const char* name, c10::KernelFunction native) {
-  // "add.Tensor" is the operator aten::add, overload Tensor.
-  const std::string full(name);
-  const size_t dot = full.find('.');
-  const std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
-  const c10::OperatorName op("aten::" + full.substr(0, dot), overload);
-  {
-    std::lock_guard<std::mutex> lock(registry().mutex);
-    registry().native.insert_or_assign(op, std::move(native));
-  }
-  library.impl(name, torch::CppFunction::makeFromBoxedFunction<&dtype_dispatch>());
+  library.impl(name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<NativeOp>(std::move(native))));
 }
 
 }  // namespace oclf::device

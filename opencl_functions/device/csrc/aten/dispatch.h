@@ -24,7 +24,7 @@
 namespace oclf::device {
 
 // Registers `native` as the kernel of the operator `name` (as torch::Library::impl does);
-// the dispatcher calls dtype_dispatch, which calls native.
+// the dispatcher calls its dtype-aware wrapper (NativeOp), which calls native.
 void register_native(torch::Library& library, const char* name, c10::KernelFunction native);
 
 class DeviceOps {

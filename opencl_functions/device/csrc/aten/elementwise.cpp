@@ -5,7 +5,10 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/TypeProperties.h>
 
+#include <c10/util/SmallVector.h>
+
 #include <climits>
+#include <unordered_map>
 #include <vector>
 
 #include "kernel_launch.h"
@@ -21,14 +24,14 @@ Operand::Operand(const at::Tensor& t) {
   }
 }
 
-Operand::Operand(const at::Scalar& value) : number(value.toDouble()) {
-  tensor = at::scalar_to_tensor(value);
-  tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
-}
+Operand::Operand(const at::Scalar& value) : number(value.toDouble()), scalar(value) {}
 
 at::ScalarType promoted(std::initializer_list<Operand> inputs) {
   at::native::ResultTypeState state = {};
-  for (const Operand& in : inputs) state = at::native::update_result_type_state(in.tensor, state);
+  for (const Operand& in : inputs) {
+    state = in.scalar ? at::native::update_result_type_state(*in.scalar, state)
+                      : at::native::update_result_type_state(in.tensor, state);
+  }
   return at::native::result_type(state);
 }
 
@@ -46,13 +49,57 @@ struct Layout {
 
 }  // namespace
 
+namespace {
+
+// The kernel for one combination of operation, dtypes, numbers and layout kind, built from
+// its options the first time and looked up by a short key after: building the options string
+// and the program table's long key cost more than the rest of a small op's host work.
+// Per thread (no lock) and per device (each has its own kernels); built kernels live as long
+// as the process (Programs::kernel_fixed).
+cl_kernel elementwise_kernel(const std::string& op, const at::Tensor& out, const Operand* ins, size_t nin,
+                             at::ScalarType compute, const char* variant) {
+  Device& dev = Device::get();
+  std::string key = op;
+  key += '|';
+  key += variant;
+  key += char('A' + dev.index());
+  key += char('A' + static_cast<int>(compute));
+  key += char('A' + static_cast<int>(out.scalar_type()));
+  for (size_t k = 0; k < nin; ++k) {
+    key += ins[k].number ? '#' : char('A' + static_cast<int>(ins[k].tensor.scalar_type()));
+  }
+  thread_local std::unordered_map<std::string, cl_kernel> kernels;
+  auto found = kernels.find(key);
+  if (found != kernels.end()) return found->second;
+
+  const char* ct = cl_storage_type(compute);
+  std::string options = "-DOP_" + op + " -DNIN=" + std::to_string(nin) + " -DCT=" + ct;
+  options += std::string(" -DTO=") + cl_storage_type(out.scalar_type(), "output");
+  const char* names[3] = {"A", "B", "C"};
+  for (size_t k = 0; k < 3; ++k) {
+    const bool present = k < nin;
+    const bool number = present && ins[k].number.has_value();
+    const char* type = present && !number ? cl_storage_type(ins[k].tensor.scalar_type(), "input") : ct;
+    options += std::string(" -DT") + names[k] + "=" + type;
+    if (number) options += std::string(" -D") + names[k] + "_SCALAR";
+  }
+  if (out.scalar_type() == at::kBool) options += " -DOUT_BOOL";
+  const bool cpu = dev.is_cpu();
+  options += std::string(" -DCHUNK=") + (cpu ? "16" : "1") + " -DUNROLL=" + (cpu ? "1" : "4");
+  const cl_kernel kernel = dev.kernel("elementwise.cl", variant, options);
+  kernels.emplace(std::move(key), kernel);
+  return kernel;
+}
+
+}  // namespace
+
 void elementwise(const std::string& op, const at::Tensor& out, std::initializer_list<Operand> inputs,
                  at::ScalarType compute, double s0, double s1) {
   check_device(out, "output");
   if (out.numel() == 0) return;
   DEVICE_CHECK(out.numel() <= INT_MAX, "opencl: ", op, " on more than 2^31 elements is not supported");
-  std::vector<Operand> ins(inputs);
-  DEVICE_CHECK(ins.size() <= 3, "opencl: elementwise ops take at most 3 inputs");
+  DEVICE_CHECK(inputs.size() <= 3, "opencl: elementwise ops take at most 3 inputs");
+  c10::SmallVector<Operand, 3> ins(inputs.begin(), inputs.end());
   // Work-items write their elements in no order: an output element must be one memory
   // location, and an input either the output itself (in-place) or apart from it. A partial
   // overlap is refused, as torch refuses it; views of the output's storage that torch cannot
@@ -72,8 +119,10 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   const int64_t nd = out.dim();
 
   // Strides of every operand in the output's shape (0 where broadcast or a number).
-  std::vector<int64_t> sizes(out.sizes().begin(), out.sizes().end());
-  std::vector<std::vector<int64_t>> strides(kOperands, std::vector<int64_t>(nd, 0));
+  using Dims = c10::SmallVector<int64_t, kMaxDims>;
+  const at::IntArrayRef sizes = out.sizes();
+  Dims strides[kOperands];
+  for (Dims& s : strides) s.assign(nd, 0);
   for (int64_t d = 0; d < nd; ++d) strides[0][d] = out.stride(d);
   for (size_t k = 0; k < ins.size(); ++k) {
     if (ins[k].number) continue;
@@ -90,8 +139,8 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
   }
 
   // Drop dimensions of size 1, then merge neighbours that every operand walks as one.
-  std::vector<int64_t> csize;
-  std::vector<std::vector<int64_t>> cstride(kOperands);
+  Dims csize;
+  Dims cstride[kOperands];
   for (int64_t d = 0; d < nd; ++d) {
     if (sizes[d] == 1) continue;
     bool merge = !csize.empty();
@@ -113,34 +162,23 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
               " non-mergeable dimensions; at most ", kMaxDims, " are supported");
 
   compute = compute_type(compute);
-  const char* ct = cl_storage_type(compute);
-  std::string options = "-DOP_" + op + " -DNIN=" + std::to_string(ins.size()) + " -DCT=" + ct;
-  options += std::string(" -DTO=") + cl_storage_type(out.scalar_type(), "output");
-  const char* names[3] = {"A", "B", "C"};
-  for (size_t k = 0; k < 3; ++k) {
-    const bool present = k < ins.size();
-    const bool number = present && ins[k].number.has_value();
-    const char* type = present && !number ? cl_storage_type(ins[k].tensor.scalar_type(), "input") : ct;
-    options += std::string(" -DT") + names[k] + "=" + type;
-    if (number) options += std::string(" -D") + names[k] + "_SCALAR";
-  }
-  if (out.scalar_type() == at::kBool) options += " -DOUT_BOOL";
   const bool cpu = Device::get().is_cpu();
-  const size_t chunk = cpu ? 16 : 1, unroll = cpu ? 1 : 4;
-  options += " -DCHUNK=" + std::to_string(chunk) + " -DUNROLL=" + std::to_string(unroll);
+  const size_t chunk = cpu ? 16 : 1, unroll = cpu ? 1 : 4;  // -DCHUNK, -DUNROLL (elementwise_kernel)
 
   // Rows of at least 16 elements run 2-D (row offsets once per row), shorter ones 1-D.
   const int64_t inner = csize.empty() ? 1 : csize.back();
   const bool rows = !contig && inner >= 16;
-  const cl_kernel kernel =
-      Device::get().kernel("elementwise.cl", contig ? "ew_contig" : rows ? "ew_strided2" : "ew_strided", options);
+  const cl_kernel kernel = elementwise_kernel(op, out, ins.data(), ins.size(), compute,
+                                              contig ? "ew_contig" : rows ? "ew_strided2" : "ew_strided");
   // Inputs that are numbers pass the output as their (unread) buffer, tensors 0 as their value.
+  const TensorArg out_arg = arg(out);
   TensorArg in[3];
-  std::vector<ScalarArg> values;
+  const ScalarArg zero(0.0, compute);
+  ScalarArg values[3] = {zero, zero, zero};
   for (size_t k = 0; k < 3; ++k) {
     const bool tensor = k < ins.size() && !ins[k].number;
-    in[k] = arg(tensor ? ins[k].tensor : out);
-    values.emplace_back(k < ins.size() && ins[k].number ? *ins[k].number : 0.0, compute);
+    in[k] = tensor ? arg(ins[k].tensor) : out_arg;
+    if (k < ins.size() && ins[k].number) values[k] = ScalarArg(*ins[k].number, compute);
   }
   const ScalarArg p0(s0, compute), p1(s1, compute);
   const int n = static_cast<int>(out.numel());
@@ -155,7 +193,7 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
     range = NDRange(2, global, local);
   }
   if (contig) {
-    launch(kernel, range, arg(out), in[0], in[1], in[2], p0, p1, values[0], values[1], values[2], n);
+    launch(kernel, range, out_arg, in[0], in[1], in[2], p0, p1, values[0], values[1], values[2], n);
     return;
   }
   Layout layout{};
@@ -167,7 +205,7 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
       layout.stride[k][d] = static_cast<cl_int>(cstride[k][d]);
     }
   }
-  launch(kernel, range, arg(out), in[0], in[1], in[2], p0, p1, values[0], values[1], values[2], n, layout);
+  launch(kernel, range, out_arg, in[0], in[1], in[2], p0, p1, values[0], values[1], values[2], n, layout);
 }
 
 }  // namespace oclf::device

@@ -15,10 +15,12 @@ namespace oclf::device {
 
 // One input of an elementwise operation: a tensor (broadcast to the output's shape), or
 // a number (a Python scalar, or a 0-dim CPU tensor, which torch allows beside device ones).
-// `tensor` is always defined: for a number, the wrapped 0-dim tensor type promotion sees.
+// For a number, `tensor` is the 0-dim CPU tensor it came from, or undefined where it came
+// as a Scalar (`scalar`, which type promotion sees as a wrapped number).
 struct Operand {
   at::Tensor tensor;
   std::optional<double> number;
+  std::optional<at::Scalar> scalar;
   Operand(const at::Tensor& t);        // NOLINT: implicit on purpose
   Operand(const at::Scalar& value);    // NOLINT
   Operand(double value) : Operand(at::Scalar(value)) {}  // NOLINT

@@ -17,7 +17,8 @@ namespace {
 
 // What the driver alone costs the host per launch (bench.ops): kernels/probe.cl on `out`'s
 // first 16 floats, its arguments set once, enqueued `number` times straight on the queue.
-// Nanoseconds per clEnqueueNDRangeKernel call, and per launch including the wait for all.
+// Nanoseconds per clEnqueueNDRangeKernel call, per launch including the wait for all, and
+// per clSetKernelArg (the buffer argument set `number` times, nothing enqueued).
 std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
   DEVICE_CHECK_VALUE(is_device(out) && out.scalar_type() == at::kFloat && out.is_contiguous() && out.numel() >= 16,
                      "opencl: enqueue_cost: expected a contiguous float32 opencl tensor of 16 elements or more, got ",
@@ -39,9 +40,14 @@ std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
   const clock::time_point enqueued = clock::now();
   dev.synchronize();
   const clock::time_point done = clock::now();
+  cl_mem mem = arg(out).mem;
+  const clock::time_point set_start = clock::now();
+  for (int64_t i = 0; i < number; ++i) CL_CHECK(clSetKernelArg(kernel, 0, sizeof(cl_mem), &mem));
+  const clock::time_point set_done = clock::now();
   const double n = double(number);
   return {std::chrono::duration<double, std::nano>(enqueued - start).count() / n,
-          std::chrono::duration<double, std::nano>(done - start).count() / n};
+          std::chrono::duration<double, std::nano>(done - start).count() / n,
+          std::chrono::duration<double, std::nano>(set_done - set_start).count() / n};
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Tensors on the device: buffers, dtypes, checks and new tensors (see tensors.h).
 #include "tensors.h"
 
+#include <ATen/EmptyTensor.h>
+
 namespace oclf::device {
 
 const char* cl_type(at::ScalarType dtype, const char* what) {
@@ -93,7 +95,10 @@ std::tuple<int64_t, int64_t, int64_t> around(const at::Tensor& x, int64_t dim) {
 }
 
 at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype) {
-  return at::empty(sizes, at::TensorOptions().device(current_device()).dtype(dtype));
+  // Straight from the allocator (which serves the current device), not through the
+  // dispatcher: an operator's outputs are made on every call.
+  static const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_generic(sizes, &Allocator::get(), keys, dtype, std::nullopt);
 }
 
 at::Tensor contiguous(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }

@@ -1,0 +1,98 @@
+// Products of 16-bit matrices, T = half (float16) or bfloat (bfloat16), over a batch:
+//   C = alpha · A · B + beta · C (+ a bias row)
+// reading the 16-bit operands as they are stored (half the bytes of float32 copies) and
+// accumulating in float; C is stored in T. Any strides: a linear layer's weight (B stored
+// n×k, read through its transpose) and transposed operands need no copies.
+//
+// Arguments shared by both kernels: each tensor is a buffer and an offset in elements;
+// A is m×k with row, column and batch strides (a_rs, a_cs, a_bs), likewise B (k×n); C is
+// m×n with row stride c_rs (its columns contiguous) and batch stride c_bs; the bias is n
+// contiguous elements, read when has_bias; C is read only when beta is not 0.
+#include "dtypes.h"
+
+#define GEMM16_ARGS                                                                                        \
+  __global const T *a, int a_off, __global const T *b, int b_off, __global T *c, int c_off,               \
+      __global const T *bias, int bias_off, int m, int n, int k, int a_rs, int a_cs, long a_bs, int b_rs, \
+      int b_cs, long b_bs, int c_rs, long c_bs, float alpha, float beta, int has_bias
+
+inline void store_c(__global T *c, __global const T *bias, int has_bias, int c_rs, int r, int col, float alpha,
+                    float beta, float acc) {
+  float v = alpha * acc;
+  const long at = (long)r * c_rs + col;
+  if (beta != 0.0f) v += beta * READ(T, c, at);
+  if (has_bias) v += READ(T, bias, col);
+  WRITE(T, c, at, v);
+}
+
+// Work-groups of 16×16 work-items over 64×64 blocks of C, each work-item 4×4 elements
+// (rows ly + 16·i, columns lx + 16·j); A and B come through local memory in slices of 16
+// along k, converted to float once as they are loaded.
+#define TILE 64
+#define SLICE 16
+
+__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm16_tiled(GEMM16_ARGS) {
+  __local float as[SLICE][TILE + 1];
+  __local float bs[SLICE][TILE + 1];
+  const int lx = get_local_id(0), ly = get_local_id(1), tid = ly * 16 + lx;
+  const int col0 = get_group_id(0) * TILE, row0 = get_group_id(1) * TILE;
+  const long batch = get_global_id(2);
+  a += a_off + batch * a_bs;
+  b += b_off + batch * b_bs;
+  c += c_off + batch * c_bs;
+  bias += bias_off;
+  float acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+
+  for (int k0 = 0; k0 < k; k0 += SLICE) {
+    // Neighbouring work-items read neighbouring elements of whichever layout the operand has.
+    for (int e = tid; e < TILE * SLICE; e += 256) {
+      const int r = a_cs == 1 ? e / SLICE : e % TILE, kk = a_cs == 1 ? e % SLICE : e / TILE;
+      const int gr = row0 + r, gk = k0 + kk;
+      as[kk][r] = gr < m && gk < k ? READ(T, a, (long)gr * a_rs + (long)gk * a_cs) : 0.0f;
+    }
+    for (int e = tid; e < TILE * SLICE; e += 256) {
+      const int col = b_cs == 1 ? e % TILE : e / SLICE, kk = b_cs == 1 ? e / TILE : e % SLICE;
+      const int gc = col0 + col, gk = k0 + kk;
+      bs[kk][col] = gc < n && gk < k ? READ(T, b, (long)gk * b_rs + (long)gc * b_cs) : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < SLICE; ++kk) {
+      float av[4], bv[4];
+      for (int i = 0; i < 4; ++i) av[i] = as[kk][ly + 16 * i];
+      for (int j = 0; j < 4; ++j) bv[j] = bs[kk][lx + 16 * j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = mad(av[i], bv[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int r = row0 + ly + 16 * i;
+    if (r >= m) continue;
+    for (int j = 0; j < 4; ++j) {
+      const int col = col0 + lx + 16 * j;
+      if (col < n) store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, acc[i][j]);
+    }
+  }
+}
+
+// Few rows (a vector or a small batch of them times a matrix: generation's products): one
+// work-item per element of C, over the whole of k, rows along dimension 1. Every element of
+// B is read once per row of A, with no local memory or barriers.
+__kernel void gemm16_rows(GEMM16_ARGS) {
+  const int col = get_global_id(0), r = get_global_id(1);
+  const long batch = get_global_id(2);
+  if (col >= n || r >= m) return;
+  a += a_off + batch * a_bs + (long)r * a_rs;
+  b += b_off + batch * b_bs + (long)col * b_cs;
+  c += c_off + batch * c_bs;
+  bias += bias_off;
+  float acc0 = 0.0f, acc1 = 0.0f;  // two chains, so additions overlap
+  int kk = 0;
+  for (; kk + 1 < k; kk += 2) {
+    acc0 = mad(READ(T, a, (long)kk * a_cs), READ(T, b, (long)kk * b_rs), acc0);
+    acc1 = mad(READ(T, a, (long)(kk + 1) * a_cs), READ(T, b, (long)(kk + 1) * b_rs), acc1);
+  }
+  if (kk < k) acc0 = mad(READ(T, a, (long)kk * a_cs), READ(T, b, (long)kk * b_rs), acc0);
+  store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, acc0 + acc1);
+}
