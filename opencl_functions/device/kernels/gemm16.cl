@@ -76,23 +76,46 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm16_tiled(GEMM
   }
 }
 
-// Few rows (a vector or a small batch of them times a matrix: generation's products): one
-// work-item per element of C, over the whole of k, rows along dimension 1. Every element of
-// B is read once per row of A, with no local memory or barriers.
-__kernel void gemm16_rows(GEMM16_ARGS) {
-  const int col = get_global_id(0), r = get_global_id(1);
+// Few rows (up to 8: a vector or a small batch of them times a matrix, as generation runs
+// its products): each work-group computes CX columns of C for every row, its KS slices of
+// work-items sharing k (work-item s takes k = s, s + KS, ...) and adding their sums in local
+// memory. CX and KS (a power of two) are build options chosen for B's layout (blas.cpp):
+// more slices along k where B's columns are contiguous in k (a weight stored n×k), more
+// columns side by side where its rows are (k×n); each A element is read by the whole group.
+#ifndef CX
+#define CX 1
+#endif
+#ifndef KS
+#define KS 64
+#endif
+#define MAX_ROWS 8
+
+__kernel __attribute__((reqd_work_group_size(CX, KS, 1))) void gemm16_rows(GEMM16_ARGS) {
+  __local float part[MAX_ROWS][KS][CX];
+  const int cx = get_local_id(0), s = get_local_id(1);
+  const int col = get_group_id(0) * CX + cx;
   const long batch = get_global_id(2);
-  if (col >= n || r >= m) return;
-  a += a_off + batch * a_bs + (long)r * a_rs;
-  b += b_off + batch * b_bs + (long)col * b_cs;
+  a += a_off + batch * a_bs;
+  b += b_off + batch * b_bs;
   c += c_off + batch * c_bs;
   bias += bias_off;
-  float acc0 = 0.0f, acc1 = 0.0f;  // two chains, so additions overlap
-  int kk = 0;
-  for (; kk + 1 < k; kk += 2) {
-    acc0 = mad(READ(T, a, (long)kk * a_cs), READ(T, b, (long)kk * b_rs), acc0);
-    acc1 = mad(READ(T, a, (long)(kk + 1) * a_cs), READ(T, b, (long)(kk + 1) * b_rs), acc1);
+  float acc[MAX_ROWS];
+  for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
+  if (col < n) {
+    for (int kk = s; kk < k; kk += KS) {
+      const float bv = READ(T, b, (long)kk * b_rs + (long)col * b_cs);
+      for (int r = 0; r < MAX_ROWS; ++r)
+        if (r < m) acc[r] = mad(READ(T, a, (long)r * a_rs + (long)kk * a_cs), bv, acc[r]);
+    }
   }
-  if (kk < k) acc0 = mad(READ(T, a, (long)kk * a_cs), READ(T, b, (long)kk * b_rs), acc0);
-  store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, acc0 + acc1);
+  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barriers stay uniform
+  for (int r = 0; r < rows; ++r) part[r][s][cx] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int half_ = KS / 2; half_ > 0; half_ >>= 1) {
+    if (s < half_)
+      for (int r = 0; r < rows; ++r) part[r][s][cx] += part[r][s + half_][cx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (s == 0 && col < n)
+    for (int r = 0; r < rows; ++r) store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, part[r][0][cx]);
 }

@@ -222,7 +222,7 @@ bool all_16bit(std::initializer_list<const at::Tensor*> tensors) {
 }
 
 // c = alpha · a · b + beta · c (+ row, n contiguous elements), a, b and c 2-D (one product)
-// or 3-D (a batch); c's columns contiguous. One launch: gemm16_rows for up to 4 rows,
+// or 3-D (a batch); c's columns contiguous. One launch: gemm16_rows for up to 8 rows,
 // gemm16_tiled otherwise.
 void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
             const at::Tensor& row = at::Tensor()) {
@@ -241,18 +241,24 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
   const cl_int a_rs = cl_int(a.stride(-2)), a_cs = cl_int(a.stride(-1)), b_rs = cl_int(b.stride(-2)),
                b_cs = cl_int(b.stride(-1)), c_rs = cl_int(c.stride(-2));
   const cl_long a_bs = batched ? a.stride(0) : 0, b_bs = batched ? b.stride(0) : 0, c_bs = batched ? c.stride(0) : 0;
-  const bool rows = m <= 4;
-  const std::string type = std::string("-DT=") + cl_storage_type(a.scalar_type());
-  const cl_kernel kernel = Device::get().kernel("gemm16.cl", rows ? "gemm16_rows" : "gemm16_tiled", type);
+  const bool rows = m <= 8;  // MAX_ROWS of gemm16_rows
+  std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type());
   size_t global[3], local[3];
   if (rows) {
-    const size_t group = Device::get().is_cpu() ? 16 : 64;
-    global[0] = round_up(size_t(n), group), global[1] = size_t(m), global[2] = size_t(batch);
-    local[0] = group, local[1] = 1, local[2] = 1;
+    // Columns side by side where B's rows are contiguous, k shared where its columns are; one
+    // work-item per few columns on CPUs (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
+    const bool cpu = Device::get().is_cpu() && product_mode() != "gpu";
+    // On GPUs: 16 neighbouring columns (32-byte rows) × 32 slices of k for a k×n matrix, so
+    // that even n = 768 makes 48 groups; 4 columns × 64 slices along k for an n×k one.
+    const size_t cx = cpu ? 16 : b_cs == 1 ? 16 : 4, ks = cpu ? 1 : b_cs == 1 ? 32 : 64;
+    options += " -DCX=" + std::to_string(cx) + " -DKS=" + std::to_string(ks);
+    global[0] = round_up(size_t(n), cx), global[1] = ks, global[2] = size_t(batch);
+    local[0] = cx, local[1] = ks, local[2] = 1;
   } else {
     global[0] = size_t((n + 63) / 64) * 16, global[1] = size_t((m + 63) / 64) * 16, global[2] = size_t(batch);
     local[0] = 16, local[1] = 16, local[2] = 1;
   }
+  const cl_kernel kernel = Device::get().kernel("gemm16.cl", rows ? "gemm16_rows" : "gemm16_tiled", options);
   launch(kernel, NDRange(3, global, local), ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs,
          b_cs, b_bs, c_rs, c_bs, alpha, beta, cl_int(row.defined()));
 }
