@@ -14,7 +14,9 @@ agreement, not predictions), in two modes:
 
 - compile (--compile): torch.compile(model) on the opencl device (fused kernels generated
   per graph, each graph replayed), and on a CUDA machine torch CUDA's torch.compile in
-  its default mode and with mode="reduce-overhead" (CUDA graphs) in the same run.
+  its default mode and with mode="reduce-overhead" (CUDA graphs) in the same run. GPT-2
+  compiled generates as transformers documents for torch.compile (`generate` with a static
+  key/value cache, the model's forward compiled: one graph for the prompt, one per step).
 
 --fuse runs the inference models on the device as opencl_functions.device.fuse() makes them:
 each convolution with its batch norm folded in and its residual addition and ReLU in the
@@ -65,7 +67,9 @@ FUSE = False
 COMPILE_MODE = None
 
 
-def compiled(model: torch.nn.Module) -> torch.nn.Module:
+def compiled(model: Callable) -> Callable:
+    """model (a module, or a function such as a module's forward) under torch.compile in
+    COMPILE_MODE, or itself when no compile mode is set."""
     if COMPILE_MODE is None:
         return model
     return torch.compile(model) if COMPILE_MODE == "default" else torch.compile(model, mode=COMPILE_MODE)
@@ -125,6 +129,19 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
     if device != "cpu":
         model = model.to(GPT2_DTYPE)
     prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT_TOKENS)).to(device)
+    if COMPILE_MODE is not None:
+        # Compiled as transformers documents it: a static key/value cache, so that the prompt
+        # and every later step each keep one shape (one graph each), and the forward compiled.
+        model.forward = compiled(model.forward)
+
+        def generate_compiled() -> torch.Tensor:
+            with torch.no_grad():
+                out = model.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False, cache_implementation="static",
+                                     output_logits=True, return_dict_in_generate=True,
+                                     pad_token_id=model.config.eos_token_id)
+            return torch.stack([step[0].float() for step in out.logits])
+
+        return generate_compiled
 
     def generate() -> torch.Tensor:
         x, past, logits = prompt, None, []
@@ -151,7 +168,7 @@ MODELS: Dict[str, Dict[str, object]] = {
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
                            "modes": ("device", "replay", "compile")},
     "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",
-             "modes": ("patched", "device", "replay")},
+             "modes": ("patched", "device", "replay", "compile")},
 }
 
 

@@ -3,7 +3,7 @@ CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward 
 the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
 (reference/matmul.cl), and the opencl device's GPU paths, the gradient scaler's kernels,
 recurrent cells, 3-D pooling and transposed and 3-D convolutions, and the activations,
-losses, padding, group norm and fractional pooling kernels. No data race, no
+losses, padding, group norm and fractional pooling kernels, and the 16-bit products. No data race, no
 out-of-bounds access, no read of a write-only buffer, and the results still match torch."""
 import os
 import shutil
