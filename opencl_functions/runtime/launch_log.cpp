@@ -15,10 +15,10 @@ struct Origin {
 
 struct State {
   std::mutex mutex;
-  bool active = false, capture = false;
-  // `active`, read without the lock by the calls every launch makes (note_arg, before_launch,
+  // Read without the lock first by the calls every launch makes (note_arg, before_launch,
   // after_launch), so that a process not logging pays one load per call.
-  std::atomic<bool> on{false};
+  std::atomic<bool> active{false};
+  bool capture = false;
   std::map<cl_kernel, Origin> origins;
   std::map<cl_kernel, std::map<cl_uint, LoggedArg>> args;  // the values set, by kernel and index
   std::vector<LoggedLaunch> launches;
@@ -50,7 +50,6 @@ void start(bool capture) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.active = true;
-  s.on = true;
   s.capture = capture;
   s.launches.clear();
 }
@@ -65,7 +64,6 @@ void stop() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.active = false;
-  s.on = false;
   s.capture = false;
   s.launches.clear();
   s.args.clear();
@@ -97,7 +95,7 @@ void forget_kernel(cl_kernel kernel) {
 
 void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
   State& s = state();
-  if (!s.on.load(std::memory_order_relaxed)) return;
+  if (!s.active.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.active) return;
   // Kinds are told apart at launch, from the kernel's signature: a value may be a buffer's
@@ -112,7 +110,7 @@ void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
 void before_launch(cl_command_queue queue, cl_kernel kernel, cl_uint dims, const size_t* global,
                    const size_t* local) {
   State& s = state();
-  if (!s.on.load(std::memory_order_relaxed)) return;
+  if (!s.active.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.active) return;
   LoggedLaunch launch;
@@ -163,7 +161,7 @@ void before_launch(cl_command_queue queue, cl_kernel kernel, cl_uint dims, const
 
 void after_launch(cl_command_queue queue) {
   State& s = state();
-  if (!s.on.load(std::memory_order_relaxed)) return;
+  if (!s.active.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.active || s.launches.empty() || !s.launches.back().captured) return;
   LoggedLaunch& launch = s.launches.back();

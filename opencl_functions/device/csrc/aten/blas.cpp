@@ -211,14 +211,25 @@ void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
 // float16 and bfloat16 operands are read as stored and multiplied in float32 (no float32
 // copies of activations or weights); the result is stored in their dtype.
 
-bool is_16bit(const at::Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; }
-
 // Whether every tensor is a device tensor of one 16-bit dtype (the route of gemm16).
 bool all_16bit(std::initializer_list<const at::Tensor*> tensors) {
   const at::ScalarType type = (*tensors.begin())->scalar_type();
   for (const at::Tensor* t : tensors)
-    if (!is_16bit(*t) || t->scalar_type() != type || !is_device(*t)) return false;
+    if (!is_16bit_float(t->scalar_type()) || t->scalar_type() != type || !is_device(*t)) return false;
   return true;
+}
+
+// Whether a and b are `dims`-D (2: matrices, 3: batches of them) and multiply: what
+// check_mm and check_bmm require of their shapes.
+bool multipliable(const at::Tensor& a, const at::Tensor& b, int64_t dims) {
+  return a.dim() == dims && b.dim() == dims && a.size(-1) == b.size(-2) && (dims == 2 || a.size(0) == b.size(0));
+}
+
+// Whether addmm's bias goes to the product's kernels as a row added to every row of out
+// (n contiguous elements, beta 1, not out itself) rather than into out first.
+bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t n) {
+  return beta == 1.0f && !bias.is_same(out) && bias.dim() >= 1 && bias.size(-1) == n && bias.numel() == n &&
+         bias.stride(-1) == 1;
 }
 
 // c = alpha · a · b + beta · c (+ row, n contiguous elements), a, b and c 2-D (one product)
@@ -270,9 +281,7 @@ void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, 
   const bool direct = out.stride(-1) == 1 || out.size(-1) == 1;
   const at::Tensor result = direct ? out : empty_device(out.sizes(), out.scalar_type());
   const int64_t n = out.size(-1);
-  const bool row = bias.defined() && beta == 1.0f && !bias.is_same(out) && bias.dim() >= 1 && bias.numel() == n &&
-                   bias.size(-1) == n && (bias.stride(-1) == 1 || n == 1);
-  if (row) {
+  if (bias.defined() && bias_row(bias, out, beta, n)) {
     gemm16(a, b, result, alpha, 0.0f, bias.reshape({n}));
   } else {
     if (bias.defined() && beta != 0.0f && !bias.is_same(result)) result.copy_(bias.expand(out.sizes()));
@@ -289,7 +298,7 @@ void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  if (all_16bit({&self, &mat2, &out}) && self.dim() == 2 && mat2.dim() == 2 && self.size(1) == mat2.size(0)) {
+  if (all_16bit({&self, &mat2, &out}) && multipliable(self, mat2, 2)) {
     at::native::resize_output(out, {self.size(0), mat2.size(1)});
     product16(self, mat2, out, at::Tensor(), 1.0f, 0.0f);
     return out;
@@ -310,7 +319,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 
 at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
-  if (all_16bit({&bias, &mat1, &mat2, &out}) && mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(1) == mat2.size(0)) {
+  if (all_16bit({&bias, &mat1, &mat2, &out}) && multipliable(mat1, mat2, 2)) {
     const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
     DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: addmm: self of shape ", bias.sizes(),
                  " does not broadcast to ", at::IntArrayRef(shape));
@@ -327,9 +336,7 @@ at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& mat1, const at::
   const float b = static_cast<float>(beta.toDouble());
   // A bias row (a linear layer's) goes to the product's kernels, not through a copy into
   // the output first.
-  const bool row = b == 1.0f && !aliased && bias.dim() >= 1 && bias.size(-1) == shape[1] &&
-                   bias.numel() == shape[1] && bias.stride(-1) == 1;
-  if (row) {
+  if (bias_row(bias, out, b, shape[1])) {
     gemm(mat1, mat2, result, static_cast<float>(alpha.toDouble()), b, bias.reshape({shape[1]}));
   } else {
     if (b != 0.0f && !(aliased && result.is_same(out))) result.copy_(bias.expand(shape));
@@ -359,8 +366,7 @@ void check_bmm(const at::Tensor& a, const at::Tensor& b, const char* op) {
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  if (all_16bit({&self, &mat2, &out}) && self.dim() == 3 && mat2.dim() == 3 && self.size(0) == mat2.size(0) &&
-      self.size(2) == mat2.size(1)) {
+  if (all_16bit({&self, &mat2, &out}) && multipliable(self, mat2, 3)) {
     at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
     product16(self, mat2, out, at::Tensor(), 1.0f, 0.0f);
     return out;
@@ -381,8 +387,7 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
 
 at::Tensor baddbmm(const at::Tensor& bias, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                    const at::Scalar& alpha) {
-  if (all_16bit({&bias, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
-      b1.size(2) == b2.size(1)) {
+  if (all_16bit({&bias, &b1, &b2}) && multipliable(b1, b2, 3)) {
     const std::vector<int64_t> shape = {b1.size(0), b1.size(1), b2.size(2)};
     DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: baddbmm: self of shape ", bias.sizes(),
                  " does not broadcast to ", at::IntArrayRef(shape));

@@ -20,8 +20,6 @@ namespace {
 // How an operator runs for a set of dtypes.
 enum class Route { Native, Widened, Cpu };
 
-bool is_16bit_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
-
 // What the dispatch wrapper needs of the n arguments on top of the stack: the dtypes of
 // their device tensors (one bit each), and the device they are on: that of the first device
 // tensor, else of a `device=` argument naming one (factories), else -1 (the current one).

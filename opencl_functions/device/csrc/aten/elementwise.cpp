@@ -47,9 +47,12 @@ struct Layout {
   cl_int stride[kOperands][kMaxDims];
 };
 
-}  // namespace
-
-namespace {
+// Elements per work-item (strided kernels) and unrolling (the contiguous one): CPU devices
+// take 16 elements a work-item, GPUs one, four at a time where contiguous.
+struct Blocking {
+  size_t chunk, unroll;
+};
+Blocking blocking(bool cpu) { return cpu ? Blocking{16, 1} : Blocking{1, 4}; }
 
 // The kernel for one combination of operation, dtypes, numbers and layout kind, built from
 // its options the first time and looked up by a short key after: building the options string
@@ -57,7 +60,7 @@ namespace {
 // Per thread (no lock) and per device (each has its own kernels); built kernels live as long
 // as the process (Programs::kernel_fixed).
 cl_kernel elementwise_kernel(const std::string& op, const at::Tensor& out, const Operand* ins, size_t nin,
-                             at::ScalarType compute, const char* variant) {
+                             at::ScalarType compute, const char* variant, Blocking block) {
   Device& dev = Device::get();
   std::string key = op;
   key += '|';
@@ -84,8 +87,7 @@ cl_kernel elementwise_kernel(const std::string& op, const at::Tensor& out, const
     if (number) options += std::string(" -D") + names[k] + "_SCALAR";
   }
   if (out.scalar_type() == at::kBool) options += " -DOUT_BOOL";
-  const bool cpu = dev.is_cpu();
-  options += std::string(" -DCHUNK=") + (cpu ? "16" : "1") + " -DUNROLL=" + (cpu ? "1" : "4");
+  options += " -DCHUNK=" + std::to_string(block.chunk) + " -DUNROLL=" + std::to_string(block.unroll);
   const cl_kernel kernel = dev.kernel("elementwise.cl", variant, options);
   kernels.emplace(std::move(key), kernel);
   return kernel;
@@ -162,14 +164,14 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
               " non-mergeable dimensions; at most ", kMaxDims, " are supported");
 
   compute = compute_type(compute);
-  const bool cpu = Device::get().is_cpu();
-  const size_t chunk = cpu ? 16 : 1, unroll = cpu ? 1 : 4;  // -DCHUNK, -DUNROLL (elementwise_kernel)
+  const Blocking block = blocking(Device::get().is_cpu());
+  const size_t chunk = block.chunk, unroll = block.unroll;
 
   // Rows of at least 16 elements run 2-D (row offsets once per row), shorter ones 1-D.
   const int64_t inner = csize.empty() ? 1 : csize.back();
   const bool rows = !contig && inner >= 16;
   const cl_kernel kernel = elementwise_kernel(op, out, ins.data(), ins.size(), compute,
-                                              contig ? "ew_contig" : rows ? "ew_strided2" : "ew_strided");
+                                              contig ? "ew_contig" : rows ? "ew_strided2" : "ew_strided", block);
   // Inputs that are numbers pass the output as their (unread) buffer, tensors 0 as their value.
   const TensorArg out_arg = arg(out);
   TensorArg in[3];

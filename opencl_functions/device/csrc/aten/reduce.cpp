@@ -91,7 +91,7 @@ const char* highest(at::ScalarType t) {
 // The type a reduction accumulates in, given the one its caller asks for: float for
 // float16 and bfloat16 (as torch accumulates them), float64 where float64 is read or written.
 at::ScalarType accumulate_type(at::ScalarType acc, at::ScalarType in, at::ScalarType out) {
-  if (acc == at::kHalf || acc == at::kBFloat16) return at::kFloat;
+  if (is_16bit_float(acc)) return at::kFloat;
   if (acc == at::kFloat && (in == at::kDouble || out == at::kDouble)) return at::kDouble;
   return acc;
 }

@@ -50,7 +50,7 @@ const char* cl_move_type(at::ScalarType dtype, const char* what) {
 }
 
 at::ScalarType compute_type(at::ScalarType dtype) {
-  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+  return is_16bit_float(dtype) ? at::kFloat : dtype;
 }
 
 bool is_device(const at::Tensor& t) { return t.defined() && t.device().type() == kType; }

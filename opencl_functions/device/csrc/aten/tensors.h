@@ -75,6 +75,9 @@ bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bo
 // own size, the product of those after it (a 0-d x is (1, 1, 1)).
 std::tuple<int64_t, int64_t, int64_t> around(const at::Tensor& x, int64_t dim);
 
+// float16 or bfloat16: stored in 16 bits, computed in float32.
+inline bool is_16bit_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
 // New device tensors.
 at::Tensor empty_device(at::IntArrayRef sizes, at::ScalarType dtype);
 // Contiguous copy on the device (t itself when already contiguous).
