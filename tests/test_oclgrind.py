@@ -272,6 +272,13 @@ SCRIPT = textwrap.dedent("""
             for rows in (A[:3], A[:1]):
                 ref = F.linear(rows.cpu().float(), w.to(dt).float(), bias.to(dt).float())
                 assert torch.allclose(F.linear(rows, W, BIAS).cpu().float(), ref, atol=0.1, rtol=0.02)
+            # Weights whose rows are 16-byte aligned (gemm16_rows_kc on GPUs): k = 40 (A read 8 at
+            # a time too) and k = 37 through a slice of 40-wide rows (k's last 5 one at a time).
+            v, u = torch.randn(6, 40), torch.randn(3, 40)
+            V, U = on(v, u)
+            for kk in (40, 37):
+                ref = F.linear(u[:, :kk].to(dt).float(), v[:, :kk].to(dt).float())
+                assert torch.allclose(F.linear(U[:, :kk], V[:, :kk]).cpu().float(), ref, atol=0.1, rtol=0.02)
             x, y, z = on(torch.randn(2, 7, 13), torch.randn(2, 13, 9), torch.randn(2, 7, 9))
             out = torch.baddbmm(z, x.transpose(1, 2).contiguous().transpose(1, 2), y, beta=0.5)
             ref = 0.5 * z.cpu().float() + x.cpu().float() @ y.cpu().float()

@@ -51,7 +51,7 @@ inline bool conv_worth_tuning(const Conv2dGeometry& p) { return p.macs() >= doub
 // The configuration for a layer: a forced one (OCLF_CONV_KERNEL with a space), a block
 // setting (OCLF_CPU_BLOCK, OCLF_GPU_TILE), else choose() among the candidates (a forced kind
 // without sizes only picks the family). Notes it for the benchmark.
-inline std::string conv_config(Launcher& l, const Conv2dGeometry& p, const std::string& family,
+inline Choice conv_config(Launcher& l, const Conv2dGeometry& p, const std::string& family,
                                const std::string& forced, const std::string& block_setting,
                                const std::vector<std::string>& quick, const std::vector<std::string>& full,
                                const std::string& source_hash, const std::function<void(const std::string&)>& run) {
@@ -65,12 +65,33 @@ inline std::string conv_config(Launcher& l, const Conv2dGeometry& p, const std::
     if (!forced.empty() && choice.origin == "defaults") choice.origin = "setting";
   }
   l.tuning().note(choice.config, choice.origin);
-  return choice.config;
+  return choice;
+}
+
+// A layer's plan: which kernel family and configuration runs it (plan_conv2d), so that a
+// caller that sees the same layer again (the opencl device) can run it without planning.
+struct ConvPlan {
+  bool depthwise = false;  // depthwise.hpp's kernels (config names which), else by config's kind
+  std::string config;      // "cpu COV=8 PX=8", "gpu TM=..", "wino TM=..", "dw_rows VW=4 RY=2", ...
+  std::string origin;      // where the configuration came from (tuning.hpp)
+};
+
+// Runs a layer on its plan.
+inline void run_conv2d(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const ConvPlan& plan) {
+  const std::string kind = config_kind(plan.config);
+  if (plan.depthwise)
+    depthwise_run(l, p, o, plan.config);
+  else if (kind == "cpu")
+    conv2d_cpu(l, p, o, config_value(plan.config, "COV", 16), config_value(plan.config, "PX", 8));
+  else if (kind == "wino")
+    conv2d_winograd(l, p, o, GpuTile::of(plan.config));
+  else
+    conv2d_gpu(l, p, o, GpuTile::of(plan.config));
 }
 
 // The depthwise kernels: a forced kind keeps that kind's candidates (the v2 kinds have no others).
-inline void conv2d_depthwise(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
-                             const std::string& forced) {
+inline ConvPlan plan_depthwise(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
+                               const std::string& forced) {
   std::vector<std::string> quick = depthwise_candidates(info, p, false);
   std::vector<std::string> full = depthwise_candidates(info, p, true);
   if (!forced.empty() && forced.find(' ') == std::string::npos) {
@@ -81,32 +102,28 @@ inline void conv2d_depthwise(Launcher& l, const DeviceInfo& info, const Conv2dGe
   }
   auto run = [&](const std::string& c) { depthwise_run(l, p, o, c); };
   const std::string hash = l.source_hash(kDepthwiseFile) + l.source_hash(kCpuFile);
-  depthwise_run(l, p, o, conv_config(l, p, "depthwise", forced, "", quick, full, hash, run));
+  const Choice c = conv_config(l, p, "depthwise", forced, "", quick, full, hash, run);
+  return {true, c.config, c.origin};
 }
 
 // conv2d_cpu with the block OCLF_CPU_BLOCK sets, the cache holds or a measurement picks.
-inline void conv2d_cpu_path(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
-                            const std::string& forced) {
+inline ConvPlan plan_cpu(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
+                         const std::string& forced) {
   auto run = [&](const std::string& c) {
     conv2d_cpu(l, p, o, config_value(c, "COV", 16), config_value(c, "PX", 8));
   };
-  const std::string config = conv_config(l, p, "cpu", forced, cpu_block_setting(), cpu_candidates(info, false),
-                                         cpu_candidates(info, true), l.source_hash(kCpuFile), run);
-  run(config);
+  const Choice c = conv_config(l, p, "cpu", forced, cpu_block_setting(), cpu_candidates(info, false),
+                               cpu_candidates(info, true), l.source_hash(kCpuFile), run);
+  return {false, c.config, c.origin};
 }
 
 // conv2d_gpu with the tile OCLF_GPU_TILE sets, the cache holds or a measurement picks; stride-1
 // 3×3 layers measure Winograd against it.
-inline void conv2d_gpu_path(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
-                            const std::string& forced) {
+inline ConvPlan plan_gpu(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
+                         const std::string& forced) {
   GpuTile set;
   const std::string block = tile_setting(&set) ? set.text() : "";
-  auto run = [&](const std::string& c) {
-    if (config_kind(c) == "wino")
-      conv2d_winograd(l, p, o, GpuTile::of(c));
-    else
-      conv2d_gpu(l, p, o, GpuTile::of(c));
-  };
+  auto run = [&](const std::string& c) { run_conv2d(l, p, o, {false, c, ""}); };
   std::vector<std::string> quick = gpu_candidates(info, p, false), full = gpu_candidates(info, p, true);
   std::string hash = l.source_hash(kGpuFile);
   if (winograd_fits(p)) {
@@ -117,49 +134,59 @@ inline void conv2d_gpu_path(Launcher& l, const DeviceInfo& info, const Conv2dGeo
     hash += l.source_hash(kWinogradFile);
   }
   if (forced == "wino" && winograd_fits(p)) quick = full = {quick.back()};
-  run(conv_config(l, p, "gpu", forced, block, quick, full, hash, run));
+  const Choice c = conv_config(l, p, "gpu", forced, block, quick, full, hash, run);
+  return {false, c.config, c.origin};
 }
 
-// conv2d_gpu over swapped layouts (the opencl device's weight gradients, NC_SWAPPED): the
-// tile OCLF_GPU_TILE sets, else the one the cache holds or a measurement picks among
-// swapped_candidates, keyed by the swapped geometry.
-inline void conv2d_gpu_swapped(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o) {
-  auto run = [&](const std::string& c) {
-    GpuLaunch how;
-    how.max_splits = 128;
-    how.swapped = true;
-    how.one_wave = config_value(c, "WAVE", 0) != 0;
-    how.splits = config_value(c, "SPLITS", 0);
-    conv2d_gpu(l, p, o, GpuTile::of(c), how);
-  };
+// conv2d_gpu over swapped layouts (the opencl device's weight gradients, NC_SWAPPED) on a
+// configuration of swapped_candidates.
+inline void run_gpu_swapped(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const std::string& config) {
+  GpuLaunch how;
+  how.max_splits = 128;
+  how.swapped = true;
+  how.one_wave = config_value(config, "WAVE", 0) != 0;
+  how.splits = config_value(config, "SPLITS", 0);
+  conv2d_gpu(l, p, o, GpuTile::of(config), how);
+}
+
+// The swapped layouts' configuration: the tile OCLF_GPU_TILE sets, else the one the cache
+// holds or a measurement picks among swapped_candidates, keyed by the swapped geometry.
+inline Choice plan_gpu_swapped(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o) {
+  auto run = [&](const std::string& c) { run_gpu_swapped(l, p, o, c); };
   GpuTile set;
   const std::string block = tile_setting(&set) ? set.text() : "";
   // A whole gpu configuration in OCLF_CONV_KERNEL applies here too ("gpu TM=... SPLITS=4").
   const std::string requested = ConvRequest().forced;
   const std::string forced = config_kind(requested) == "gpu" ? requested : "";
   const std::vector<std::string> candidates = swapped_candidates(l.info(), p);
-  run(conv_config(l, p, "gpu_swapped", forced, block, candidates, candidates, l.source_hash(kGpuFile), run));
+  return conv_config(l, p, "gpu_swapped", forced, block, candidates, candidates, l.source_hash(kGpuFile), run);
 }
 
-// The reference's own kernels for the layer's shape and device: depthwise.hpp for depthwise
-// convs, conv2d_cpu on CPU devices, conv2d_gpu elsewhere. Returns false when
-// OCLF_CONV_KERNEL=tiled asks for the students' kernel instead.
-inline bool conv2d(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const ConvRequest& r = {}) {
+inline void conv2d_gpu_swapped(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o) {
+  run_gpu_swapped(l, p, o, plan_gpu_swapped(l, p, o).config);
+}
+
+// The plan of the reference's own kernels for the layer's shape and device: depthwise.hpp for
+// depthwise convs, conv2d_cpu on CPU devices, conv2d_gpu elsewhere; first-use tuning runs the
+// candidates on o. Not for OCLF_CONV_KERNEL=tiled (the students' kernel: conv2d() says so).
+inline ConvPlan plan_conv2d(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const ConvRequest& r = {}) {
   const std::string& forced = r.forced;
-  if (forced == "tiled") return false;
   DeviceInfo info = l.info();
   if (r.gpu_paths) info.type = "GPU";
   const std::string kind = config_kind(forced);
   const bool cpu = info.type == "CPU";
   const bool dw_forced = kind.rfind("depthwise", 0) == 0 || kind.rfind("dw_", 0) == 0;
-  if (p.depthwise() && (forced.empty() || dw_forced)) {
-    conv2d_depthwise(l, info, p, o, forced);
-  } else if (kind == "cpu" || (kind != "gpu" && kind != "wino" && cpu)) {
-    conv2d_cpu_path(l, info, p, o, kind == "cpu" ? forced : "");
-  } else {
-    const bool gpu_forced = kind == "gpu" || (kind == "wino" && winograd_fits(p));
-    conv2d_gpu_path(l, info, p, o, gpu_forced ? forced : "");
-  }
+  if (p.depthwise() && (forced.empty() || dw_forced)) return plan_depthwise(l, info, p, o, forced);
+  if (kind == "cpu" || (kind != "gpu" && kind != "wino" && cpu)) return plan_cpu(l, info, p, o, kind == "cpu" ? forced : "");
+  const bool gpu_forced = kind == "gpu" || (kind == "wino" && winograd_fits(p));
+  return plan_gpu(l, info, p, o, gpu_forced ? forced : "");
+}
+
+// The layer planned and run. Returns false when OCLF_CONV_KERNEL=tiled asks for the students'
+// kernel instead.
+inline bool conv2d(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const ConvRequest& r = {}) {
+  if (r.forced == "tiled") return false;
+  run_conv2d(l, p, o, plan_conv2d(l, p, o, r));
   return true;
 }
 

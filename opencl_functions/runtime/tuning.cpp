@@ -111,6 +111,7 @@ void Tuning::remember(const std::string& key, const std::string& source_hash, co
   if (!loaded_) load();
   const std::string origin = mode() == Mode::sweep ? "sweep" : "first use";
   entries_[key + "|" + source_hash] = Entry{choice, origin};
+  ++changes_;
   const std::string path = cache_path();
   if (path.empty() || !make_parent(path)) return;  // in memory only
   struct stat st {};

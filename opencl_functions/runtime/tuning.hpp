@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -74,7 +75,10 @@ class Tuning {
   // Seconds spent measuring in this process.
   double seconds_spent() const { return spent_s_; }
   // Forgets what was read or measured (the next find() reads the file again).
-  void forget() { loaded_ = false, entries_.clear(); }
+  void forget() { loaded_ = false, entries_.clear(), ++changes_; }
+  // Counts the changes to the choices kept (remember, forget): a caller that keeps what it
+  // derived from find() (the opencl device's plans) plans again when it moves.
+  uint64_t changes() const { return changes_; }
   // FNV-1a hash of a text, as 16 hex digits (kernel sources, device descriptions).
   static std::string hash(const std::string& text);
 
@@ -86,6 +90,7 @@ class Tuning {
   bool loaded_ = false;
   std::map<std::string, Entry> entries_;  // by key + "|" + source hash
   double spent_s_ = 0.0;
+  uint64_t changes_ = 0;
   std::string last_config_, last_origin_;
 };
 

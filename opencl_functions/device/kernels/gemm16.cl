@@ -119,3 +119,75 @@ __kernel __attribute__((reqd_work_group_size(CX, KS, 1))) void gemm16_rows(GEMM1
   if (s == 0 && col < n)
     for (int r = 0; r < rows; ++r) store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, part[r][0][cx]);
 }
+
+// Few rows over a B whose columns are contiguous in k (a linear layer's weight stored n×k,
+// read through its transpose; b_rs = 1), B's columns aligned to 8 elements (b_cs and b_off
+// multiples of 8): each work-group computes CY columns, the 32 work-items of a column reading
+// it 8 elements (16 bytes) at a time side by side, so a warp reads 512 contiguous bytes;
+// k's last k % 8 elements one at a time. A_VEC: A's rows are read 8 at a time too (a_cs = 1,
+// a_rs and a_off multiples of 8). The 32 partial sums of a column are added in local memory.
+#ifndef CY
+#define CY 8
+#endif
+#define LANES 32
+
+// 8 elements at p (16-byte aligned) as floats, read as one 16-byte load.
+#ifdef T_IS_BFLOAT
+inline float8 load8(__global const bfloat *p) {
+  const uint4 u = *(__global const uint4 *)p;  // element 2i in the low half of word i
+  const uint4 lo = u << 16, hi = u & 0xffff0000u;
+  return (float8)(as_float(lo.s0), as_float(hi.s0), as_float(lo.s1), as_float(hi.s1), as_float(lo.s2),
+                  as_float(hi.s2), as_float(lo.s3), as_float(hi.s3));
+}
+#else
+inline float8 load8(__global const half *p) {
+  const uint4 u = *(__global const uint4 *)p;
+  return vload_half8(0, (const __private half *)&u);
+}
+#endif
+
+__kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc(GEMM16_ARGS) {
+  __local float part[MAX_ROWS][CY][LANES + 1];
+  const int lane = get_local_id(0), y = get_local_id(1);
+  const int col = get_group_id(1) * CY + y;
+  const long batch = get_global_id(2);
+  a += a_off + batch * a_bs;
+  b += b_off + batch * b_bs;
+  c += c_off + batch * c_bs;
+  bias += bias_off;
+  float acc[MAX_ROWS];
+  for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
+  if (col < n) {
+    __global const T *bcol = b + (long)col * b_cs;
+    const int whole = k & ~7;
+    for (int kk = lane * 8; kk < whole; kk += LANES * 8) {
+      const float8 bv = load8(bcol + kk);
+      for (int r = 0; r < MAX_ROWS; ++r) {
+        if (r >= m) break;
+#ifdef A_VEC
+        const float8 av = load8(a + (long)r * a_rs + kk);
+#else
+        __global const T *ar = a + (long)r * a_rs + (long)kk * a_cs;
+        const float8 av = (float8)(READ(T, ar, 0), READ(T, ar, a_cs), READ(T, ar, 2 * a_cs), READ(T, ar, 3 * a_cs),
+                                   READ(T, ar, 4 * a_cs), READ(T, ar, 5 * a_cs), READ(T, ar, 6 * a_cs),
+                                   READ(T, ar, 7 * a_cs));
+#endif
+        acc[r] += dot(av.lo, bv.lo) + dot(av.hi, bv.hi);
+      }
+    }
+    for (int kk = whole + lane; kk < k; kk += LANES) {
+      const float bv = READ(T, bcol, kk);
+      for (int r = 0; r < MAX_ROWS; ++r)
+        if (r < m) acc[r] = mad(READ(T, a, (long)r * a_rs + (long)kk * a_cs), bv, acc[r]);
+    }
+  }
+  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barrier stays uniform
+  for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // Work-item `lane` of each column adds row lane's 32 partial sums.
+  if (lane < rows && col < n) {
+    float sum = 0.0f;
+    for (int i = 0; i < LANES; ++i) sum += part[lane][y][i];
+    store_c(c, bias, has_bias, c_rs, lane, col, alpha, beta, sum);
+  }
+}

@@ -13,6 +13,7 @@
 #include "../../../runtime/settings.hpp"
 #include "dispatch.h"
 #include "device_launcher.h"
+#include "plans.h"
 #include "pointwise.h"
 #include "tensors.h"
 
@@ -105,35 +106,43 @@ bool fast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t 
   const int64_t limit = int64_t(1) << 31;
   if (A.t.numel() >= limit || B.t.numel() >= limit || int64_t(m * n) * 64 >= limit || int64_t(k) >= limit)
     return false;
-  DeviceInfo info = Device::get().info();
-  if (mode == "gpu") info.type = "GPU";
   const bool transposable = !B.trans && !A.trans && B.t.dim() == 2 && B.t.is_leaf() && B.t.requires_grad();
-  reference::Paths can;
-  can.rows = !A.trans && (B.trans || transposable);
-  can.cols = !B.trans;
-  std::vector<std::string> quick, full;
-  reference::candidates(info, int(m), int(n), int(k), can, forced, quick, full);
-  if (quick.empty()) return false;
+  const bool parameter = is_parameter(B.t);
 
   DeviceLauncher launcher(transposable ? B.t : at::Tensor());
   const reference::Operands o{int(m), int(n), int(k), sa.mem, A.trans ? 1 : int(A.ld), A.trans ? int(A.ld) : 1,
                               sb.mem, int(B.ld), B.trans, sc.mem};
-  // Trial runs write a scratch output (the real one may be read: beta · c).
-  at::Tensor trial;
-  auto run = [&](const std::string& config) {
-    if (!trial.defined()) trial = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
-    if (reference::config_kind(config) == "clblast") {
-      clblast_product(A, B, trial, m, n, k, 1.0f, 0.0f);
-    } else {
-      reference::Operands to = o;
-      to.c = whole_buffer(trial, "a trial product");
-      reference::run_product(launcher, config, to);
-    }
-  };
-  const reference::Product product{int(m), int(n), int(k), B.trans, is_parameter(B.t), A.trans, can};
-  const std::string config = reference::choose_product(launcher, product, quick, full, forced, run);
-  if (reference::config_kind(config) == "clblast") return false;
-  reference::run_product(launcher, config, o, reference::Epilogue{sr.mem, sr.offset, beta});
+  plans::Key key("matmul");
+  key << int64_t(m) << int64_t(n) << int64_t(k) << int64_t(A.trans) << int64_t(B.trans) << int64_t(transposable)
+      << int64_t(parameter) << mode << forced;
+  const plans::Plan plan = plans::remembered(key, [&] {
+    DeviceInfo info = Device::get().info();
+    if (mode == "gpu") info.type = "GPU";
+    reference::Paths can;
+    can.rows = !A.trans && (B.trans || transposable);
+    can.cols = !B.trans;
+    std::vector<std::string> quick, full;
+    reference::candidates(info, int(m), int(n), int(k), can, forced, quick, full);
+    if (quick.empty()) return plans::Plan{"clblast", ""};  // no kernel of ours takes these operands
+    // Trial runs write a scratch output (the real one may be read: beta · c).
+    at::Tensor trial;
+    auto run = [&](const std::string& config) {
+      if (!trial.defined()) trial = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
+      if (reference::config_kind(config) == "clblast") {
+        clblast_product(A, B, trial, m, n, k, 1.0f, 0.0f);
+      } else {
+        reference::Operands to = o;
+        to.c = whole_buffer(trial, "a trial product");
+        reference::run_product(launcher, config, to);
+      }
+    };
+    const reference::Product product{int(m), int(n), int(k), B.trans, parameter, A.trans, can};
+    const std::string config = reference::choose_product(launcher, product, quick, full, forced, run);
+    return plans::Plan{config, launcher.tuning().last_origin()};
+  });
+  if (!plan.origin.empty()) launcher.tuning().note(plan.config, plan.origin);
+  if (reference::config_kind(plan.config) == "clblast") return false;
+  reference::run_product(launcher, plan.config, o, reference::Epilogue{sr.mem, sr.offset, beta});
   return true;
 }
 
@@ -233,8 +242,8 @@ bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t
 }
 
 // c = alpha · a · b + beta · c (+ row, n contiguous elements), a, b and c 2-D (one product)
-// or 3-D (a batch); c's columns contiguous. One launch: gemm16_rows for up to 8 rows,
-// gemm16_tiled otherwise.
+// or 3-D (a batch); c's columns contiguous. One launch: for up to 8 rows gemm16_rows_kc (GPUs,
+// B's columns contiguous and aligned) or gemm16_rows, gemm16_tiled otherwise.
 void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
             const at::Tensor& row = at::Tensor()) {
   const bool batched = a.dim() == 3;
@@ -253,12 +262,24 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
                b_cs = cl_int(b.stride(-1)), c_rs = cl_int(c.stride(-2));
   const cl_long a_bs = batched ? a.stride(0) : 0, b_bs = batched ? b.stride(0) : 0, c_bs = batched ? c.stride(0) : 0;
   const bool rows = m <= 8;  // MAX_ROWS of gemm16_rows
-  std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type());
+  const bool bf16 = a.scalar_type() == at::kBFloat16;
+  std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "");
+  const char* name = rows ? "gemm16_rows" : "gemm16_tiled";
   size_t global[3], local[3];
-  if (rows) {
-    // Columns side by side where B's rows are contiguous, k shared where its columns are; one
-    // work-item per few columns on CPUs (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
-    const bool cpu = Device::get().is_cpu() && product_mode() != "gpu";
+  // CPUs: one work-item per few columns (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
+  const bool cpu = Device::get().is_cpu() && product_mode() != "gpu";
+  // B's columns contiguous in k and 16-byte aligned (a linear layer's weight): gemm16_rows_kc,
+  // 16-byte loads side by side along k (A's rows too where they are aligned alike).
+  const bool aligned8 = b_rs == 1 && b_cs % 8 == 0 && tb.offset % 8 == 0 && (!batched || b_bs % 8 == 0);
+  if (rows && !cpu && aligned8) {
+    const size_t cy = 8;
+    name = "gemm16_rows_kc";
+    const bool a_vec = a_cs == 1 && a_rs % 8 == 0 && ta.offset % 8 == 0 && (!batched || a_bs % 8 == 0);
+    options += " -DCY=" + std::to_string(cy) + (a_vec ? " -DA_VEC" : "");
+    global[0] = 32, global[1] = round_up(size_t(n), cy), global[2] = size_t(batch);
+    local[0] = 32, local[1] = cy, local[2] = 1;
+  } else if (rows) {
+    // Columns side by side where B's rows are contiguous, k shared where its columns are.
     // On GPUs: 16 neighbouring columns (32-byte rows) × 32 slices of k for a k×n matrix, so
     // that even n = 768 makes 48 groups; 4 columns × 64 slices along k for an n×k one.
     const size_t cx = cpu ? 16 : b_cs == 1 ? 16 : 4, ks = cpu ? 1 : b_cs == 1 ? 32 : 64;
@@ -269,7 +290,7 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
     global[0] = size_t((n + 63) / 64) * 16, global[1] = size_t((m + 63) / 64) * 16, global[2] = size_t(batch);
     local[0] = 16, local[1] = 16, local[2] = 1;
   }
-  const cl_kernel kernel = Device::get().kernel("gemm16.cl", rows ? "gemm16_rows" : "gemm16_tiled", options);
+  const cl_kernel kernel = Device::get().kernel("gemm16.cl", name, options);
   launch(kernel, NDRange(3, global, local), ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs,
          b_cs, b_bs, c_rs, c_bs, alpha, beta, cl_int(row.defined()));
 }

@@ -14,6 +14,7 @@
 #include "dispatch.h"
 #include "kernel_launch.h"
 #include "device_launcher.h"
+#include "plans.h"
 #include "tensors.h"
 
 namespace oclf::device::conv {
@@ -80,6 +81,14 @@ reference::ConvRequest request() {
   return r;
 }
 
+// The plan key of a convolution's geometry under `op`.
+plans::Key geometry_key(const char* op, const Conv2dGeometry& s) {
+  plans::Key key(op);
+  key << s.batch << s.c_in << s.h << s.w << s.c_out << s.k_h << s.k_w << s.stride_h << s.stride_w << s.dilation_h
+      << s.dilation_w << s.groups;
+  return key;
+}
+
 }  // namespace
 
 void forward(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
@@ -87,7 +96,15 @@ void forward(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, 
   DeviceLauncher launcher(keep ? w : at::Tensor());
   const ConvOperands o{whole_buffer(x, "input"), whole_buffer(w, "weight"),
                        bias.defined() ? whole_buffer(bias, "bias") : nullptr, whole_buffer(y, "output"), epilogue};
-  reference::conv2d(launcher, s, o, request());
+  const reference::ConvRequest r = request();
+  plans::Key key = geometry_key("conv2d", s);
+  key << int64_t(r.gpu_paths) << r.forced << setting("CPU_BLOCK") << setting("GPU_TILE");
+  const plans::Plan plan = plans::remembered(key, [&] {
+    const reference::ConvPlan p = reference::plan_conv2d(launcher, s, o, r);
+    return plans::Plan{p.config, p.origin, p.depthwise};
+  });
+  launcher.tuning().note(plan.config, plan.origin);
+  reference::run_conv2d(launcher, s, o, {plan.depthwise, plan.config, plan.origin});
 }
 
 void forward_any(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y) {
@@ -97,7 +114,14 @@ void forward_any(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor&
 void forward_gpu_swapped(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y) {
   DeviceLauncher launcher;
   const ConvOperands o{whole_buffer(x, "input"), whole_buffer(w, "weight"), nullptr, whole_buffer(y, "output")};
-  reference::conv2d_gpu_swapped(launcher, s, o);
+  plans::Key key = geometry_key("conv2d_swapped", s);
+  key << setting("CONV_KERNEL") << setting("GPU_TILE");
+  const plans::Plan plan = plans::remembered(key, [&] {
+    const reference::Choice c = reference::plan_gpu_swapped(launcher, s, o);
+    return plans::Plan{c.config, c.origin};
+  });
+  launcher.tuning().note(plan.config, plan.origin);
+  reference::run_gpu_swapped(launcher, s, o, plan.config);
 }
 
 // The geometry of a 2-D convolution of x (unpadded) with weight; the padded size in s.h, s.w

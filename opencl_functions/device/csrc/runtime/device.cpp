@@ -107,9 +107,14 @@ cl_kernel Device::library_kernel(const std::string& file, const std::string& nam
 }
 
 std::string Device::library_source_hash(const std::string& file) {
+  // Hashed once per path, as library_kernel builds each file once per path and options: the
+  // hash names the text the kernels were built from (no stat of the file per call).
   std::lock_guard<std::recursive_mutex> lock(mutex());
   const std::string dir = Programs::kernel_dir();
-  return rt_.programs().source_hash((dir.empty() ? library_dir() : dir) + "/" + file);
+  const std::string path = (dir.empty() ? library_dir() : dir) + "/" + file;
+  auto it = library_hashes_.find(path);
+  if (it == library_hashes_.end()) it = library_hashes_.emplace(path, rt_.programs().source_hash(path)).first;
+  return it->second;
 }
 
 void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {

@@ -87,7 +87,7 @@ class Device {
   // A kernel of one of the student-facing files next to the library (conv2d.cl,
   // conv2d_backward.cl), read from OCLF_KERNEL_DIR when set, else the library's folder.
   cl_kernel library_kernel(const std::string& file, const std::string& name, const std::string& options);
-  // The hash of a library kernel file's text, as the library's tuning cache keys it.
+  // The hash of a library kernel file's text, as the library's tuning cache keys it (once per path).
   std::string library_source_hash(const std::string& file);
   // Folder of the device's .cl files and of the library's (its parent's parent).
   static std::string kernels_dir();
@@ -141,6 +141,7 @@ class Device {
   bool sync_each_ = false;
   Graph* recording_ = nullptr;
   std::map<cl_kernel, std::vector<KernelArg>> args_;  // as set while recording
+  std::map<std::string, std::string> library_hashes_;  // by path: library_source_hash
   static void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
   void refuse_wait(const char* what) const;
   std::atomic<uint64_t> launches_{0}, bytes_to_host_{0};
