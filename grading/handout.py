@@ -69,6 +69,7 @@ STAFF_ONLY = (
     "tests/test_device_ops.py",
     "tests/test_device_ops_more.py",
     "tests/test_device_optim.py",
+    "tests/test_device_plans.py",
     "tests/test_device_registration.py",
     "tests/test_device_rnn.py",
     "tests/test_device_sort.py",

@@ -192,6 +192,31 @@ def test_new_shapes_compile_again(device):
         close(cf(x.to("opencl")), torch.softmax(x.double() * 2, -1).cumsum(0)[:, :3] + x.double().mean())
 
 
+def test_an_input_made_anew_now_and_then_is_read_where_it_is(device):
+    """A graph input that the graph writes in place and that is made anew now and then,
+    staying put between (a key/value cache each generate() makes), records again when it
+    moves and is read where it is, not copied in and out around every replay; the graph's
+    writes land in the tensor of the call."""
+    from opencl_functions.device.compile import runtime
+
+    cf = torch.compile(lambda t, cache: cache.add_(t).mul(2))
+    x = torch.zeros(1, device="opencl")  # the same tensor every call, refilled
+    for generation in range(3):
+        cache, ref = torch.zeros(5, device="opencl"), torch.zeros(5)
+        moved = counters()["moved"]
+        for i in range(5):
+            x.fill_(i + 1.0)
+            ref += i + 1.0
+            out = cf(x, cache)
+            assert torch.equal(cache.cpu(), ref) and torch.equal(out.cpu(), 2 * ref)
+        if generation:
+            assert counters()["moved"] - moved == 1, replays()  # one recording for each new cache
+    assert counters()["replayed"] >= 9, replays()
+    for wrapper in list(runtime._wrapped):
+        for rec in wrapper.recordings.values():
+            assert all(t.numel() != 5 for t in rec.private.values()), "the cache is copied around each replay"
+
+
 def test_graph_breaks_run_as_torch_runs_them(device):
     def f(x):
         y = (x * 2).relu()

@@ -15,8 +15,10 @@ Replayed(call)
     Python, dispatcher or allocation per kernel. Inputs whose memory changed between the
     first two calls (a new batch each step) are copied into tensors of the recording's
     own before each replay, and copied back if the graph writes them; inputs at the same
-    memory (parameters, buffers, optimizer state) are read and written where they are,
-    and one found elsewhere later records again. Outputs are handed out as tensors over
+    memory (parameters, buffers, optimizer state) are read and written where they are.
+    One found elsewhere later records again: read where it is now if it had stayed put
+    for a call at least (a key/value cache that each generate() makes anew), copied from
+    then on if it moves on every call. Outputs are handed out as tensors over
     the recording's memory; the next replay first moves the ones the caller still holds
     to memory of their own (storage_relocate), so a held result never changes under its
     holder. Random seeds (dropout) come from tensors the replay refills from torch's
@@ -147,6 +149,7 @@ class _Recording:
         self.failed = False
         self.private: dict[int, torch.Tensor] = {}     # input index -> the recording's copy
         self.input_ptrs: list[int | None] = []         # addresses the recording read
+        self.replays = 0                               # since it was recorded
         self.outputs: list[Any] = []                   # the recorded outputs (owning memory)
         self.output_kind: list[tuple] = []             # ("memory",) | ("input", j) | ("value",)
         self.seed_tensors: list[tuple[torch.Tensor, int, int]] = []
@@ -234,18 +237,23 @@ class Replayed:
         if rec.failed:
             counters["plain"] += 1
             return self.call(args)
+        ptrs = [_ptr(a) for a in args]
         if rec.first_ptrs is None:
-            rec.first_ptrs = [_ptr(a) for a in args]
+            rec.first_ptrs = ptrs
             rec.first_versions = [_version(a) for a in args]
             counters["plain"] += 1
             return self._run_noting_seeds(rec, args)
         if rec.graph is None:
             return self._record(rec, args)
-        if any(i not in rec.private and _ptr(a) != p for i, (a, p) in enumerate(zip(args, rec.input_ptrs))):
-            # An input the recording reads in place moved: record again, copying it from now on.
-            moved = [_ptr(a) for a in args]
-            rec.first_ptrs = [p if i not in rec.private and p == q else -1
-                              for i, (p, q) in enumerate(zip(rec.input_ptrs, moved))]
+        moved = [i for i, (p, q) in enumerate(zip(ptrs, rec.input_ptrs)) if p != q and i not in rec.private]
+        if moved:
+            # An input the recording reads in place moved: record again. After replays with it
+            # in place (a key/value cache made anew by each generate()) it is read where it
+            # is now; moved on the first call after its recording (a new tensor every call),
+            # it is copied into the recording's own from now on.
+            copied = set(rec.private) | (set(moved) if rec.replays == 0 else set())
+            rec.first_ptrs = [-1 if i in copied else p for i, p in enumerate(ptrs)]
+            counters["moved"] += 1
             self._drop(rec)
             return self._record(rec, args)
         changed = [i for i, a in enumerate(args) if i not in rec.private and rec.versions[i] is not None
@@ -286,7 +294,7 @@ class Replayed:
                             for n, low, high in rec.seed_counts]
         rec.refill_seeds()
         backups = {i: args[i].clone() for i in self.mutated if isinstance(args[i], torch.Tensor)}
-        rec.graph, rec.seed_cursor = Graph(), 0
+        rec.graph, rec.seed_cursor, rec.replays = Graph(), 0, 0
         _local.replayed = rec
         try:
             with graph(rec.graph):
@@ -334,6 +342,7 @@ class Replayed:
             private.copy_(_span(args[i]))
         rec.refill_seeds()
         rec.graph.replay()
+        rec.replays += 1
         counters["replayed"] += 1
         # The inputs the graph writes in place moved on, as after an in-place operation
         # (buffers the device derives from a tensor are kept per version).
