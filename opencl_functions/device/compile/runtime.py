@@ -124,14 +124,22 @@ def seeds(out: torch.Tensor, low: int, high: int, size: Any) -> None:
         out.copy_(torch.randint(low, high, tuple(out.shape), dtype=out.dtype))
 
 
-def _signature(args: list) -> tuple:
-    key = []
+def _survey(args: list) -> tuple[tuple, list[int | None]] | None:
+    """The arguments' signature (shapes, strides, dtypes and devices of the tensors, values of
+    the rest) and where each tensor's elements start, in one pass (it runs before every
+    replay); None when a tensor is on another device than opencl."""
+    key, ptrs = [], []
     for a in args:
         if isinstance(a, torch.Tensor):
-            key.append((tuple(a.shape), a.stride(), a.dtype, a.device))
+            device = a.device
+            if device.type != "opencl":
+                return None
+            key.append((a.shape, a.stride(), a.dtype, device.index))
+            ptrs.append(a.data_ptr())
         else:
             key.append((type(a), a))
-    return tuple(key)
+            ptrs.append(None)
+    return tuple(key), ptrs
 
 
 def _replay_enabled() -> bool:
@@ -224,10 +232,11 @@ class Replayed:
         _wrapped.add(self)
 
     def __call__(self, args: list) -> Any:
-        if not _replay_enabled() or any(isinstance(a, torch.Tensor) and a.device.type != "opencl" for a in args):
+        survey = _survey(args) if _replay_enabled() else None
+        if survey is None:
             counters["plain"] += 1
             return self.call(args)
-        key = _signature(args)
+        key, ptrs = survey
         rec = self.recordings.get(key)
         if rec is None:
             rec = self.recordings[key] = _Recording()
@@ -237,7 +246,6 @@ class Replayed:
         if rec.failed:
             counters["plain"] += 1
             return self.call(args)
-        ptrs = [_ptr(a) for a in args]
         if rec.first_ptrs is None:
             rec.first_ptrs = ptrs
             rec.first_versions = [_version(a) for a in args]
