@@ -95,3 +95,19 @@ def test_ops_microbenchmark_quick(opencl_device, tmp_path):
         assert 0 < row["opencl"] < 1e6 and 0 < row["cpu"] < 1e6, (name, row)
     assert 0 < result["enqueue_ns"]["call"] <= result["enqueue_ns"]["with_wait"]
     assert json.loads(out.read_text())["ops"] == result["ops"]
+
+
+def test_tensor_core_probe_says_what_each_device_does(capsys):
+    """bench.tensor_cores: on NVIDIA's OpenCL the inline-PTX product runs and matches numpy;
+    any other device refuses the kernel at build time, and the probe says so."""
+    import pyopencl as cl
+
+    from bench import tensor_cores
+
+    for platform in cl.get_platforms():
+        for device in platform.get_devices():
+            verdict = tensor_cores.probe(device)
+            expected = "runs:" if "NVIDIA" in platform.name else "refused:"
+            assert verdict.startswith(expected), verdict
+    assert tensor_cores.main([]) == 0
+    assert capsys.readouterr().out.strip()
