@@ -206,14 +206,16 @@ def test_matmul_and_linear(dtype, m, k, n, monkeypatch):
 
 @pytest.mark.parametrize("dtype", HALVES)
 def test_few_row_products_over_aligned_weights_as_on_a_gpu(dtype, monkeypatch):
-    """gemm16_rows_kc, GPUs' kernel for up to 8 rows over a weight whose rows are 16-byte
-    aligned (16-byte loads along k), run here as on a GPU: k a multiple of 8 (A read 8 at a
+    """GPUs' kernels for up to 8 rows over 16-byte aligned weights, run here as on a GPU.
+    gemm16_rows_kc (an n×k weight, 16-byte loads along k): k a multiple of 8 (A read 8 at a
     time too), k = 37 through a slice of 40-wide rows (k's last 5 one at a time, A's rows
-    aligned), A not aligned (its rows read one element at a time), and a batch of them."""
+    aligned), A not aligned (its rows read one element at a time), and a batch of them.
+    gemm16_rows_nc (a k×n weight, 16-byte loads along n): n a multiple of 8, and n = 21 through
+    a slice of 24-wide rows (the last columns one at a time)."""
     monkeypatch.setenv("OCLF_DEVICE_MATMUL", "gpu")
     w, a, bias = randn(19, 40, dtype=dtype), randn(8, 48, dtype=dtype), randn(19, dtype=dtype)
-    x, y = randn(3, 5, 40, dtype=dtype), randn(3, 6, 40, dtype=dtype)
-    dw, da, dbias, dx, dy = dev(w, a, bias, x, y)
+    x, y, kn = randn(3, 5, 40, dtype=dtype), randn(3, 6, 40, dtype=dtype), randn(40, 24, dtype=dtype)
+    dw, da, dbias, dx, dy, dkn = dev(w, a, bias, x, y, kn)
     r = lambda t: t.double()  # noqa: E731
     torch.ops.oclf.launch_log_start()
     try:
@@ -222,12 +224,15 @@ def test_few_row_products_over_aligned_weights_as_on_a_gpu(dtype, monkeypatch):
                      F.linear(r(a[:rows, :k]), r(w[:, :k]), r(bias)))
         no_worse(F.linear(da[:4, 1:41], dw), F.linear(a[:4, 1:41], w), F.linear(r(a[:4, 1:41]), r(w)))
         no_worse(torch.bmm(dx, dy.transpose(1, 2)), torch.bmm(x, y.transpose(1, 2)), torch.bmm(r(x), r(y).transpose(1, 2)))
+        for rows, cols in [(1, 24), (8, 24), (3, 21)]:
+            no_worse(da[:rows, :40] @ dkn[:, :cols], a[:rows, :40] @ kn[:, :cols], r(a[:rows, :40]) @ r(kn[:, :cols]))
         launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
     finally:
         torch.ops.oclf.launch_log_stop()
     options = [opts.split() for _, kernel, opts, *_ in launches if kernel == "gemm16_rows_kc"]
     assert len(options) == 5, [kernel for _, kernel, *_ in launches]
     assert sum("-DA_VEC" in o for o in options) == 4  # all but the unaligned A
+    assert sum(kernel == "gemm16_rows_nc" for _, kernel, *_ in launches) == 3
 
 
 CONVS = [  # (batch, c_in, h, w, c_out, k, stride, padding, groups)
@@ -398,5 +403,5 @@ def test_16bit_kernels_read_16_bits_without_a_float32_copy(dtype):
             "gemm16_tiled"} <= kernels
     for _, kernel, options, *_ in launches:
         assert "-DTO=float" not in options or f"-DTA={name}" not in options, f"{kernel} widened: {options}"
-        if kernel in ("softmax_forward", "ln_forward", "sdpa_forward", "gemm16_rows", "gemm16_rows_kc", "gemm16_tiled"):
+        if kernel in ("softmax_forward", "ln_forward", "sdpa_forward") or kernel.startswith("gemm16"):
             assert f"-DT={name}" in options.split(), f"{kernel}: {options}"

@@ -279,6 +279,13 @@ SCRIPT = textwrap.dedent("""
             for kk in (40, 37):
                 ref = F.linear(u[:, :kk].to(dt).float(), v[:, :kk].to(dt).float())
                 assert torch.allclose(F.linear(U[:, :kk], V[:, :kk]).cpu().float(), ref, atol=0.1, rtol=0.02)
+            # k×n weights with 16-byte aligned rows (gemm16_rows_nc on GPUs): n = 24, and n = 21
+            # through a slice of 24-wide rows (the last columns one at a time).
+            kn = torch.randn(40, 24)
+            (KN,) = on(kn)
+            for cols in (24, 21):
+                ref = u.to(dt).float() @ kn[:, :cols].to(dt).float()
+                assert torch.allclose((U @ KN[:, :cols]).cpu().float(), ref, atol=0.1, rtol=0.02)
             x, y, z = on(torch.randn(2, 7, 13), torch.randn(2, 13, 9), torch.randn(2, 7, 9))
             out = torch.baddbmm(z, x.transpose(1, 2).contiguous().transpose(1, 2), y, beta=0.5)
             ref = 0.5 * z.cpu().float() + x.cpu().float() @ y.cpu().float()

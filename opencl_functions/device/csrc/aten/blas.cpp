@@ -242,8 +242,9 @@ bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t
 }
 
 // c = alpha · a · b + beta · c (+ row, n contiguous elements), a, b and c 2-D (one product)
-// or 3-D (a batch); c's columns contiguous. One launch: for up to 8 rows gemm16_rows_kc (GPUs,
-// B's columns contiguous and aligned) or gemm16_rows, gemm16_tiled otherwise.
+// or 3-D (a batch); c's columns contiguous. One launch: for up to 8 rows on GPUs gemm16_rows_kc
+// (B's columns contiguous and aligned) or gemm16_rows_nc (B's rows so), else gemm16_rows;
+// gemm16_tiled for more rows.
 void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
             const at::Tensor& row = at::Tensor()) {
   const bool batched = a.dim() == 3;
@@ -278,6 +279,15 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
     options += " -DCY=" + std::to_string(cy) + (a_vec ? " -DA_VEC" : "");
     global[0] = 32, global[1] = round_up(size_t(n), cy), global[2] = size_t(batch);
     local[0] = 32, local[1] = cy, local[2] = 1;
+  } else if (rows && !cpu && b_cs == 1 && b_rs % 8 == 0 && tb.offset % 8 == 0 && (!batched || b_bs % 8 == 0) &&
+             Device::get().info().max_work_group_size >= 256) {
+    // B's rows contiguous and 16-byte aligned (a k×n weight, transformers' Conv1D): gemm16_rows_nc,
+    // 8 columns per work-item, 256 slices of k per group of 8 columns.
+    const size_t ks = 256;
+    name = "gemm16_rows_nc";
+    options += " -DKS=" + std::to_string(ks) + " -DLN=1";
+    global[0] = ks, global[1] = size_t((n + 7) / 8), global[2] = size_t(batch);
+    local[0] = ks, local[1] = 1, local[2] = 1;
   } else if (rows) {
     // Columns side by side where B's rows are contiguous, k shared where its columns are.
     // On GPUs: 16 neighbouring columns (32-byte rows) × 32 slices of k for a k×n matrix, so
