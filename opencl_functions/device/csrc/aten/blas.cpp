@@ -269,20 +269,25 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
   size_t global[3], local[3];
   // CPUs: one work-item per few columns (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
   const bool cpu = Device::get().is_cpu() && product_mode() != "gpu";
-  // B's columns contiguous in k and 16-byte aligned (a linear layer's weight): gemm16_rows_kc,
-  // 16-byte loads side by side along k (A's rows too where they are aligned alike).
-  const bool aligned8 = b_rs == 1 && b_cs % 8 == 0 && tb.offset % 8 == 0 && (!batched || b_bs % 8 == 0);
-  if (rows && !cpu && aligned8) {
+  // An operand read 16 bytes at a time along its contiguous dimension: the stride between
+  // those runs, its offset and its batch stride are whole multiples of 8 elements.
+  auto aligned = [&](int64_t stride, int offset, int64_t batch_stride) {
+    return stride % 8 == 0 && offset % 8 == 0 && (!batched || batch_stride % 8 == 0);
+  };
+  const bool few_on_gpu = rows && !cpu;
+  // B's columns contiguous in k and aligned (a linear layer's weight): gemm16_rows_kc, 16-byte
+  // loads side by side along k (A's rows too where they are aligned alike).
+  if (few_on_gpu && b_rs == 1 && aligned(b_cs, tb.offset, b_bs)) {
     const size_t cy = 8;
     name = "gemm16_rows_kc";
-    const bool a_vec = a_cs == 1 && a_rs % 8 == 0 && ta.offset % 8 == 0 && (!batched || a_bs % 8 == 0);
+    const bool a_vec = a_cs == 1 && aligned(a_rs, ta.offset, a_bs);
     options += " -DCY=" + std::to_string(cy) + (a_vec ? " -DA_VEC" : "");
     global[0] = 32, global[1] = round_up(size_t(n), cy), global[2] = size_t(batch);
     local[0] = 32, local[1] = cy, local[2] = 1;
-  } else if (rows && !cpu && b_cs == 1 && b_rs % 8 == 0 && tb.offset % 8 == 0 && (!batched || b_bs % 8 == 0) &&
+  } else if (few_on_gpu && b_cs == 1 && aligned(b_rs, tb.offset, b_bs) &&
              Device::get().info().max_work_group_size >= 256) {
-    // B's rows contiguous and 16-byte aligned (a k×n weight, transformers' Conv1D): gemm16_rows_nc,
-    // 8 columns per work-item, 256 slices of k per group of 8 columns.
+    // B's rows contiguous and aligned (a k×n weight, transformers' Conv1D): gemm16_rows_nc, 8
+    // columns per work-item, 256 slices of k per group of 8 columns.
     const size_t ks = 256;
     name = "gemm16_rows_nc";
     options += " -DKS=" + std::to_string(ks) + " -DLN=1";
