@@ -15,6 +15,13 @@
       __global const T *bias, int bias_off, int m, int n, int k, int a_rs, int a_cs, long a_bs, int b_rs, \
       int b_cs, long b_bs, int c_rs, long c_bs, float alpha, float beta, int has_bias
 
+// Moves a, b and c to batch `batch`'s matrices and bias to its first element.
+#define GEMM16_AT_BATCH(batch)  \
+  a += a_off + (batch) * a_bs;  \
+  b += b_off + (batch) * b_bs;  \
+  c += c_off + (batch) * c_bs;  \
+  bias += bias_off
+
 inline void store_c(__global T *c, __global const T *bias, int has_bias, int c_rs, int r, int col, float alpha,
                     float beta, float acc) {
   float v = alpha * acc;
@@ -36,10 +43,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm16_tiled(GEMM
   const int lx = get_local_id(0), ly = get_local_id(1), tid = ly * 16 + lx;
   const int col0 = get_group_id(0) * TILE, row0 = get_group_id(1) * TILE;
   const long batch = get_global_id(2);
-  a += a_off + batch * a_bs;
-  b += b_off + batch * b_bs;
-  c += c_off + batch * c_bs;
-  bias += bias_off;
+  GEMM16_AT_BATCH(batch);
   float acc[4][4];
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
@@ -95,10 +99,7 @@ __kernel __attribute__((reqd_work_group_size(CX, KS, 1))) void gemm16_rows(GEMM1
   const int cx = get_local_id(0), s = get_local_id(1);
   const int col = get_group_id(0) * CX + cx;
   const long batch = get_global_id(2);
-  a += a_off + batch * a_bs;
-  b += b_off + batch * b_bs;
-  c += c_off + batch * c_bs;
-  bias += bias_off;
+  GEMM16_AT_BATCH(batch);
   float acc[MAX_ROWS];
   for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
   if (col < n) {
@@ -151,10 +152,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc
   const int lane = get_local_id(0), y = get_local_id(1);
   const int col = get_group_id(1) * CY + y;
   const long batch = get_global_id(2);
-  a += a_off + batch * a_bs;
-  b += b_off + batch * b_bs;
-  c += c_off + batch * c_bs;
-  bias += bias_off;
+  GEMM16_AT_BATCH(batch);
   float acc[MAX_ROWS];
   for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
   if (col < n) {
@@ -211,10 +209,7 @@ __kernel __attribute__((reqd_work_group_size(KS, LN, 1))) void gemm16_rows_nc(GE
   const int s = get_local_id(0), lane = get_local_id(1), t = lane * KS + s;
   const int col8 = (get_group_id(1) * LN + lane) * 8;
   const long batch = get_global_id(2);
-  a += a_off + batch * a_bs;
-  b += b_off + batch * b_bs;
-  c += c_off + batch * c_bs;
-  bias += bias_off;
+  GEMM16_AT_BATCH(batch);
   float8 acc[MAX_ROWS];
   for (int r = 0; r < MAX_ROWS; ++r) acc[r] = (float8)(0.0f);
   if (col8 < n) {
