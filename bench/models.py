@@ -58,9 +58,10 @@ from opencl_functions.info import host_cpu
 from utils.patching import opencl_layers
 
 PROMPT_TOKENS, NEW_TOKENS = 8, 16
-# GPT-2's weights and activations off the CPU (--dtype): float16 and bfloat16 halve the
-# memory traffic of each decoding step; torch on the CPU, the reference, stays float32.
-GPT2_DTYPE = torch.float32
+# The inference models' and GPT-2's weights and activations off the CPU (--dtype): float16
+# and bfloat16 halve the memory traffic (and on CUDA run on tensor cores); torch on the CPU,
+# the reference, stays float32. The training step stays float32.
+DTYPE = torch.float32
 # --fuse: inference on the opencl device through opencl_functions.device.fuse().
 FUSE = False
 # The compile mode: torch.compile's mode for the model ("default", "reduce-overhead"), or
@@ -86,8 +87,11 @@ def inference(arch: str, batch: int) -> Maker:
         model = torchvision.models.get_model(arch).eval()
         if FUSE and device == "opencl":
             model = opencl_functions.device.fuse(model)
-        model = compiled(model.to(device))
+        model = model.to(device)
         x = torch.randn(batch, 3, 224, 224).to(device)
+        if device != "cpu":
+            model, x = model.to(DTYPE), x.to(DTYPE)
+        model = compiled(model)
 
         def run() -> torch.Tensor:
             with torch.no_grad():
@@ -128,7 +132,7 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config()).eval().to(device)
     if device != "cpu":
-        model = model.to(GPT2_DTYPE)
+        model = model.to(DTYPE)
     prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT_TOKENS)).to(device)
     if COMPILE_MODE is not None:
         # Compiled as transformers documents it: a static key/value cache, so that the prompt
@@ -159,17 +163,17 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
 
 MODELS: Dict[str, Dict[str, object]] = {
     "resnet18": {"make": inference("resnet18", 1), "label": "ResNet-18 b1 224x224", "fusable": True,
-                 "modes": ("patched", "device", "replay", "compile")},
+                 "dtyped": True, "modes": ("patched", "device", "replay", "compile")},
     "resnet50": {"make": inference("resnet50", 1), "label": "ResNet-50 b1 224x224", "fusable": True,
-                 "modes": ("patched", "device", "replay", "compile")},
+                 "dtyped": True, "modes": ("patched", "device", "replay", "compile")},
     "resnet50_b16": {"make": inference("resnet50", 16), "label": "ResNet-50 b16 224x224", "fusable": True,
-                     "modes": ("device", "replay", "compile")},
+                     "dtyped": True, "modes": ("device", "replay", "compile")},
     "mobilenet_v2": {"make": inference("mobilenet_v2", 1), "label": "MobileNetV2 b1 224x224", "fusable": True,
-                     "modes": ("device", "replay", "compile")},
+                     "dtyped": True, "modes": ("device", "replay", "compile")},
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
                            "modes": ("device", "replay", "compile")},
     "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",
-             "modes": ("patched", "device", "replay", "compile")},
+             "dtyped": True, "modes": ("patched", "device", "replay", "compile")},
 }
 
 
@@ -275,8 +279,9 @@ def compare_device(name: str, rounds: int, replay: bool = False, compile: bool =
 def report(name: str, mode: str, times: Dict[str, List[float]], first: float, error: float,
            rounds: int) -> Dict[str, float]:
     spec = MODELS[name]
-    dtype = str(GPT2_DTYPE).removeprefix("torch.") if name == "gpt2" else "float32"
-    label = spec["label"] + (f" {dtype}" if name == "gpt2" else "")
+    # --dtype applies on the device (the patched layers run float32 on the CPU's tensors).
+    dtype = str(DTYPE).removeprefix("torch.") if spec.get("dtyped") and mode != "patched" else "float32"
+    label = spec["label"] + (f" {dtype}" if name == "gpt2" or dtype != "float32" else "")
     if FUSE and spec.get("fusable") and mode != "patched":
         label += ", fused"
     result = {key: statistics.median(values) for key, values in times.items()}
@@ -297,19 +302,19 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
         parts = []
         for key, compile_mode in (("torch_cuda_compile", "default"), ("torch_cuda_reduce_overhead", "reduce-overhead")):
             try:
-                result[key] = cuda_seconds(name, rounds, compile_mode=compile_mode)
+                result[key] = cuda_seconds(name, rounds, dtype, compile_mode=compile_mode)
                 parts.append(f"{compile_mode} {result[key] * 1e3:.1f} ms (OpenCL speed "
                              f"{result[key] / result['opencl']:.2f}x of it)")
             except RuntimeError as err:
                 parts.append(f"{compile_mode} failed: {str(err).strip().splitlines()[0][:160]}")
         line += "; torch CUDA torch.compile " + ", ".join(parts)
     elif torch.cuda.is_available():
-        result["torch_cuda"] = cuda_seconds(name, rounds)
+        result["torch_cuda"] = cuda_seconds(name, rounds, dtype)
         line += (f"; torch CUDA {dtype} {result['torch_cuda'] * 1e3:.1f} ms "
                  f"(OpenCL speed {result['torch_cuda'] / result['opencl']:.2f}x of CUDA's)")
         if mode == "replay":
             try:
-                result["torch_cuda_graph"] = cuda_seconds(name, rounds, graph=True)
+                result["torch_cuda_graph"] = cuda_seconds(name, rounds, dtype, graph=True)
                 line += (f"; CUDA graph {result['torch_cuda_graph'] * 1e3:.1f} ms "
                          f"(OpenCL speed {result['torch_cuda_graph'] / result['opencl']:.2f}x of the graph's)")
             except RuntimeError as err:  # a workload CUDA graphs cannot capture: say why
@@ -318,12 +323,11 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
     return result
 
 
-def cuda_seconds(name: str, rounds: int, graph: bool = False, compile_mode: str = "") -> float:
+def cuda_seconds(name: str, rounds: int, dtype: str, graph: bool = False, compile_mode: str = "") -> float:
     """Median time of the same workload on the GPU with CUDA torch, TF32 off (eager, replayed
     from a CUDA graph, or under torch.compile in compile_mode: "default", "reduce-overhead"),
     measured in a process of its own: one that also holds the opencl device trips an assertion
     of torch's autograd engine on CUDA backward passes (two accelerator backends in one process)."""
-    dtype = str(GPT2_DTYPE).removeprefix("torch.")
     extra = ["--cuda-compile", compile_mode] if compile_mode else []
     proc = subprocess.run([sys.executable, "-m", "bench.models", "--cuda-only", name, "--rounds", str(rounds),
                            "--dtype", dtype, *(["--cuda-graph"] if graph else []), *extra],
@@ -378,7 +382,8 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
-                   help="GPT-2's dtype on the OpenCL device and on CUDA (the CPU reference stays float32)")
+                   help="the inference models' and GPT-2's dtype on the OpenCL device and on CUDA (the CPU "
+                        "reference and the training step stay float32)")
     p.add_argument("--fuse", action="store_true",
                    help="inference on the device with fused convolutions (opencl_functions.device.fuse)")
     p.add_argument("--compile", action="store_true",
@@ -387,8 +392,8 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
     p.add_argument("--cuda-graph", action="store_true", help="internal: with --cuda-only, a CUDA graph's replay")
     p.add_argument("--cuda-compile", metavar="MODE", default="", help="internal: with --cuda-only, compiled")
     args = p.parse_args(argv)
-    global GPT2_DTYPE, FUSE, COMPILE_MODE
-    GPT2_DTYPE = getattr(torch, args.dtype)
+    global DTYPE, FUSE, COMPILE_MODE
+    DTYPE = getattr(torch, args.dtype)
     FUSE = args.fuse
     if args.cuda_only:
         COMPILE_MODE = args.cuda_compile or None

@@ -85,6 +85,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("GPU_SPLIT_TARGET", "2",
             "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
             "the reference's host code, the opencl device", staff=True),
+    Setting("MMA", "auto",
+            "the reference's GPU convolution kernel on tensor cores (16-bit layers, NVIDIA devices that build "
+            "inline PTX mma.sync): 0 turns it off",
+            "the reference's host code, the opencl device", staff=True),
     Setting("MATMUL", "by shape and device",
             "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "
             "or a whole configuration such as \"rows VW=8 MR=1 RN=4 LX=1 LY=1\"",

@@ -254,6 +254,122 @@ def test_conv2d(dtype, shape, monkeypatch):
     no_worse(F.conv2d(dx, dwt, db, **kw), F.conv2d(x, wt, b, **kw), ref)
 
 
+GPU_CONVS = [  # (batch, c_in, h, w, c_out, k, stride, padding, dilation, groups, bias)
+    (2, 3, 9, 7, 5, 3, 1, 1, 1, 1, True),  # K = 27 read one at a time, 63 outputs a channel
+    (1, 8, 8, 8, 12, 1, 1, 0, 1, 1, False),  # 1×1: POINTWISE, float4-wide loads and stores
+    (1, 64, 4, 4, 8, 3, 1, 1, 1, 1, True),  # one tile: K split, float partial sums
+    (1, 4, 11, 13, 6, 3, 2, 0, 2, 2, True),  # strided, dilated, grouped
+]
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_convolutions_in_16_bits_as_on_a_gpu(dtype, monkeypatch):
+    """conv2d_gpu reads and writes float16/bfloat16 itself (no float32 copies), as on a GPU:
+    vector and scalar loads, split K's float partial sums, groups, conv1d; depthwise layers
+    run on float32 copies (their kernels are float32 only)."""
+    monkeypatch.setenv("OCLF_DEVICE_CONV", "gpu")
+    torch.ops.oclf.launch_log_start()
+    try:
+        for batch, c_in, h, w, c_out, k, stride, padding, dilation, groups, has_bias in GPU_CONVS:
+            x, wt = randn(batch, c_in, h, w, dtype=dtype), randn(c_out, c_in // groups, k, k, dtype=dtype)
+            b = randn(c_out, dtype=dtype) if has_bias else None
+            kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+            ref = F.conv2d(x.double(), wt.double(), None if b is None else b.double(), **kw)
+            got = F.conv2d(*dev(x, wt), None if b is None else b.to("opencl"), **kw)
+            no_worse(got, F.conv2d(x, wt, b, **kw), ref)
+        x, wt, b = randn(2, 6, 17, dtype=dtype), randn(4, 6, 5, dtype=dtype), randn(4, dtype=dtype)
+        no_worse(F.conv1d(*dev(x, wt, b), padding=2), F.conv1d(x, wt, b, padding=2),
+                 F.conv1d(x.double(), wt.double(), b.double(), padding=2))
+        x, wt = randn(1, 6, 5, 8, dtype=dtype), randn(6, 1, 3, 3, dtype=dtype)
+        no_worse(F.conv2d(*dev(x, wt), groups=6), F.conv2d(x, wt, groups=6), F.conv2d(x.double(), wt.double(), groups=6))
+        launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
+    finally:
+        torch.ops.oclf.launch_log_stop()
+    flag = {torch.float16: "-DIO_HALF", torch.bfloat16: "-DIO_BFLOAT"}[dtype]
+    convs = [opts.split() for _, kernel, opts, *_ in launches if kernel == "conv2d_gpu"]
+    assert len(convs) == 5 and all(flag in o for o in convs), convs
+    assert sum("-DPARTS_FLOAT" in o for o in convs) == 1 and sum("-DPOINTWISE" in o for o in convs) == 1
+    assert any(kernel == "conv2d_sum_splits" and flag in opts.split() for _, kernel, opts, *_ in launches)
+    assert any(kernel.startswith("dw_") or "depthwise" in kernel for _, kernel, *_ in launches)
+
+
+TENSOR_CORE_CONVS = [  # as GPU_CONVS: several warps and tiles, edges of both, every load form
+    (2, 32, 15, 13, 48, 3, 1, 1, 1, 1, True),  # 3×3 over 390 pixels, K = 288
+    (1, 64, 8, 8, 96, 1, 1, 0, 1, 1, False),  # 1×1: POINTWISE
+    (3, 20, 9, 11, 40, 3, 2, 1, 1, 2, True),  # strided, grouped, K = 90 read one at a time
+    (1, 128, 7, 7, 130, 3, 1, 1, 2, 1, True),  # dilated; 130 channels: a partial tile; K split
+]
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_convolutions_on_tensor_cores(dtype, monkeypatch):
+    """NVIDIA devices run 16-bit convolutions on tensor cores (conv2d_gpu's MMA build: inline
+    PTX mma.sync), unless OCLF_MMA=0; other devices never build it (their compilers refuse
+    PTX)."""
+    import opencl_functions
+    nvidia = "NVIDIA" in opencl_functions.device_info()["platform"]
+    for mma in ("auto", "0"):
+        monkeypatch.setenv("OCLF_MMA", mma)
+        torch.ops.oclf.launch_log_start()
+        try:
+            for batch, c_in, h, w, c_out, k, stride, padding, dilation, groups, has_bias in TENSOR_CORE_CONVS:
+                x, wt = randn(batch, c_in, h, w, dtype=dtype), randn(c_out, c_in // groups, k, k, dtype=dtype)
+                b = randn(c_out, dtype=dtype) if has_bias else None
+                kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+                ref = F.conv2d(x.double(), wt.double(), None if b is None else b.double(), **kw)
+                got = F.conv2d(*dev(x, wt), None if b is None else b.to("opencl"), **kw)
+                no_worse(got, F.conv2d(x, wt, b, **kw), ref)
+            launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
+        finally:
+            torch.ops.oclf.launch_log_stop()
+        with_mma = [kernel for _, kernel, opts, *_ in launches if "-DMMA" in opts.split()]
+        if nvidia and mma == "auto":
+            convs = [opts for _, kernel, opts, *_ in launches if kernel == "conv2d_gpu"]
+            assert len(with_mma) == len(convs) == len(TENSOR_CORE_CONVS), convs
+        else:
+            assert with_mma == []
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_batch_norm_reads_16_bits_in_eval_mode(dtype):
+    """Eval-mode batch norm of a 16-bit model (statistics and affine parameters in 16 bits,
+    or in float32 as autocast leaves them) reads and writes 16 bits (bn_apply's 16-bit
+    builds, float4-wide and plain); training runs on float32 copies, with the same values."""
+    x = randn(2, 6, 5, 4, dtype=dtype) * 3 + 1
+    for params in (dtype, torch.float32):
+        bn = torch.nn.BatchNorm2d(6).eval()
+        with torch.no_grad():
+            bn.running_mean.copy_(torch.randn(6))
+            bn.running_var.copy_(torch.rand(6) + 0.5)
+            bn.weight.copy_(torch.randn(6))
+            bn.bias.copy_(torch.randn(6))
+        model = copy.deepcopy(bn).to(params)
+        ours = copy.deepcopy(model).to("opencl")
+
+        def torch_cpu(xs):  # at the dtype the parameters are, then the input's
+            return model(xs.to(params)).to(dtype)
+
+        torch.ops.oclf.launch_log_start()
+        try:
+            for xs in (x, x[..., :3].contiguous()):  # 20 pixels a plane (float4-wide on GPUs), 15
+                with torch.no_grad():
+                    got = ours(xs.to("opencl"))
+                    assert got.dtype == dtype
+                    no_worse(got, torch_cpu(xs), bn.double()(xs.double()))
+            launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
+        finally:
+            torch.ops.oclf.launch_log_stop()
+        name = {torch.float16: "half", torch.bfloat16: "bfloat"}[dtype]
+        applied = [opts.split() for _, kernel, opts, *_ in launches if kernel.startswith("bn_apply")]
+        assert len(applied) == 2 and all(f"-DT={name}" in o for o in applied), launches
+    train = torch.nn.BatchNorm2d(6).train()
+    ours = copy.deepcopy(train).to(dtype).to("opencl")
+    got = ours(x.to("opencl"))
+    no_worse(got, copy.deepcopy(train).to(dtype)(x), copy.deepcopy(train).double()(x.double()))
+    assert ours.running_mean.dtype == dtype
+    torch.testing.assert_close(ours.running_mean.cpu().double(), x.double().mean((0, 2, 3)) * 0.1, atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_norms_and_softmax(dtype, monkeypatch):
     allow_fallback(monkeypatch, dtype)

@@ -290,6 +290,16 @@ SCRIPT = textwrap.dedent("""
             out = torch.baddbmm(z, x.transpose(1, 2).contiguous().transpose(1, 2), y, beta=0.5)
             ref = 0.5 * z.cpu().float() + x.cpu().float() @ y.cpu().float()
             assert torch.allclose(out.cpu().float(), ref, atol=0.1, rtol=0.02)
+            # 16-bit convolutions (conv2d_gpu on 16-bit values where OCLF_DEVICE_CONV=gpu): odd
+            # 3×3 with scalar loads, a 1×1 with float4-wide ones, strided and grouped, and K =
+            # 144 split in two (float partial sums) on a device of 64 compute units.
+            for xs, ws, kw in (((1, 3, 5, 7), (4, 3, 3, 3), dict(padding=1)), ((1, 4, 4, 4), (5, 4, 1, 1), dict()),
+                               ((2, 4, 7, 6), (6, 2, 3, 3), dict(stride=2, dilation=(1, 2), groups=2)),
+                               ((1, 16, 5, 5), (4, 16, 3, 3), dict(padding=1))):
+                x, wc, bc = torch.randn(*xs), torch.randn(*ws), torch.randn(ws[0])
+                X, WC, BC = on(x, wc, bc)
+                ref = F.conv2d(x.to(dt).float(), wc.to(dt).float(), bc.to(dt).float(), **kw)
+                assert torch.allclose(F.conv2d(X, WC, BC, **kw).cpu().float(), ref, atol=0.1, rtol=0.02)
     elif what == "ops_more":
         # The kernels of the operators public programs meet (tests/test_device_ops_more.py):
         # elementwise_nn.h's activations and losses (strided, in place), pad.cl, loss.cl,
@@ -409,6 +419,8 @@ def test_device_recurrent_cells_pools_and_nd_convolutions_under_oclgrind(tmp_pat
 
 @pytest.mark.parametrize("plan", ["auto", "gpu"])
 def test_device_16bit_products_under_oclgrind(plan, tmp_path, ocl):
-    """gemm16.cl's two kernels on odd shapes, float16 and bfloat16; "gpu" runs the few-row
-    products as on a GPU (k shared by a work-group's slices, summed in local memory)."""
-    run_under_oclgrind("half", tmp_path, OCLF_FALLBACK="error", OCLF_DEVICE_MATMUL=plan)
+    """gemm16.cl's two kernels on odd shapes, float16 and bfloat16, and 16-bit convolutions;
+    "gpu" runs the few-row products as on a GPU (k shared by a work-group's slices, summed in
+    local memory) and the convolutions on conv2d_gpu's 16-bit builds."""
+    args = ("--compute-units", "64") if plan == "gpu" else ()
+    run_under_oclgrind("half", tmp_path, args, OCLF_FALLBACK="error", OCLF_DEVICE_MATMUL=plan, OCLF_DEVICE_CONV=plan)

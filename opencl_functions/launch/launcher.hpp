@@ -90,6 +90,17 @@ inline void set_arg_at(cl_kernel kernel, cl_uint* index, const Epilogue& e) {
 struct ConvOperands {
   cl_mem x, w, bias, y;
   Epilogue epilogue{};
+  // The element type of x, w, bias and y: "float", or "half" / "bfloat" (16-bit values,
+  // computed in float) for the kernels that take them.
+  std::string io = "float";
+
+  bool is_float() const { return io == "float"; }
+  // The build options of a kernel reading and writing io ("" for float).
+  std::string io_options() const {
+    if (io == "half") return " -DIO_HALF";
+    if (io == "bfloat") return " -DIO_BFLOAT";
+    return "";
+  }
 };
 
 // set_args with a convolution's geometry in the middle, as the kernels take it: `head`'s

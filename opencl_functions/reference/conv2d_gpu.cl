@@ -30,6 +30,13 @@
 //              gradients with it (images and channels swapped) without transposing copies;
 //              its K runs along rows of x there, so inputs are loaded along K (KH, KW: the
 //              extent of dy, always given).
+//   IO_HALF, IO_BFLOAT  x, w, bias and y hold float16 (read and written with vload_half and
+//              vstore_half_rte: core OpenCL C, no cl_khr_fp16) or bfloat16 (the high half of
+//              a float, in ushort; rounded to nearest even when stored, NaN kept quiet) values;
+//              everything is computed in float, local memory included. The opencl device's
+//              16-bit convolutions build with one of them. Default: float;
+//   PARTS_FLOAT y is split-K's float partial sums (a 16-bit build with splits > 1);
+//   MMA        (16-bit builds, NVIDIA sm_80 and later) the products on tensor cores: see below.
 // Split-K: NDRange dim 2 is groups·splits; split s sums the K range [s·k_chunk,
 // (s+1)·k_chunk) and writes its partial sums to y + s·B·C_out·H_out·W_out
 // (conv2d_sum_splits adds them up and adds the bias). With splits = 1 it writes y.
@@ -75,6 +82,30 @@
 #define G_B_PER (GTK * GTN / G_THREADS)      // inputs loaded per work-item and step
 #endif
 
+// x, w, bias and y: IO_T, read as float by LD/LD4 and written by ST/ST4 (io_types.h).
+#if defined(IO_HALF) || defined(IO_BFLOAT)
+#include "io_types.h"
+#else
+#define IO_T float
+#define LD(p, i) ((p)[i])
+#define LD4(p, i) (*(__global const float4*)((p) + (i)))
+#define ST(p, i, v) ((p)[i] = (v))
+#define ST4(p, i, v) (*(__global float4*)((p) + (i)) = (v))
+#endif
+
+#if (defined(IO_HALF) || defined(IO_BFLOAT)) && defined(EPI_RES)
+#error "the residual epilogue reads float32: 16-bit builds take no residual"
+#endif
+#ifdef PARTS_FLOAT
+#define Y_T float
+#define ST_Y(p, i, v) ((p)[i] = (v))
+#define ST4_Y(p, i, v) (*(__global float4*)((p) + (i)) = (v))
+#else
+#define Y_T IO_T
+#define ST_Y ST
+#define ST4_Y ST4
+#endif
+
 // The opencl device's fused convolutions build with an epilogue (epilogue.h): conv2d_gpu's
 // when it writes y (splits = 1), conv2d_sum_splits' otherwise. Plain builds store the sums.
 #if defined(EPI_ACT) || defined(EPI_RES)
@@ -85,9 +116,46 @@
 #define EPIV(v, i, n) (v)
 #endif
 
+// MMA: the tile's products on tensor cores through inline PTX (mma.sync m16n8k16, float16 or
+// bfloat16 operands, float32 accumulation; NVIDIA's OpenCL compiler passes asm statements
+// through). The loads from global memory are the plain build's; the tiles are staged in local
+// memory as 16-bit values, A as [m][k] and B as [n][k] (k contiguous, rows padded to GTK + 8
+// values so that the 32 lanes' fragment loads fall on 32 banks), and warp w of the work-group
+// computes a MMA_BM × MMA_BN block of the tile in 16×8 pieces, the fragments read as pairs of
+// 16-bit values (PTX ISA, "Matrix fragments for mma.m16n8k16": lane l = 4·r + c holds A's
+// (r, 2c..2c+1), (r+8, 2c..2c+1), (r, 2c+8..2c+9), (r+8, 2c+8..2c+9), B's (2c..2c+1, r) and
+// (2c+8..2c+9, r), and the sums (r, 2c..2c+1), (r+8, 2c..2c+1)). MMA_WM warps along m (the
+// host's choice), the rest along n; GTK a multiple of 16.
+#ifdef MMA
+#if !defined(IO_HALF) && !defined(IO_BFLOAT)
+#error "MMA takes 16-bit operands"
+#endif
+#ifdef NC_SWAPPED
+#error "MMA does not take NC_SWAPPED"
+#endif
+#define MMA_WN (G_THREADS / 32 / MMA_WM)
+#define MMA_BM (GTM / MMA_WM)
+#define MMA_BN (GTN / MMA_WN)
+#define MMA_TM (MMA_BM / 16)
+#define MMA_TN (MMA_BN / 8)
+#define MMA_KP (GTK + 8)
+#if G_THREADS % 32 || MMA_BM % 16 || MMA_BN % 8 || GTK % 16 || MMA_WM * MMA_WN * 32 != G_THREADS
+#error "MMA: 32·MMA_WM·MMA_WN work-items, blocks of whole 16×8 pieces, GTK a multiple of 16"
+#endif
+#ifdef IO_HALF
+#define MMA_ST(p, i, v) vstore_half_rte((v), 0, (__local half*)((p) + (i)))
+#define MMA_ST4(p, i, v) vstore_half4_rte((v), 0, (__local half*)((p) + (i)))
+#define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#else
+#define MMA_ST(p, i, v) ((p)[i] = bf16_round(v))
+#define MMA_ST4(p, i, v) vstore4(bf16_round4(v), 0, (p) + (i))
+#define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#endif
+#endif
+
 __kernel __attribute__((reqd_work_group_size(GLX, GLY, 1)))
-void conv2d_gpu(__global const float* restrict x, __global const float* restrict w,
-                __global const float* restrict bias, __global float* restrict y,
+void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w,
+                __global const IO_T* restrict bias, __global Y_T* restrict y,
                 const int has_bias, const int B, const int C_in, const int H, const int W,
                 const int C_out, const int K_h, const int K_w, const int stride_h,
                 const int stride_w, const int dilation_h, const int dilation_w,
@@ -120,14 +188,20 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   // As[buf][k][m] and Bs[buf][k][n], as float4 quads along m and n; A rows padded by one
   // quad so that the transposing stores of weights spread over the banks (B rows too where
   // they are stored transposed: NC_SWAPPED).
+#ifdef MMA
+  // MMA: [m][k] and [n][k] 16-bit values (uint: 4-byte aligned pairs).
+  __local uint As_mma[2][GTM * MMA_KP / 2];
+  __local uint Bs_mma[2][GTN * MMA_KP / 2];
+#else
   __local float4 As[2][GTK][GTM4 + 1];
 #ifdef NC_SWAPPED
   __local float4 Bs[2][GTK][GTN4 + 1];
 #else
   __local float4 Bs[2][GTK][GTN4];
 #endif
+#endif
 
-  __global const float* w_group = w + (size_t)g * cout_g * k_dim;
+  __global const IO_T* w_group = w + (size_t)g * cout_g * k_dim;
 #ifdef VEC_W
   // Weight loads: float4 (m, k..k+3), m = tid / (GTK/4) + i·G_THREADS/(GTK/4).
   const int a_k = (tid % (GTK / 4)) * 4, a_row0 = tid / (GTK / 4);
@@ -145,7 +219,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   const int n_load = n0 + 4 * b_q;
   const bool n_ok = n_load < pixels;
   const int nb = n_ok ? n_load / hw_out : 0;
-  __global const float* x_col = x + (size_t)(nb * C_in + g * cin_g) * hw_out + (n_load - nb * hw_out);
+  __global const IO_T* x_col = x + (size_t)(nb * C_in + g * cin_g) * hw_out + (n_load - nb * hw_out);
   float4 b_reg[G_B_PER];
 #elif defined(NC_SWAPPED)
   // Input loads, along K: row k = k0 + b_k of the step (every load of a work-item has the
@@ -174,21 +248,30 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
   const int nb = n_ok ? n_load / hw_out : 0;
   const int np = n_ok ? n_load - nb * hw_out : 0;
   const int noh = np / W_out;
-  __global const float* x_patch =
+  __global const IO_T* x_patch =
       x + nb * x_bs + (size_t)(g * cin_g) * x_cs + (size_t)(noh * stride_h) * W + (np - noh * W_out) * stride_w;
   float b_reg[G_B_PER];
 #endif
 
+#ifdef MMA
+  const int lane = tid & 31, warp = tid >> 5;
+  const int lr = lane >> 2, lc = lane & 3;  // the lane's row and column pair in a fragment
+  const int wm0 = (warp % MMA_WM) * MMA_BM, wn0 = (warp / MMA_WM) * MMA_BN;
+  float acc[MMA_TM][MMA_TN][4];
+  for (int i = 0; i < MMA_TM; ++i)
+    for (int j = 0; j < MMA_TN; ++j)
+      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
+#else
   float acc[GWM][GWN];
   for (int i = 0; i < GWM; ++i)
     for (int j = 0; j < GWN; ++j) acc[i][j] = 0.0f;
+#endif
 
 #ifdef VEC_W
 #define LOAD_A(k0)                                                                            \
   for (int i = 0; i < G_A_PER; ++i) {                                                           \
     const int m = m0 + a_row0 + i * (G_THREADS / (GTK / 4)), k = (k0) + a_k;                     \
-    __global const float4* src = (__global const float4*)(w_group + W_INDEX(m, k));             \
-    a_reg[i] = (m < cout_g && k < k_end) ? *src : (float4)(0.0f);                              \
+    a_reg[i] = (m < cout_g && k < k_end) ? LD4(w_group, W_INDEX(m, k)) : (float4)(0.0f);         \
   }
 #define STORE_A(buf)                                                                          \
   for (int i = 0; i < G_A_PER; ++i) {                                                           \
@@ -202,7 +285,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 #define LOAD_A(k0)                                                                            \
   for (int i = 0; i < G_A_PER; ++i) {                                                           \
     const int m = m0 + a_row0 + i * (G_THREADS / GTK), k = (k0) + a_k;                           \
-    a_reg[i] = (m < cout_g && k < k_end) ? w_group[W_INDEX(m, k)] : 0.0f;                      \
+    a_reg[i] = (m < cout_g && k < k_end) ? LD(w_group, W_INDEX(m, k)) : 0.0f;                  \
   }
 #define STORE_A(buf)                                                                          \
   for (int i = 0; i < G_A_PER; ++i) ((__local float*)As[buf][a_k])[a_row0 + i * (G_THREADS / GTK)] = a_reg[i];
@@ -212,7 +295,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 #define LOAD_B(k0)                                                                            \
   for (int i = 0; i < G_B_PER; ++i) {                                                           \
     const int k = (k0) + b_row0 + i * (G_THREADS / GTN4);                                        \
-    b_reg[i] = (n_ok && k < k_end) ? *(__global const float4*)(x_col + (size_t)k * hw_out) : (float4)(0.0f); \
+    b_reg[i] = (n_ok && k < k_end) ? LD4(x_col, (size_t)k * hw_out) : (float4)(0.0f);           \
   }
 #define STORE_B(buf)                                                                          \
   for (int i = 0; i < G_B_PER; ++i) Bs[buf][b_row0 + i * (G_THREADS / GTN4)][b_q] = b_reg[i];
@@ -224,7 +307,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
     const int kh = r / K_W_, kw = r - kh * K_W_;                                              \
     const size_t k_at = (size_t)ci * x_cs + kh * dilation_h * W + kw * dilation_w;            \
     for (int i = 0; i < G_B_PER; ++i)                                                         \
-      b_reg[i] = (k < k_end && x_at[i] != (size_t)-1) ? x[x_at[i] + k_at] : 0.0f;             \
+      b_reg[i] = (k < k_end && x_at[i] != (size_t)-1) ? LD(x, x_at[i] + k_at) : 0.0f;         \
   }
 #define STORE_B(buf)                                                                          \
   for (int i = 0; i < G_B_PER; ++i) ((__local float*)Bs[buf][b_k])[b_col0 + i * (G_THREADS / GTK)] = b_reg[i];
@@ -236,12 +319,41 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
     if (n_ok && k < k_end) {                                                                  \
       const int ci = k / k_area, r = k - ci * k_area;                                         \
       const int kh = r / K_W_, kw = r - kh * K_W_;                                            \
-      v = x_patch[(size_t)ci * x_cs + kh * dilation_h * W + kw * dilation_w];                 \
+      v = LD(x_patch, (size_t)ci * x_cs + kh * dilation_h * W + kw * dilation_w);             \
     }                                                                                         \
     b_reg[i] = v;                                                                             \
   }
 #define STORE_B(buf)                                                                          \
   for (int i = 0; i < G_B_PER; ++i) ((__local float*)Bs[buf][b_row0 + i * (G_THREADS / GTN)])[b_col] = b_reg[i];
+#endif
+
+#ifdef MMA
+  // The same loads, staged as 16-bit values: A at [m][k], B at [n][k].
+#undef STORE_A
+#undef STORE_B
+#ifdef VEC_W
+#define STORE_A(buf)                                                                          \
+  for (int i = 0; i < G_A_PER; ++i)                                                           \
+    MMA_ST4((__local ushort*)As_mma[buf], (a_row0 + i * (G_THREADS / (GTK / 4))) * MMA_KP + a_k, a_reg[i]);
+#else
+#define STORE_A(buf)                                                                          \
+  for (int i = 0; i < G_A_PER; ++i)                                                           \
+    MMA_ST((__local ushort*)As_mma[buf], (a_row0 + i * (G_THREADS / GTK)) * MMA_KP + a_k, a_reg[i]);
+#endif
+#ifdef POINTWISE
+#define STORE_B(buf)                                                                          \
+  for (int i = 0; i < G_B_PER; ++i) {                                                         \
+    __local ushort* col = (__local ushort*)Bs_mma[buf] + 4 * b_q * MMA_KP + b_row0 + i * (G_THREADS / GTN4); \
+    MMA_ST(col, 0, b_reg[i].x);                                                               \
+    MMA_ST(col, MMA_KP, b_reg[i].y);                                                          \
+    MMA_ST(col, 2 * MMA_KP, b_reg[i].z);                                                      \
+    MMA_ST(col, 3 * MMA_KP, b_reg[i].w);                                                      \
+  }
+#else
+#define STORE_B(buf)                                                                          \
+  for (int i = 0; i < G_B_PER; ++i)                                                           \
+    MMA_ST((__local ushort*)Bs_mma[buf], b_col * MMA_KP + b_row0 + i * (G_THREADS / GTN), b_reg[i]);
+#endif
 #endif
 
   LOAD_A(k_begin)
@@ -256,6 +368,34 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
       LOAD_A(k0 + GTK)
       LOAD_B(k0 + GTK)
     }
+#ifdef MMA
+#pragma unroll
+    for (int kk = 0; kk < GTK; kk += 16) {
+      // Fragments as pairs of 16-bit values (uint index = 16-bit index / 2).
+      uint fa[MMA_TM][4], fb[MMA_TN][2];
+#pragma unroll
+      for (int i = 0; i < MMA_TM; ++i) {
+        const int at = ((wm0 + 16 * i + lr) * MMA_KP + kk + 2 * lc) / 2;
+        fa[i][0] = As_mma[buf][at];
+        fa[i][1] = As_mma[buf][at + 4 * MMA_KP];
+        fa[i][2] = As_mma[buf][at + 4];
+        fa[i][3] = As_mma[buf][at + 4 * MMA_KP + 4];
+      }
+#pragma unroll
+      for (int j = 0; j < MMA_TN; ++j) {
+        const int at = ((wn0 + 8 * j + lr) * MMA_KP + kk + 2 * lc) / 2;
+        fb[j][0] = Bs_mma[buf][at];
+        fb[j][1] = Bs_mma[buf][at + 4];
+      }
+#pragma unroll
+      for (int i = 0; i < MMA_TM; ++i)
+#pragma unroll
+        for (int j = 0; j < MMA_TN; ++j)
+          asm volatile(MMA_OP " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                       : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+                       : "r"(fa[i][0]), "r"(fa[i][1]), "r"(fa[i][2]), "r"(fa[i][3]), "r"(fb[j][0]), "r"(fb[j][1]));
+    }
+#else
 #pragma unroll
     for (int kk = 0; kk < GTK; ++kk) {
       float a[GWM], bv[GWN];
@@ -280,6 +420,7 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 #pragma unroll
         for (int j = 0; j < GWN; ++j) acc[i][j] = mad(a[i], bv[j], acc[i][j]);
     }
+#endif
     if (more) {
       STORE_A(buf ^ 1)
       STORE_B(buf ^ 1)
@@ -293,13 +434,37 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
 #undef STORE_B
 #undef W_INDEX
 
-  __global float* out = y + (size_t)split * pixels * C_out;
+  __global Y_T* out = y + (size_t)split * pixels * C_out;
+#ifdef MMA
+  // Sum c of piece (i, j): row 16·i + lr + 8·(c / 2), column 8·j + 2·lc + c % 2 of the block.
+#pragma unroll
+  for (int i = 0; i < MMA_TM; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = m0 + wm0 + 16 * i + lr + 8 * h;
+      if (m >= cout_g) continue;
+      const int co = g * cout_g + m;
+      const float b_add = (has_bias && splits == 1) ? LD(bias, co) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < MMA_TN; ++j) {
+        for (int c = 0; c < 2; ++c) {
+          const int n = n0 + wn0 + 8 * j + 2 * lc + c;
+          if (n < pixels) {
+            const int b = n / hw_out;
+            const size_t at = Y_INDEX(b, co) * hw_out + (n - b * hw_out);
+            ST_Y(out, at, EPI(acc[i][j][2 * h + c] + b_add, at));
+          }
+        }
+      }
+    }
+  }
+#else
 #pragma unroll
   for (int i = 0; i < GWM; ++i) {
     const int m = m0 + 4 * (ty + (i / 4) * GLY) + i % 4;
     if (m >= cout_g) continue;
     const int co = g * cout_g + m;
-    const float b_add = (has_bias && splits == 1) ? bias[co] : 0.0f;
+    const float b_add = (has_bias && splits == 1) ? LD(bias, co) : 0.0f;
 #pragma unroll
     for (int j4 = 0; j4 < GWN / 4; ++j4) {
       const int n = n0 + 4 * (tx + j4 * GLX);
@@ -308,31 +473,32 @@ void conv2d_gpu(__global const float* restrict x, __global const float* restrict
         const int b = n / hw_out;
         const float4 v = (float4)(acc[i][4 * j4], acc[i][4 * j4 + 1], acc[i][4 * j4 + 2], acc[i][4 * j4 + 3]);
         const size_t at = Y_INDEX(b, co) * hw_out + (n - b * hw_out);
-        *(__global float4*)(out + at) = EPIV(v + b_add, at, 4);
+        ST4_Y(out, at, EPIV(v + b_add, at, 4));
       }
 #else
       for (int c = 0; c < 4; ++c) {
         if (n + c < pixels) {
           const int b = (n + c) / hw_out;
           const size_t at = Y_INDEX(b, co) * hw_out + (n + c - b * hw_out);
-          out[at] = EPI(acc[i][4 * j4 + c] + b_add, at);
+          ST_Y(out, at, EPI(acc[i][4 * j4 + c] + b_add, at));
         }
       }
 #endif
     }
   }
+#endif
 }
 
 #undef Y_INDEX
 
 // y = sum over s of parts[s] (+ bias): the end of a split-K conv2d_gpu.
 // parts is (splits, B, C_out, hw_out); NDRange: (B·C_out·hw_out).
-__kernel void conv2d_sum_splits(__global const float* restrict parts, __global const float* restrict bias,
-                                __global float* restrict y, const int has_bias, const int splits,
+__kernel void conv2d_sum_splits(__global const float* restrict parts, __global const IO_T* restrict bias,
+                                __global IO_T* restrict y, const int has_bias, const int splits,
                                 const int C_out, const int hw_out, const int total EPI_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
-  float s = has_bias ? bias[(i / hw_out) % C_out] : 0.0f;
+  float s = has_bias ? LD(bias, (i / hw_out) % C_out) : 0.0f;
   for (int k = 0; k < splits; ++k) s += parts[(size_t)k * total + i];
-  y[i] = EPI(s, i);
+  ST(y, i, EPI(s, i));
 }

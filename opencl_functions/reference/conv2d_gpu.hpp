@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,28 @@ inline std::vector<std::string> gpu_candidates(const DeviceInfo& info, const Con
     if (valid_tile(t) && fits_device(t, info) && std::find(out.begin(), out.end(), t.text()) == out.end())
       out.push_back(t.text());
   return out;
+}
+
+// Whether conv2d_gpu's tensor-core build (MMA) runs o's layers here: 16-bit operands on an
+// NVIDIA device whose compiler builds it (inline PTX mma.sync, sm_80 and later), unless
+// OCLF_MMA=0. Learned once per device.
+inline bool mma_available(Launcher& l, const ConvOperands& o) {
+  if (o.is_float() || setting("MMA") == "0" || l.info().platform.find("NVIDIA") == std::string::npos) return false;
+  static std::mutex mutex;
+  static std::map<cl_device_id, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(l.device());
+  if (it == known.end()) {
+    bool builds = true;
+    try {
+      l.kernel(kGpuFile, "conv2d_gpu", "-cl-mad-enable -DGTM=64 -DGTN=64 -DGWM=4 -DGWN=4 -DGTK=16 -DMMA -DMMA_WM=2" +
+                                           o.io_options());
+    } catch (const Error&) {
+      builds = false;
+    }
+    it = known.emplace(l.device(), builds).first;
+  }
+  return it->second;
 }
 
 // Split-K aims at this many work-groups per compute unit; OCLF_GPU_SPLIT_TARGET overrides it.
@@ -138,6 +162,14 @@ inline void conv2d_gpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands&
   if (is_pointwise(p, how.swapped)) conv_options += " -DPOINTWISE";
   int k_chunk = 0;
   const int splits = gpu_splits(l.info(), p, t, how, &k_chunk);
+  conv_options += o.io_options();
+  if (splits > 1 && !o.is_float()) conv_options += " -DPARTS_FLOAT";
+  if (t.mma) {
+    if (o.is_float() || how.swapped || mma_warps_m(t) == 0)
+      throw Error("conv2d_gpu: tensor cores (MMA) take 16-bit operands, plain layouts and a tile of whole warps "
+                  "with K steps of 16: " + t.text(), CL_INVALID_VALUE);
+    conv_options += " -DMMA -DMMA_WM=" + std::to_string(mma_warps_m(t));
+  }
 
   const size_t y_len = p.pixels() * p.c_out;
   Scratch parts;
@@ -152,7 +184,7 @@ inline void conv2d_gpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands&
   const size_t local[3] = {size_t(t.tn / t.wn), size_t(t.tm / t.wm), 1};
   l.launch(kernel, 3, global, local);
   if (splits > 1) {
-    cl_kernel sum = l.kernel(kGpuFile, "conv2d_sum_splits", options + o.epilogue.options());
+    cl_kernel sum = l.kernel(kGpuFile, "conv2d_sum_splits", options + o.io_options() + o.epilogue.options());
     const int with_bias = o.bias != nullptr, total = int(y_len);
     set_args(sum, parts.get(), o.bias, o.y, with_bias, splits, p.c_out, hw_out, total, o.epilogue);
     const size_t sum_global[1] = {round_up(y_len, 256)};

@@ -175,17 +175,38 @@ inline std::string config_kind(const std::string& config) { return config.substr
 
 // conv2d_gpu's tile (conv2d_gpu.cl): TM×TN outputs per work-group, WM×WN per work-item, K in
 // steps of TK (conv2d_gpu.hpp; the GEMMs of matmul.hpp and winograd.hpp).
+// `mma`: the products on tensor cores (16-bit operands on NVIDIA; conv2d_gpu.cl's MMA build).
 struct GpuTile {
   int tm = 64, tn = 64, wm = 4, wn = 4, tk = 16;
+  bool mma = false;
   std::string text() const {
     return "gpu TM=" + std::to_string(tm) + " TN=" + std::to_string(tn) + " WM=" + std::to_string(wm) +
-           " WN=" + std::to_string(wn) + " TK=" + std::to_string(tk);
+           " WN=" + std::to_string(wn) + " TK=" + std::to_string(tk) + (mma ? " MMA=1" : "");
   }
   static GpuTile of(const std::string& config) {
     return GpuTile{config_value(config, "TM", 64), config_value(config, "TN", 64), config_value(config, "WM", 4),
-                   config_value(config, "WN", 4), config_value(config, "TK", 16)};
+                   config_value(config, "WN", 4), config_value(config, "TK", 16), config_value(config, "MMA", 0) != 0};
   }
 };
+
+// The warps along m of an MMA tile (conv2d_gpu.cl's MMA_WM): of the splits of its warps into
+// blocks of whole 16×8 pieces, the one that reads the fewest fragments per product (a piece
+// row of A takes four loads, a column of B two); 0 when none fits (or TK is not a multiple
+// of 16, or the work-group is not whole warps).
+inline int mma_warps_m(const GpuTile& t) {
+  const int threads = (t.tm / t.wm) * (t.tn / t.wn);
+  if (threads % 32 || t.tk % 16) return 0;
+  const int warps = threads / 32;
+  int best = 0;
+  double best_cost = 0;
+  for (int wm = 1; wm <= warps; wm *= 2) {
+    if (warps % wm || t.tm % (16 * wm) || t.tn % (8 * (warps / wm))) continue;
+    const int pm = t.tm / wm / 16, pn = t.tn / (warps / wm) / 8;
+    const double cost = double(4 * pm + 2 * pn) / (pm * pn);
+    if (best == 0 || cost < best_cost) best = wm, best_cost = cost;
+  }
+  return best;
+}
 
 // The v4 kernel needs WM, WN and TK multiples of 4, and its loads must split evenly over
 // the work-items: TM·TK/4 and TK·TN/4 multiples of the work-group size, which TN and TK

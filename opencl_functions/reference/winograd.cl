@@ -21,6 +21,16 @@
 //   U is (16, C_out, C_in); V is (16, C_in, P); M is (16, C_out, P).
 // Offsets are int: every array must have < 2^31 elements.
 
+// x, w, bias and y hold float16 or bfloat16 values in builds with -DIO_HALF or -DIO_BFLOAT
+// (io_types.h: the opencl device's 16-bit convolutions); U, V and M are float32 always.
+#if defined(IO_HALF) || defined(IO_BFLOAT)
+#include "io_types.h"
+#else
+#define IO_T float
+#define LD(p, i) ((p)[i])
+#define ST(p, i, v) ((p)[i] = (v))
+#endif
+
 // The opencl device's fused convolutions build winograd_output with an epilogue (epilogue.h).
 #if defined(EPI_ACT) || defined(EPI_RES)
 #include "epilogue.h"
@@ -31,13 +41,13 @@
 #endif
 
 // U[ξ][co][ci] from w[co][ci]: one work-item per (ci, co). NDRange (C_in, C_out).
-__kernel void winograd_weights(__global const float* restrict w, __global float* restrict u, const int C_in,
+__kernel void winograd_weights(__global const IO_T* restrict w, __global float* restrict u, const int C_in,
                                const int C_out) {
   const int ci = get_global_id(0), co = get_global_id(1);
-  __global const float* g = w + ((size_t)co * C_in + ci) * 9;
+  __global const IO_T* g = w + ((size_t)co * C_in + ci) * 9;
   float gg[4][3];  // G · g
   for (int c = 0; c < 3; ++c) {
-    const float a = g[c], b = g[3 + c], d = g[6 + c];
+    const float a = LD(g, c), b = LD(g, 3 + c), d = LD(g, 6 + c);
     gg[0][c] = a;
     gg[1][c] = 0.5f * (a + b + d);
     gg[2][c] = 0.5f * (a - b + d);
@@ -55,17 +65,17 @@ __kernel void winograd_weights(__global const float* restrict w, __global float*
 }
 
 // V[ξ][ci][t] from the 4×4 input tile of tile t in channel ci. NDRange (P, C_in).
-__kernel void winograd_input(__global const float* restrict x, __global float* restrict v, const int B,
+__kernel void winograd_input(__global const IO_T* restrict x, __global float* restrict v, const int B,
                              const int C_in, const int H, const int W, const int TH, const int TW) {
   const int t = get_global_id(0), ci = get_global_id(1);
   const int P = B * TH * TW;
   if (t >= P) return;
   const int b = t / (TH * TW), rest = t - b * TH * TW;
   const int r0 = 2 * (rest / TW), c0 = 2 * (rest % TW);
-  __global const float* xc = x + ((size_t)b * C_in + ci) * H * W;
+  __global const IO_T* xc = x + ((size_t)b * C_in + ci) * H * W;
   float d[4][4];
   for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < 4; ++c) d[r][c] = (r0 + r < H && c0 + c < W) ? xc[(r0 + r) * W + c0 + c] : 0.0f;
+    for (int c = 0; c < 4; ++c) d[r][c] = (r0 + r < H && c0 + c < W) ? LD(xc, (r0 + r) * W + c0 + c) : 0.0f;
   float bd[4][4];  // Bᵀ · d
   for (int c = 0; c < 4; ++c) {
     bd[0][c] = d[0][c] - d[2][c];
@@ -84,8 +94,8 @@ __kernel void winograd_input(__global const float* restrict x, __global float* r
 }
 
 // y's 2×2 outputs of tile t in channel co from M[ξ][co][t] (+ bias). NDRange (P, C_out).
-__kernel void winograd_output(__global const float* restrict m, __global const float* restrict bias,
-                              __global float* restrict y, const int has_bias, const int B, const int C_out,
+__kernel void winograd_output(__global const float* restrict m, __global const IO_T* restrict bias,
+                              __global IO_T* restrict y, const int has_bias, const int B, const int C_out,
                               const int H_out, const int W_out, const int TH, const int TW EPI_PARAM) {
   const int t = get_global_id(0), co = get_global_id(1);
   const int P = B * TH * TW;
@@ -101,15 +111,15 @@ __kernel void winograd_output(__global const float* restrict m, __global const f
     am[0][c] = mm[0][c] + mm[1][c] + mm[2][c];
     am[1][c] = mm[1][c] - mm[2][c] - mm[3][c];
   }
-  const float b0 = has_bias ? bias[co] : 0.0f;
+  const float b0 = has_bias ? LD(bias, co) : 0.0f;
   const size_t yc = ((size_t)b * C_out + co) * H_out * W_out;
   for (int r = 0; r < 2; ++r) {  // (Aᵀ M) · A, row r
     const float out0 = am[r][0] + am[r][1] + am[r][2] + b0;
     const float out1 = am[r][1] - am[r][2] - am[r][3] + b0;
     if (r0 + r < H_out) {
       const size_t at = yc + (r0 + r) * W_out + c0;
-      if (c0 < W_out) y[at] = EPI(out0, at);
-      if (c0 + 1 < W_out) y[at + 1] = EPI(out1, at + 1);
+      if (c0 < W_out) ST(y, at, EPI(out0, at));
+      if (c0 + 1 < W_out) ST(y, at + 1, EPI(out1, at + 1));
     }
   }
 }

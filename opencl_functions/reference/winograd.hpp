@@ -30,25 +30,26 @@ inline Conv2dGeometry winograd_gemm(const Conv2dGeometry& p) {
 
 // Winograd: transform the weights (kept with the weight where the launcher keeps derived
 // buffers) and the input, 16 products through conv2d_gpu with tile t, transform back and add
-// the bias (and the operands' epilogue).
+// the bias (and the operands' epilogue). 16-bit operands (o.io) are read and written by the
+// transforms; the transformed values and the products stay float32.
 inline void conv2d_winograd(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const GpuTile& t) {
   const int th = (p.h_out + 1) / 2, tw = (p.w_out + 1) / 2, tiles = p.batch * th * tw;
   const size_t u_bytes = size_t(16) * p.c_out * p.c_in * sizeof(float);
   Scratch u_here;
   const cl_mem u = l.derived("winograd-U", u_bytes, [&](cl_mem made) {
-    cl_kernel weights = l.kernel(kWinogradFile, "winograd_weights", "");
+    cl_kernel weights = l.kernel(kWinogradFile, "winograd_weights", o.io_options());
     set_args(weights, o.w, made, p.c_in, p.c_out);
     const size_t global[2] = {size_t(p.c_in), size_t(p.c_out)};
     l.launch(weights, 2, global, nullptr);
   }, &u_here);
   const Scratch v = l.scratch(size_t(16) * p.c_in * tiles * sizeof(float));
   const Scratch m = l.scratch(size_t(16) * p.c_out * tiles * sizeof(float));
-  cl_kernel input = l.kernel(kWinogradFile, "winograd_input", "");
+  cl_kernel input = l.kernel(kWinogradFile, "winograd_input", o.io_options());
   set_args(input, o.x, v.get(), p.batch, p.c_in, p.h, p.w, th, tw);
   const size_t in_global[2] = {size_t(tiles), size_t(p.c_in)};
   l.launch(input, 2, in_global, nullptr);
   conv2d_gpu(l, winograd_gemm(p), {v.get(), u, nullptr, m.get()}, t);
-  cl_kernel output = l.kernel(kWinogradFile, "winograd_output", o.epilogue.options());
+  cl_kernel output = l.kernel(kWinogradFile, "winograd_output", o.io_options() + o.epilogue.options());
   const int has_bias = o.bias != nullptr;
   set_args(output, m.get(), o.bias, o.y, has_bias, p.batch, p.c_out, p.h_out, p.w_out, th, tw, o.epilogue);
   const size_t out_global[2] = {size_t(tiles), size_t(p.c_out)};

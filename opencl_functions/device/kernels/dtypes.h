@@ -12,6 +12,7 @@
 //   READ(T, p, i)       element i of p (a __global T *) in the type it computes in
 //                       (T itself; float for half and bfloat)
 //   WRITE(T, p, i, v)   stores the number v (any type) as element i of p
+//   READ4, WRITE4       elements 4i .. 4i+3 as a float4 (float, half, bfloat; aligned)
 
 #ifndef DEVICE_DTYPES_H
 #define DEVICE_DTYPES_H
@@ -44,6 +45,19 @@ inline ushort float_to_bfloat(const float f) {
 #define read_uchar(p, i) ((p)[i])
 #define read_half(p, i) vload_half((i), (p))
 #define read_bfloat(p, i) bfloat_to_float((p)[i])
+
+// Four elements 4i .. 4i+3 at once, as a float4 (p + 4i aligned to four elements).
+#define READ4(T, p, i) READ4_(T, p, i)
+#define READ4_(T, p, i) read4_##T(p, i)
+#define WRITE4(T, p, i, v) WRITE4_(T, p, i, v)
+#define WRITE4_(T, p, i, v) write4_##T(p, i, v)
+#define read4_float(p, i) (((__global const float4*)(p))[i])
+#define read4_half(p, i) vloada_half4((i), (p))
+#define read4_bfloat(p, i) as_float4(convert_uint4(((__global const ushort4*)(p))[i]) << 16)
+#define write4_float(p, i, v) (((__global float4*)(p))[i] = (v))
+#define write4_half(p, i, v) vstorea_half4_rte((v), (i), (p))
+#define write4_bfloat(p, i, v) \
+  (((__global ushort4*)(p))[i] = (ushort4)(float_to_bfloat((v).x), float_to_bfloat((v).y), float_to_bfloat((v).z), float_to_bfloat((v).w)))
 
 #define write_float(p, i, v) ((p)[i] = (float)(v))
 #define write_double(p, i, v) ((p)[i] = (double)(v))

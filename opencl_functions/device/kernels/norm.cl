@@ -18,6 +18,8 @@
 //                     c = p mod C; the planes' rows are contiguous): y = (x - mean[c]) · invstd[c] · w[c] + b[c];
 //                     with use_var, invstd[c] holds a variance and 1/sqrt(var + eps) is taken
 //                     (eval mode on the running statistics).
+//                     x and y of -DT=, mean and invstd of -DTS=, w and b of -DTW= (float by
+//                     default; 16-bit eval-mode batch norm reads them directly).
 //   bn_apply4         (GPUs) the same over the flat tensor, work-item i computing elements
 //                     4i .. 4i+3 as one float4: for HW % 4 == 0 and offsets that are
 //                     multiples of 4 (so the four are in one plane and 16-byte aligned).
@@ -47,6 +49,9 @@
 #endif
 #ifndef TW
 #define TW T
+#endif
+#ifndef TS
+#define TS float  // bn_apply's mean and invstd (its running statistics in eval mode)
 #endif
 #ifndef CHUNK
 #define CHUNK 1  // pixels per work-item in bn_apply and bn_backward_input (16 on CPUs)
@@ -180,36 +185,38 @@ __kernel void bn_stats_combine(CBUF(part), BUF(mean), BUF(invstd), BUF(run_mean)
 }
 
 // Channel c's y = x · scale + shift of bn_apply.
-inline float2 bn_affine(__global const float* mean, __global const float* invstd, __global const float* w,
-                        __global const float* b, const int has_w, const int has_b, const int use_var,
+// x and y of type T, mean and invstd of TS, w and b of TW (float unless built otherwise: the
+// 16-bit eval-mode batch norm of 16-bit models reads them directly).
+inline float2 bn_affine(__global const TS* mean, __global const TS* invstd, __global const TW* w,
+                        __global const TW* b, const int has_w, const int has_b, const int use_var,
                         const float eps, const int c) {
-  const float is = use_var ? rsqrt(invstd[c] + eps) : invstd[c];
-  const float scale = has_w ? w[c] * is : is;
-  return (float2)(scale, (has_b ? b[c] : 0.0f) - mean[c] * scale);
+  const float is = use_var ? rsqrt(READ(TS, invstd, c) + eps) : READ(TS, invstd, c);
+  const float scale = has_w ? READ(TW, w, c) * is : is;
+  return (float2)(scale, (has_b ? READ(TW, b, c) : 0.0f) - READ(TS, mean, c) * scale);
 }
 
-__kernel void bn_apply(CBUF(x), BUF(y), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(b), const int has_w,
-                       const int has_b, const int use_var, const int C, const int HW, const float eps) {
+__kernel void bn_apply(CTBUF(T, x), TBUF(T, y), CTBUF(TS, mean), CTBUF(TS, invstd), CTBUF(TW, w), CTBUF(TW, b),
+                       const int has_w, const int has_b, const int use_var, const int C, const int HW,
+                       const float eps) {
   const int j0 = get_global_id(0) * CHUNK;
   const int p = get_global_id(1);
   if (j0 >= HW) return;
   const float2 ab = bn_affine(mean + mean_off, invstd + invstd_off, w + w_off, b + b_off, has_w, has_b, use_var,
                               eps, p % C);
-  __global const float* xr = x + x_off + (size_t)p * HW;
-  __global float* yr = y + y_off + (size_t)p * HW;
+  __global const T* xr = x + x_off + (size_t)p * HW;
+  __global T* yr = y + y_off + (size_t)p * HW;
   const int end = min(CHUNK, HW - j0);
-  for (int k = 0; k < end; ++k) yr[j0 + k] = fma(xr[j0 + k], ab.x, ab.y);
+  for (int k = 0; k < end; ++k) WRITE(T, yr, j0 + k, fma(READ(T, xr, j0 + k), ab.x, ab.y));
 }
 
-__kernel void bn_apply4(CBUF(x), BUF(y), CBUF(mean), CBUF(invstd), CBUF(w), CBUF(b), const int has_w,
-                        const int has_b, const int use_var, const int C, const int HW, const float eps,
-                        const int n4) {
+__kernel void bn_apply4(CTBUF(T, x), TBUF(T, y), CTBUF(TS, mean), CTBUF(TS, invstd), CTBUF(TW, w), CTBUF(TW, b),
+                        const int has_w, const int has_b, const int use_var, const int C, const int HW,
+                        const float eps, const int n4) {
   const int i = get_global_id(0);
   if (i >= n4) return;
   const float2 ab = bn_affine(mean + mean_off, invstd + invstd_off, w + w_off, b + b_off, has_w, has_b, use_var,
                               eps, (i * 4 / HW) % C);
-  const float4 v = ((__global const float4*)(x + x_off))[i];
-  ((__global float4*)(y + y_off))[i] = fma(v, (float4)(ab.x), (float4)(ab.y));
+  WRITE4(T, y + y_off, i, fma(READ4(T, x + x_off, i), (float4)(ab.x), (float4)(ab.y)));
 }
 
 // Σ dy and Σ dy·x̂ over values i0 .. i1-1 of channel c.

@@ -11,6 +11,7 @@
 #include "../../../reference/conv2d.hpp"
 #include "../../../runtime/settings.hpp"
 #include "conv.h"
+#include "derived.h"
 #include "dispatch.h"
 #include "kernel_launch.h"
 #include "device_launcher.h"
@@ -42,14 +43,17 @@ NDRange row_chunks(int64_t rows, int64_t width) {
   return NDRange(2, global, local);
 }
 
-// x (B, C, H, W), any strides, zero-padded by (ph, pw) on each side: contiguous, at offset 0.
+// x (B, C, H, W), float32 or 16-bit, any strides, zero-padded by (ph, pw) on each side:
+// contiguous, at offset 0.
 at::Tensor padded(const at::Tensor& x, int64_t ph, int64_t pw) {
   if (ph == 0 && pw == 0) return whole(x);
-  at::Tensor out = empty_device({x.size(0), x.size(1), x.size(2) + 2 * ph, x.size(3) + 2 * pw}, at::kFloat);
+  at::Tensor out = empty_device({x.size(0), x.size(1), x.size(2) + 2 * ph, x.size(3) + 2 * pw}, x.scalar_type());
   if (out.numel() == 0) return out;
-  // By rows (a division per element was 13 % of a ResNet-50 forward on PoCL).
+  // By rows (a division per element was 13 % of a ResNet-50 forward on PoCL). 16-bit values
+  // move as their bits (zero bits are +0 in float16 and bfloat16 alike).
   const int64_t rows = out.size(0) * out.size(1) * out.size(2);
-  launch(Device::get().kernel("index.cl", "pad2d", "-DT=float -DCHUNK=" + std::to_string(row_chunk())),
+  const std::string type = x.element_size() == 2 ? "ushort" : "float";
+  launch(Device::get().kernel("index.cl", "pad2d", "-DT=" + type + " -DCHUNK=" + std::to_string(row_chunk())),
          row_chunks(rows, out.size(3)), arg(x), arg(out), int(x.size(1)), int(x.size(2)), int(x.size(3)), int(ph),
          int(pw), int(x.stride(0)), int(x.stride(1)), int(x.stride(2)), int(x.stride(3)), int(rows));
   return out;
@@ -94,11 +98,12 @@ plans::Key geometry_key(const char* op, const Conv2dGeometry& s) {
 void forward(const Conv2dGeometry& s, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
              const at::Tensor& y, bool keep, const Epilogue& epilogue) {
   DeviceLauncher launcher(keep ? w : at::Tensor());
-  const ConvOperands o{whole_buffer(x, "input"), whole_buffer(w, "weight"),
-                       bias.defined() ? whole_buffer(bias, "bias") : nullptr, whole_buffer(y, "output"), epilogue};
+  ConvOperands o{whole_buffer(x, "input"), whole_buffer(w, "weight"),
+                 bias.defined() ? whole_buffer(bias, "bias") : nullptr, whole_buffer(y, "output"), epilogue};
+  o.io = cl_storage_type(x.scalar_type(), "input");
   const reference::ConvRequest r = request();
   plans::Key key = geometry_key("conv2d", s);
-  key << int64_t(r.gpu_paths) << r.forced << setting("CPU_BLOCK") << setting("GPU_TILE");
+  key << int64_t(r.gpu_paths) << r.forced << setting("CPU_BLOCK") << setting("GPU_TILE") << setting("MMA") << o.io;
   const plans::Plan plan = plans::remembered(key, [&] {
     const reference::ConvPlan p = reference::plan_conv2d(launcher, s, o, r);
     return plans::Plan{p.config, p.origin, p.depthwise};
@@ -140,12 +145,19 @@ Conv2dGeometry conv_shape(const at::Tensor& x, const at::Tensor& weight, at::Int
 }
 
 Args2d as_2d(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
-             at::IntArrayRef dilation, bool transposed, int64_t groups) {
+             at::IntArrayRef dilation, bool transposed, int64_t groups, bool any_float) {
   DEVICE_CHECK_NOT_IMPLEMENTED(!transposed, "opencl: transposed convolutions have no OpenCL kernel");
   DEVICE_CHECK_NOT_IMPLEMENTED(input.dim() == 4 || input.dim() == 3, "opencl: convolution of a ", input.dim(),
                               "-D input has no OpenCL kernel (conv1d, conv2d and conv3d do)");
-  check_float(input, "input");
-  check_float(weight, "weight");
+  if (any_float && is_16bit_float(input.scalar_type())) {
+    check_device(input, "input");
+    check_device(weight, "weight");
+    DEVICE_DTYPE_CHECK(weight.scalar_type() == input.scalar_type(), "opencl: convolution: weight is ",
+                       weight.scalar_type(), ", input ", input.scalar_type());
+  } else {
+    check_float(input, "input");
+    check_float(weight, "weight");
+  }
   Args2d a;
   a.one_d = input.dim() == 3;
   a.x = a.one_d ? input.unsqueeze(2) : input;
@@ -175,12 +187,24 @@ Conv2dGeometry checked_shape(const Args2d& a, int64_t groups, const char* op) {
 // the weight change (an optimizer step).
 bool keeps_weight(const Args2d& a) { return !a.one_d && !(a.x.size(2) == 1 && a.weight.size(2) == 1); }
 
-// A new output (B, C_out, H_out, W_out) of a's convolution with bias (optional) and epilogue.
+// A new output (B, C_out, H_out, W_out) of a's convolution with bias (optional) and epilogue,
+// of a's dtype. 16-bit convolutions run conv2d_gpu on their own values where it runs the layer
+// (a GPU's, or OCLF_DEVICE_CONV=gpu's, other than depthwise); the CPU and depthwise kernels
+// compute on float32 copies (the weight's kept while it is unchanged), converted back.
 at::Tensor forward_new(const Args2d& a, const Conv2dGeometry& s, const std::optional<at::Tensor>& bias,
                        const Epilogue& epilogue) {
-  at::Tensor y = empty_device({s.batch, s.c_out, s.h_out, s.w_out}, at::kFloat);
+  const at::ScalarType dtype = a.x.scalar_type();
+  at::Tensor b = bias && bias->defined() ? whole(*bias) : at::Tensor();
+  if (dtype != at::kFloat && (cpu_kernels() || s.depthwise())) {
+    Args2d wide = a;
+    wide.x = float32_copy(a.x);
+    wide.weight = float32_copy(a.weight);
+    return forward_new(wide, s, b.defined() ? std::optional<at::Tensor>(float32_copy(b)) : std::nullopt, epilogue)
+        .to(dtype);
+  }
+  at::Tensor y = empty_device({s.batch, s.c_out, s.h_out, s.w_out}, dtype);
   if (y.numel() > 0) {
-    const at::Tensor b = bias && bias->defined() ? whole(*bias) : at::Tensor();
+    if (b.defined() && b.scalar_type() != dtype) b = b.to(dtype);
     forward(s, padded(a.x, a.padding[0], a.padding[1]), whole(a.weight), b, y, keeps_weight(a), epilogue);
   }
   return y;
@@ -195,7 +219,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
                           C10_AS_INTARRAYREF_SLOW(dilation), transposed, C10_AS_INTARRAYREF_SLOW(output_padding), g);
   }
   const Args2d a = as_2d(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
-                         C10_AS_INTARRAYREF_SLOW(dilation), transposed, g);
+                         C10_AS_INTARRAYREF_SLOW(dilation), transposed, g, true);
   const Conv2dGeometry s = checked_shape(a, g, "convolution");
   const at::Tensor y = forward_new(a, s, bias, {});
   return a.one_d ? y.squeeze(2) : y;

@@ -56,8 +56,10 @@ struct Args2d {
   std::vector<int64_t> stride, padding, dilation;
   bool one_d = false;
 };
+// `any_float`: float16 and bfloat16 operands (input and weight of one dtype) are taken too;
+// else the operands must be float32.
 Args2d as_2d(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
-             at::IntArrayRef dilation, bool transposed, int64_t groups);
+             at::IntArrayRef dilation, bool transposed, int64_t groups, bool any_float = false);
 
 // The gradients of the convolution s (conv_backward.cpp) on the device's fastest path for
 // it: the input gradient (B, C_in, height, width) of an input padded by (pad_h, pad_w), from

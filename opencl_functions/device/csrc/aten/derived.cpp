@@ -62,4 +62,12 @@ at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
   return made;
 }
 
+// (The cache's key is joined by message(), without iostreams: c10::str of the sizes crashed
+// the process on the H100 image, csrc/check.h.)
+at::Tensor float32_copy(const at::Tensor& t) {
+  const auto make = [&] { return t.to(at::kFloat); };
+  if (!(t.is_leaf() && t.requires_grad())) return make();
+  return derived_from(t, message("float32 ", t.sizes(), " ", t.strides()), make);
+}
+
 }  // namespace oclf::device

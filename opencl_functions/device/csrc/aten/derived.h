@@ -16,4 +16,9 @@ namespace oclf::device {
 at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
                         const std::function<at::Tensor()>& make);
 
+// A float32 copy of a 16-bit device tensor, for kernels that compute in float32 only.
+// Parameters (leaves that require grad) keep theirs while their version is unchanged, so
+// inference converts each weight once.
+at::Tensor float32_copy(const at::Tensor& t);
+
 }  // namespace oclf::device

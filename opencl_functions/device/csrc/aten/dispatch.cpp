@@ -67,16 +67,6 @@ constexpr uint64_t kKernelTypes = bit(at::kFloat) | bit(at::kLong) | bit(at::kIn
                                   bit(at::kChar) | bit(at::kByte) | bit(at::kBool);
 constexpr uint64_t k16Bit = bit(at::kHalf) | bit(at::kBFloat16);
 
-// A float32 copy of a 16-bit device tensor. Parameters (leaves that require grad) keep
-// theirs while their version is unchanged, so inference converts each weight once. (The
-// cache's key is joined by message(), without iostreams: c10::str of the sizes crashed the
-// process on the H100 image, csrc/check.h.)
-at::Tensor widen(const at::Tensor& t) {
-  const auto make = [&] { return t.to(at::kFloat); };
-  if (!(t.is_leaf() && t.requires_grad())) return make();
-  return derived_from(t, message("float32 ", t.sizes(), " ", t.strides()), make);
-}
-
 // Runs the native kernel with the float16/bfloat16 tensors of the arguments replaced by
 // float32 copies; tensors the operator writes get the results back, and float32 results
 // become the arguments' 16-bit dtype.
@@ -90,7 +80,7 @@ void call_widened(const c10::KernelFunction& native, const c10::OperatorHandle& 
     if (!is_device(t) || !is_16bit_float(t.scalar_type())) return t;
     if (!found) narrow = t.scalar_type();
     found = true;
-    return widen(t);
+    return float32_copy(t);
   };
   std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (argument, its float32 copy)
   for (size_t i = 0; i < n; ++i) {

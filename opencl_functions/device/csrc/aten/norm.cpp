@@ -2,6 +2,7 @@
 // backward) on the opencl device, kernels/norm.cl. Inputs are made contiguous (N, C, ...).
 #include <torch/library.h>
 
+#include "derived.h"
 #include "dispatch.h"
 #include "kernel_launch.h"
 #include "tensors.h"
@@ -80,13 +81,70 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
                                                           const std::optional<at::Tensor>& bias,
                                                           const std::optional<at::Tensor>& running_mean,
                                                           const std::optional<at::Tensor>& running_var,
+                                                          bool training, double momentum, double eps);
+
+// batch_norm of a 16-bit input on float32 copies: the output back in the input's dtype (the
+// saved mean and invstd stay float32, as CUDA keeps them), updated running statistics copied
+// back into the caller's.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_widened(const at::Tensor& input,
+                                                                  const std::optional<at::Tensor>& weight,
+                                                                  const std::optional<at::Tensor>& bias,
+                                                                  const std::optional<at::Tensor>& running_mean,
+                                                                  const std::optional<at::Tensor>& running_var,
+                                                                  bool training, double momentum, double eps) {
+  const auto wide = [](const std::optional<at::Tensor>& t) -> std::optional<at::Tensor> {
+    if (!given(t)) return std::nullopt;
+    return float32_copy(*t);
+  };
+  const auto stats = [](const std::optional<at::Tensor>& t) -> std::optional<at::Tensor> {
+    if (!given(t)) return std::nullopt;
+    return t->to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+  };
+  const std::optional<at::Tensor> rm = stats(running_mean), rv = stats(running_var);
+  auto [y, mean, invstd] =
+      batch_norm(float32_copy(input), wide(weight), wide(bias), rm, rv, training, momentum, eps);
+  if (training && rm && rv) {
+    running_mean->copy_(*rm);
+    running_var->copy_(*rv);
+  }
+  return {y.to(input.scalar_type()), mean, invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& input,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias,
+                                                          const std::optional<at::Tensor>& running_mean,
+                                                          const std::optional<at::Tensor>& running_var,
                                                           bool training, double momentum, double eps) {
-  check_float(input, "input");
+  // Float32; float16/bfloat16 in eval mode with statistics, weight and bias each of the
+  // input's dtype or float32 are read directly (bn_apply's 16-bit builds). Other 16-bit calls
+  // (training) run on float32 copies here, the running statistics written back: the
+  // operator's schema does not mark them written, so the dtype wrapper would not.
+  std::string types;
+  if (is_16bit_float(input.scalar_type())) {
+    check_device(input, "input");
+    const auto fits = [&](const std::optional<at::Tensor>& t) {
+      return !given(t) || t->scalar_type() == at::kFloat || t->scalar_type() == input.scalar_type();
+    };
+    const auto dtype = [](const std::optional<at::Tensor>& t) { return t->scalar_type(); };
+    const bool same_stats = !given(running_mean) || !given(running_var) || dtype(running_mean) == dtype(running_var);
+    const bool same_affine = !given(weight) || !given(bias) || dtype(weight) == dtype(bias);
+    if (training || !fits(running_mean) || !fits(running_var) || !fits(weight) || !fits(bias) || !same_stats ||
+        !same_affine)
+      return batch_norm_widened(input, weight, bias, running_mean, running_var, training, momentum, eps);
+    const auto type = [&](const std::optional<at::Tensor>& t) {
+      return std::string(given(t) ? cl_storage_type(t->scalar_type()) : "float");
+    };
+    types = " -DT=" + std::string(cl_storage_type(input.scalar_type())) + " -DTS=" + type(running_mean) +
+            " -DTW=" + type(given(weight) ? weight : bias);
+  } else {
+    check_float(input, "input");
+  }
   DEVICE_CHECK(input.dim() >= 2, "opencl: batch_norm: input must have at least 2 dimensions, got ", input.sizes());
   const at::Tensor x = contiguous(input);
   const int N = int(x.size(0)), C = int(x.size(1));
   const int HW = N * C == 0 ? 0 : int(x.numel() / (int64_t(N) * C));
-  at::Tensor y = empty_device(x.sizes(), at::kFloat);
+  at::Tensor y = empty_device(x.sizes(), x.scalar_type());
   at::Tensor mean = empty_device({training ? C : 0}, at::kFloat);
   at::Tensor invstd = empty_device({training ? C : 0}, at::kFloat);
   if (x.numel() == 0) return {y, mean, invstd};
@@ -108,7 +166,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   const at::Tensor& m = training ? mean : *running_mean;
   const at::Tensor& s = training ? invstd : *running_var;
   const bool by4 = float4_planes(HW, {x, y});
-  const cl_kernel apply = Device::get().kernel("norm.cl", by4 ? "bn_apply4" : "bn_apply", options());
+  const cl_kernel apply = Device::get().kernel("norm.cl", by4 ? "bn_apply4" : "bn_apply", options() + types);
   const TensorArg w = arg(or_else(weight, x)), b = arg(or_else(bias, x));
   if (by4) {
     launch(apply, NDRange::linear(size_t(x.numel() / 4)), arg(x), arg(y), arg(m), arg(s), w, b,
