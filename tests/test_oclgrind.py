@@ -300,6 +300,15 @@ SCRIPT = textwrap.dedent("""
                 X, WC, BC = on(x, wc, bc)
                 ref = F.conv2d(x.to(dt).float(), wc.to(dt).float(), bc.to(dt).float(), **kw)
                 assert torch.allclose(F.conv2d(X, WC, BC, **kw).cpu().float(), ref, atol=0.1, rtol=0.02)
+            # Eval-mode batch norm reading 16 bits (bn_apply's 16-bit builds), 15 pixels a plane.
+            bn = torch.nn.BatchNorm2d(4).eval()
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+            x = torch.randn(2, 4, 3, 5)
+            with torch.no_grad():
+                ref = bn(x.to(dt).float())
+                got = bn.to(dt).to("opencl")(x.to(dt).to("opencl")).cpu().float()
+            assert torch.allclose(got, ref, atol=0.05, rtol=0.02)
     elif what == "ops_more":
         # The kernels of the operators public programs meet (tests/test_device_ops_more.py):
         # elementwise_nn.h's activations and losses (strided, in place), pad.cl, loss.cl,
