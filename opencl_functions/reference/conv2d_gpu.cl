@@ -143,14 +143,28 @@
 #error "MMA: 32·MMA_WM·MMA_WN work-items, blocks of whole 16×8 pieces, GTK a multiple of 16"
 #endif
 #ifdef IO_HALF
-#define MMA_ST(p, i, v) vstore_half_rte((v), 0, (__local half*)((p) + (i)))
-#define MMA_ST4(p, i, v) vstore_half4_rte((v), 0, (__local half*)((p) + (i)))
 #define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 #else
-#define MMA_ST(p, i, v) ((p)[i] = bf16_round(v))
-#define MMA_ST4(p, i, v) vstore4(bf16_round4(v), 0, (p) + (i))
 #define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 #endif
+#endif
+
+// What the loads stage in registers on their way to local memory: float values, or in MMA
+// builds the operands' 16-bit patterns as they are (no conversion to float and back).
+#ifdef MMA
+#define REG_T ushort
+#define REG4_T ushort4
+#define LDV(p, i) (((__global const ushort*)(p))[i])
+#define LDV4(p, i) (*(__global const ushort4*)((__global const ushort*)(p) + (i)))
+#define ZERO ((ushort)0)
+#define ZERO4 ((ushort4)(0))
+#else
+#define REG_T float
+#define REG4_T float4
+#define LDV LD
+#define LDV4 LD4
+#define ZERO 0.0f
+#define ZERO4 ((float4)(0.0f))
 #endif
 
 __kernel __attribute__((reqd_work_group_size(GLX, GLY, 1)))
@@ -189,9 +203,9 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
   // quad so that the transposing stores of weights spread over the banks (B rows too where
   // they are stored transposed: NC_SWAPPED).
 #ifdef MMA
-  // MMA: [m][k] and [n][k] 16-bit values (uint: 4-byte aligned pairs).
-  __local uint As_mma[2][GTM * MMA_KP / 2];
-  __local uint Bs_mma[2][GTN * MMA_KP / 2];
+  // MMA: [m][k] and [n][k] 16-bit values, read as uint pairs and stored four at a time.
+  __local uint As_mma[2][GTM * MMA_KP / 2] __attribute__((aligned(16)));
+  __local uint Bs_mma[2][GTN * MMA_KP / 2] __attribute__((aligned(16)));
 #else
   __local float4 As[2][GTK][GTM4 + 1];
 #ifdef NC_SWAPPED
@@ -205,11 +219,11 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #ifdef VEC_W
   // Weight loads: float4 (m, k..k+3), m = tid / (GTK/4) + i·G_THREADS/(GTK/4).
   const int a_k = (tid % (GTK / 4)) * 4, a_row0 = tid / (GTK / 4);
-  float4 a_reg[G_A_PER];
+  REG4_T a_reg[G_A_PER];
 #else
   // Weight loads: (m, k), k = tid % GTK, m = tid / GTK + i·G_THREADS/GTK.
   const int a_k = tid % GTK, a_row0 = tid / GTK;
-  float a_reg[G_A_PER];
+  REG_T a_reg[G_A_PER];
 #endif
 
 #ifdef POINTWISE
@@ -220,7 +234,7 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
   const bool n_ok = n_load < pixels;
   const int nb = n_ok ? n_load / hw_out : 0;
   __global const IO_T* x_col = x + (size_t)(nb * C_in + g * cin_g) * hw_out + (n_load - nb * hw_out);
-  float4 b_reg[G_B_PER];
+  REG4_T b_reg[G_B_PER];
 #elif defined(NC_SWAPPED)
   // Input loads, along K: row k = k0 + b_k of the step (every load of a work-item has the
   // same k: image, row and column of dy's extent KH × KW, from one division by constants)
@@ -250,7 +264,7 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
   const int noh = np / W_out;
   __global const IO_T* x_patch =
       x + nb * x_bs + (size_t)(g * cin_g) * x_cs + (size_t)(noh * stride_h) * W + (np - noh * W_out) * stride_w;
-  float b_reg[G_B_PER];
+  REG_T b_reg[G_B_PER];
 #endif
 
 #ifdef MMA
@@ -271,7 +285,7 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #define LOAD_A(k0)                                                                            \
   for (int i = 0; i < G_A_PER; ++i) {                                                           \
     const int m = m0 + a_row0 + i * (G_THREADS / (GTK / 4)), k = (k0) + a_k;                     \
-    a_reg[i] = (m < cout_g && k < k_end) ? LD4(w_group, W_INDEX(m, k)) : (float4)(0.0f);         \
+    a_reg[i] = (m < cout_g && k < k_end) ? LDV4(w_group, W_INDEX(m, k)) : ZERO4;                 \
   }
 #define STORE_A(buf)                                                                          \
   for (int i = 0; i < G_A_PER; ++i) {                                                           \
@@ -285,7 +299,7 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #define LOAD_A(k0)                                                                            \
   for (int i = 0; i < G_A_PER; ++i) {                                                           \
     const int m = m0 + a_row0 + i * (G_THREADS / GTK), k = (k0) + a_k;                           \
-    a_reg[i] = (m < cout_g && k < k_end) ? LD(w_group, W_INDEX(m, k)) : 0.0f;                  \
+    a_reg[i] = (m < cout_g && k < k_end) ? LDV(w_group, W_INDEX(m, k)) : ZERO;                 \
   }
 #define STORE_A(buf)                                                                          \
   for (int i = 0; i < G_A_PER; ++i) ((__local float*)As[buf][a_k])[a_row0 + i * (G_THREADS / GTK)] = a_reg[i];
@@ -295,7 +309,7 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #define LOAD_B(k0)                                                                            \
   for (int i = 0; i < G_B_PER; ++i) {                                                           \
     const int k = (k0) + b_row0 + i * (G_THREADS / GTN4);                                        \
-    b_reg[i] = (n_ok && k < k_end) ? LD4(x_col, (size_t)k * hw_out) : (float4)(0.0f);           \
+    b_reg[i] = (n_ok && k < k_end) ? LDV4(x_col, (size_t)k * hw_out) : ZERO4;                   \
   }
 #define STORE_B(buf)                                                                          \
   for (int i = 0; i < G_B_PER; ++i) Bs[buf][b_row0 + i * (G_THREADS / GTN4)][b_q] = b_reg[i];
@@ -315,11 +329,11 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #define LOAD_B(k0)                                                                            \
   for (int i = 0; i < G_B_PER; ++i) {                                                           \
     const int k = (k0) + b_row0 + i * (G_THREADS / GTN);                                         \
-    float v = 0.0f;                                                                           \
+    REG_T v = ZERO;                                                                           \
     if (n_ok && k < k_end) {                                                                  \
       const int ci = k / k_area, r = k - ci * k_area;                                         \
       const int kh = r / K_W_, kw = r - kh * K_W_;                                            \
-      v = LD(x_patch, (size_t)ci * x_cs + kh * dilation_h * W + kw * dilation_w);             \
+      v = LDV(x_patch, (size_t)ci * x_cs + kh * dilation_h * W + kw * dilation_w);            \
     }                                                                                         \
     b_reg[i] = v;                                                                             \
   }
@@ -328,31 +342,31 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #endif
 
 #ifdef MMA
-  // The same loads, staged as 16-bit values: A at [m][k], B at [n][k].
+  // The same loads' 16-bit patterns, staged as they are: A at [m][k], B at [n][k].
 #undef STORE_A
 #undef STORE_B
+#define A_STAGE(buf) ((__local ushort*)As_mma[buf])
+#define B_STAGE(buf) ((__local ushort*)Bs_mma[buf])
 #ifdef VEC_W
 #define STORE_A(buf)                                                                          \
   for (int i = 0; i < G_A_PER; ++i)                                                           \
-    MMA_ST4((__local ushort*)As_mma[buf], (a_row0 + i * (G_THREADS / (GTK / 4))) * MMA_KP + a_k, a_reg[i]);
+    *(__local ushort4*)(A_STAGE(buf) + (a_row0 + i * (G_THREADS / (GTK / 4))) * MMA_KP + a_k) = a_reg[i];
 #else
 #define STORE_A(buf)                                                                          \
-  for (int i = 0; i < G_A_PER; ++i)                                                           \
-    MMA_ST((__local ushort*)As_mma[buf], (a_row0 + i * (G_THREADS / GTK)) * MMA_KP + a_k, a_reg[i]);
+  for (int i = 0; i < G_A_PER; ++i) A_STAGE(buf)[(a_row0 + i * (G_THREADS / GTK)) * MMA_KP + a_k] = a_reg[i];
 #endif
 #ifdef POINTWISE
 #define STORE_B(buf)                                                                          \
   for (int i = 0; i < G_B_PER; ++i) {                                                         \
-    __local ushort* col = (__local ushort*)Bs_mma[buf] + 4 * b_q * MMA_KP + b_row0 + i * (G_THREADS / GTN4); \
-    MMA_ST(col, 0, b_reg[i].x);                                                               \
-    MMA_ST(col, MMA_KP, b_reg[i].y);                                                          \
-    MMA_ST(col, 2 * MMA_KP, b_reg[i].z);                                                      \
-    MMA_ST(col, 3 * MMA_KP, b_reg[i].w);                                                      \
+    __local ushort* col = B_STAGE(buf) + 4 * b_q * MMA_KP + b_row0 + i * (G_THREADS / GTN4);    \
+    col[0] = b_reg[i].x;                                                                      \
+    col[MMA_KP] = b_reg[i].y;                                                                 \
+    col[2 * MMA_KP] = b_reg[i].z;                                                             \
+    col[3 * MMA_KP] = b_reg[i].w;                                                             \
   }
 #else
 #define STORE_B(buf)                                                                          \
-  for (int i = 0; i < G_B_PER; ++i)                                                           \
-    MMA_ST((__local ushort*)Bs_mma[buf], b_col * MMA_KP + b_row0 + i * (G_THREADS / GTN), b_reg[i]);
+  for (int i = 0; i < G_B_PER; ++i) B_STAGE(buf)[b_col * MMA_KP + b_row0 + i * (G_THREADS / GTN)] = b_reg[i];
 #endif
 #endif
 
