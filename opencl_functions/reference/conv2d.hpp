@@ -135,7 +135,7 @@ inline ConvPlan plan_gpu(Launcher& l, const DeviceInfo& info, const Conv2dGeomet
     // Tensor cores: the MMA builds of the tiles that take it come first, 64×64 with K steps
     // of 32 the default (on the H200 over ResNet-50's layers at batch 16 in float16: the
     // fastest of nine MMA tiles, 64×64 to 128×128 with K steps of 16 to 64, on 4 of 8 layers
-    // and within 15 % of the fastest on all but one; 1.5–1.9× the plain kernel's speed); the
+    // and within 15 % of the fastest on all but one; 1.6–2.1× the plain kernel's speed); the
     // plain tiles stay candidates.
     for (std::vector<std::string>* list : {&quick, &full}) {
       std::vector<std::string> mma = {GpuTile{64, 64, 4, 4, 32, true}.text()};
