@@ -14,7 +14,12 @@ student's compiled code) in a child process, never in the grader's own:
   space and no core dumps, and a wall-clock timeout;
 - with its stdout and stderr merged and capped: the first OUTPUT_KEEP bytes are kept,
   the rest counted and dropped;
-- with a clean environment (nothing of the grader's leaks in).
+- with a clean environment (nothing of the grader's leaks in);
+- with nothing carried from one step to the next through the machine's shared writable
+  folders (SHARED_FOLDERS: /dev/shm, /run/lock): a namespaced step sees an empty private
+  tmpfs over each (View), and whatever the sandbox user left in them is removed before and
+  after every step (without namespaces its files are the only way one step could leave
+  something for the next: the race check, say, told from the timed runs).
 
 `start` returns a Running step (the grader's timing protocol talks to it over pipes
 passed in `pass_fds`); `run` starts and waits. Steps of the sandbox account run one at a
@@ -184,6 +189,31 @@ def give_to_sandbox(path: Path, user: Optional[pwd.struct_passwd]) -> None:
             os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
+# World-writable folders outside the grader's hidden ones, where one step could leave files
+# for a later one (its scratch folder is new each step).
+SHARED_FOLDERS = ("/dev/shm", "/run/lock")
+
+
+def remove_files_of(uid: int) -> None:
+    """Removes what `uid` owns at the top of SHARED_FOLDERS (its processes are gone: nothing
+    can swap a path meanwhile); links are removed, never followed."""
+    for folder in SHARED_FOLDERS:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
+
 def _processes(where) -> List[int]:
     """The pids of /proc for which where(pid) is true; processes that end meanwhile are skipped."""
     pids = []
@@ -327,6 +357,7 @@ class Running:
         try:
             if self.uid is not None:
                 kill_user(self.uid)
+                remove_files_of(self.uid)
         finally:
             if self.lock is not None:
                 os.close(self.lock)  # releases the lock
@@ -382,6 +413,8 @@ def start(
         os.close(lock)
         raise SandboxError(f"the sandbox user {run_as.pw_name} owns processes {processes_of(run_as.pw_uid)}; "
                            f"grading refuses to start while it does")
+    if run_as is not None:
+        remove_files_of(run_as.pw_uid)  # an earlier grading's, had it stopped before its cleanup
     uid = run_as.pw_uid if run_as else os.getuid()
     nproc = limits.nproc if run_as else _threads_of(uid) + limits.nproc
     cpu = limits.cpu_s or int(2 * limits.timeout_s) + 5

@@ -97,9 +97,11 @@ class Workspace:
         machine's temporary folders hidden, but
         for the interpreter's environment and the step's own folders (`visible`; the last
         one writable: its scratch)."""
-        # The machine's temporary folders too: other users' files lie there (the step's own
-        # folders under them are bound back).
-        hide = [ROOT, Path(tempfile.gettempdir()), Path("/var/tmp")] + ([self.opt.ref_cache] if self.opt.ref_cache else [])
+        # The machine's temporary and shared writable folders too: other users' files lie
+        # there (the step's own folders under them are bound back), and a step must find
+        # nothing an earlier one left (sandbox.SHARED_FOLDERS).
+        hide = [ROOT, Path(tempfile.gettempdir()), Path("/var/tmp"), *map(Path, sandbox.SHARED_FOLDERS)]
+        hide += [self.opt.ref_cache] if self.opt.ref_cache else []
         python_dirs = {sys.prefix, os.path.dirname(os.path.realpath(self.python)), *self.extra_path,
                        *site.getsitepackages()}
         keep = [(p, False) for p in sorted(python_dirs)]

@@ -60,6 +60,16 @@ class Launcher {
   // device's own queue) is waited for, so that the wall clock times it.
   virtual void trial_done() {}
   virtual Tuning& tuning() = 0;
+  // Whether kernel(file, name, options) builds on this device: a capability probe (inline
+  // PTX, say). Launchers that keep state per device remember the answer; this one asks again.
+  virtual bool builds(const std::string& file, const std::string& name, const std::string& options) {
+    try {
+      kernel(file, name, options);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
 };
 
 // What a convolution does to each output before storing it (reference/epilogue.h): add a

@@ -48,6 +48,10 @@ void DeviceLauncher::trial_done() { Device::get().synchronize(); }
 
 Tuning& DeviceLauncher::tuning() { return Runtime::get().tuning(); }
 
+bool DeviceLauncher::builds(const std::string& file, const std::string& name, const std::string& options) {
+  return Device::get().library_kernel_builds(file, name, options);
+}
+
 cl_mem whole_buffer(const at::Tensor& t, const char* what) {
   const DeviceSpan s = span(t);
   DEVICE_CHECK(s.offset == 0, "opencl: ", what, " does not start at its buffer's first element");

@@ -31,6 +31,7 @@ class DeviceLauncher final : public Launcher {
                  Scratch* scratch) override;
   void trial_done() override;
   Tuning& tuning() override;
+  bool builds(const std::string& file, const std::string& name, const std::string& options) override;
 
  private:
   std::unique_lock<std::recursive_mutex> lock_;

@@ -117,6 +117,22 @@ std::string Device::library_source_hash(const std::string& file) {
   return it->second;
 }
 
+bool Device::library_kernel_builds(const std::string& file, const std::string& name, const std::string& options) {
+  std::lock_guard<std::recursive_mutex> lock(mutex());
+  const std::string key = file + "\n" + name + "\n" + options;
+  auto it = library_builds_.find(key);
+  if (it == library_builds_.end()) {
+    bool builds = true;
+    try {
+      library_kernel(file, name, options);
+    } catch (const Error&) {
+      builds = false;
+    }
+    it = library_builds_.emplace(key, builds).first;
+  }
+  return it->second;
+}
+
 void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
   for (cl_uint i = 0; i < dims; ++i)
     if (global[i] == 0) return;  // OpenCL 1.2 rejects empty ranges

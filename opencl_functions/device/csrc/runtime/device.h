@@ -89,6 +89,10 @@ class Device {
   cl_kernel library_kernel(const std::string& file, const std::string& name, const std::string& options);
   // The hash of a library kernel file's text, as the library's tuning cache keys it (once per path).
   std::string library_source_hash(const std::string& file);
+  // Whether library_kernel(file, name, options) builds on this device, learned once (a
+  // capability probe: the reference's tensor-core build, whose inline PTX only NVIDIA's
+  // compiler takes).
+  bool library_kernel_builds(const std::string& file, const std::string& name, const std::string& options);
   // Folder of the device's .cl files and of the library's (its parent's parent).
   static std::string kernels_dir();
   static std::string library_dir();
@@ -142,6 +146,7 @@ class Device {
   Graph* recording_ = nullptr;
   std::map<cl_kernel, std::vector<KernelArg>> args_;  // as set while recording
   std::map<std::string, std::string> library_hashes_;  // by path: library_source_hash
+  std::map<std::string, bool> library_builds_;         // by file, name and options: library_kernel_builds
   static void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
   void refuse_wait(const char* what) const;
   std::atomic<uint64_t> launches_{0}, bytes_to_host_{0};
