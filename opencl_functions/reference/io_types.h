@@ -11,8 +11,8 @@
 //   LD4(p, i)         elements i .. i+3 as a float4; p + i must be aligned to 4 elements
 //   ST(p, i, v)       stores the float v as element i
 //   ST4(p, i, v)      stores the float4 v as elements i .. i+3 (aligned to 4 elements)
-// (The aligned forms let a 16-bit build read 8 bytes at once: vload_half4 only knows 2-byte
-// alignment, and NVIDIA's compiler split it into four loads.)
+// (The aligned forms, vloada_half4 and vstorea_half4_rte, tell the compiler it may move 8
+// bytes at once; vload_half4 promises 2-byte alignment only.)
 #ifndef REFERENCE_IO_TYPES_H
 #define REFERENCE_IO_TYPES_H
 
