@@ -5,11 +5,14 @@ account for good, and becomes the step's command.
 
     python -I -S grading/jail.py SPEC_JSON
 
-SPEC_JSON: {"hide": [folders], "keep": [[path, writable], ...], "uid": N, "gid": N,
-"cwd": path, "argv": [...], "env": {...}}. Each hidden folder gets an empty tmpfs over it
-in this namespace only; the kept paths under it are bound back, read-only unless marked
-writable (the interpreter's virtual environment inside a checkout, the step's scratch). Nothing of this reaches the
-rest of the machine, and the namespace ends with the step.
+SPEC_JSON: {"hide": [folders], "keep": [[path, writable], ...], "private": [folders],
+"uid": N, "gid": N, "cwd": path, "argv": [...], "env": {...}}. Each hidden folder gets an
+empty tmpfs over it in this namespace only; the kept paths under it are bound back,
+read-only unless marked writable (the interpreter's virtual environment inside a checkout,
+the step's scratch). Each private folder (/dev/shm, /run/lock) gets an empty tmpfs that
+everyone may write, as on the machine (Python's multiprocessing needs /dev/shm), small and
+the step's own. Nothing of this reaches the rest of the machine, and the namespace ends with
+the step.
 
 Standard library only, and no site packages (-S): it runs before the step's own code and
 must not import anything the step could have written.
@@ -77,6 +80,9 @@ def main():
     spec = json.loads(sys.argv[1])
     argv = spec["argv"]
     program = resolve(argv[0], spec["env"].get("PATH", "/usr/bin:/bin"))
+    for folder in spec.get("private", []):
+        if os.path.isdir(folder):
+            _mount("oclf-private", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
     for folder in spec["hide"]:
         if os.path.isdir(folder):
             under = folder.rstrip("/") + "/"

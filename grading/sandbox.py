@@ -16,10 +16,10 @@ student's compiled code) in a child process, never in the grader's own:
   the rest counted and dropped;
 - with a clean environment (nothing of the grader's leaks in);
 - with nothing carried from one step to the next through the machine's shared writable
-  folders (SHARED_FOLDERS: /dev/shm, /run/lock): a namespaced step sees an empty private
-  tmpfs over each (View), and whatever the sandbox user left in them is removed before and
-  after every step (without namespaces its files are the only way one step could leave
-  something for the next: the race check, say, told from the timed runs).
+  folders (SHARED_FOLDERS: /dev/shm, /run/lock): a namespaced step gets an empty tmpfs of
+  its own over each (View.private), and whatever the sandbox user left in them is removed
+  before and after every step (without namespaces its files there are the only way one step
+  could leave something for the next: the race check, say, told from the timed runs).
 
 `start` returns a Running step (the grader's timing protocol talks to it over pipes
 passed in `pass_fds`); `run` starts and waits. Steps of the sandbox account run one at a
@@ -376,10 +376,12 @@ class Running:
 class View:
     """What a sandboxed step sees of the files (with namespaces): each folder of `hide` is
     an empty tmpfs in the step's mount namespace, but for the (path, writable) pairs of
-    `keep` under it, bound back (read-only unless writable)."""
+    `keep` under it, bound back (read-only unless writable); each folder of `private` is an
+    empty tmpfs of the step's own that it may write (SHARED_FOLDERS)."""
 
     hide: Sequence[str] = ()
     keep: Sequence[Tuple[str, bool]] = ()
+    private: Sequence[str] = ()
 
 
 JAIL = Path(__file__).resolve().parent / "jail.py"
@@ -389,6 +391,7 @@ def _jailed(argv: Sequence[str], cwd: Path, env: Dict[str, str], user: pwd.struc
     """The command that runs argv as `user` in namespaces of its own: PID (a /proc that
     shows the step alone) and mount (the grader's folders hidden), through grading/jail.py."""
     spec = {"hide": [str(p) for p in view.hide], "keep": [[str(p), w] for p, w in view.keep],
+            "private": [str(p) for p in view.private],
             "uid": user.pw_uid, "gid": user.pw_gid, "cwd": str(cwd), "argv": list(argv), "env": env}
     return ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc", "--",
             sys.executable, "-I", "-S", str(JAIL), json.dumps(spec)]

@@ -97,11 +97,10 @@ class Workspace:
         machine's temporary folders hidden, but
         for the interpreter's environment and the step's own folders (`visible`; the last
         one writable: its scratch)."""
-        # The machine's temporary and shared writable folders too: other users' files lie
-        # there (the step's own folders under them are bound back), and a step must find
-        # nothing an earlier one left (sandbox.SHARED_FOLDERS).
-        hide = [ROOT, Path(tempfile.gettempdir()), Path("/var/tmp"), *map(Path, sandbox.SHARED_FOLDERS)]
-        hide += [self.opt.ref_cache] if self.opt.ref_cache else []
+        # The machine's temporary folders too: other users' files lie there (the step's own
+        # folders under them are bound back). The shared writable ones (/dev/shm, /run/lock)
+        # become the step's own, empty: it must find nothing an earlier step left there.
+        hide = [ROOT, Path(tempfile.gettempdir()), Path("/var/tmp")] + ([self.opt.ref_cache] if self.opt.ref_cache else [])
         python_dirs = {sys.prefix, os.path.dirname(os.path.realpath(self.python)), *self.extra_path,
                        *site.getsitepackages()}
         keep = [(p, False) for p in sorted(python_dirs)]
@@ -109,7 +108,8 @@ class Workspace:
         folders = sorted({str(p.resolve()) for p in hide if p.exists()})
         # A folder inside another hidden one is hidden with it.
         folders = [f for f in folders if not any(f.startswith(other + "/") for other in folders)]
-        return sandbox.View(hide=folders, keep=keep)
+        private = [f for f in sandbox.SHARED_FOLDERS if os.path.isdir(f)]
+        return sandbox.View(hide=folders, keep=keep, private=private)
 
     def env(self, tree: Path, home: Path, kernel_cache: Path) -> Dict[str, str]:
         """The whole environment of a child: nothing of the grader's own leaks in."""
