@@ -262,6 +262,18 @@ GPU_CONVS = [  # (batch, c_in, h, w, c_out, k, stride, padding, dilation, groups
 ]
 
 
+def check_convs(shapes, dtype):
+    """Each convolution of `shapes` (GPU_CONVS' tuples) at `dtype` on the device: no worse
+    than torch's own at that dtype against float64."""
+    for batch, c_in, h, w, c_out, k, stride, padding, dilation, groups, has_bias in shapes:
+        x, wt = randn(batch, c_in, h, w, dtype=dtype), randn(c_out, c_in // groups, k, k, dtype=dtype)
+        b = randn(c_out, dtype=dtype) if has_bias else None
+        kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        ref = F.conv2d(x.double(), wt.double(), None if b is None else b.double(), **kw)
+        got = F.conv2d(*dev(x, wt), None if b is None else b.to("opencl"), **kw)
+        no_worse(got, F.conv2d(x, wt, b, **kw), ref)
+
+
 @pytest.mark.parametrize("dtype", HALVES)
 def test_convolutions_in_16_bits_as_on_a_gpu(dtype, monkeypatch):
     """conv2d_gpu reads and writes float16/bfloat16 itself (no float32 copies), as on a GPU:
@@ -270,13 +282,7 @@ def test_convolutions_in_16_bits_as_on_a_gpu(dtype, monkeypatch):
     monkeypatch.setenv("OCLF_DEVICE_CONV", "gpu")
     torch.ops.oclf.launch_log_start()
     try:
-        for batch, c_in, h, w, c_out, k, stride, padding, dilation, groups, has_bias in GPU_CONVS:
-            x, wt = randn(batch, c_in, h, w, dtype=dtype), randn(c_out, c_in // groups, k, k, dtype=dtype)
-            b = randn(c_out, dtype=dtype) if has_bias else None
-            kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-            ref = F.conv2d(x.double(), wt.double(), None if b is None else b.double(), **kw)
-            got = F.conv2d(*dev(x, wt), None if b is None else b.to("opencl"), **kw)
-            no_worse(got, F.conv2d(x, wt, b, **kw), ref)
+        check_convs(GPU_CONVS, dtype)
         x, wt, b = randn(2, 6, 17, dtype=dtype), randn(4, 6, 5, dtype=dtype), randn(4, dtype=dtype)
         no_worse(F.conv1d(*dev(x, wt, b), padding=2), F.conv1d(x, wt, b, padding=2),
                  F.conv1d(x.double(), wt.double(), b.double(), padding=2))
@@ -312,13 +318,7 @@ def test_convolutions_on_tensor_cores(dtype, monkeypatch):
         monkeypatch.setenv("OCLF_MMA", mma)
         torch.ops.oclf.launch_log_start()
         try:
-            for batch, c_in, h, w, c_out, k, stride, padding, dilation, groups, has_bias in TENSOR_CORE_CONVS:
-                x, wt = randn(batch, c_in, h, w, dtype=dtype), randn(c_out, c_in // groups, k, k, dtype=dtype)
-                b = randn(c_out, dtype=dtype) if has_bias else None
-                kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-                ref = F.conv2d(x.double(), wt.double(), None if b is None else b.double(), **kw)
-                got = F.conv2d(*dev(x, wt), None if b is None else b.to("opencl"), **kw)
-                no_worse(got, F.conv2d(x, wt, b, **kw), ref)
+            check_convs(TENSOR_CORE_CONVS, dtype)
             launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
         finally:
             torch.ops.oclf.launch_log_stop()
