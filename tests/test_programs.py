@@ -60,7 +60,7 @@ def check_clean_run(rc, out, processes=1):
     """Exit 0, no traceback, and for each process the device held memory and nothing fell back."""
     assert rc == 0, f"exit {rc}: {last_error(out)}\n{out[-3000:]}"
     assert "Traceback" not in out, out[-3000:]
-    reports = re.findall(r"\[on_device\] opencl peak bytes (\d+) fallbacks (.*)", out)
+    reports = re.findall(r"\[on_device\] opencl peak bytes (\d+) fallbacks (\{[^{}]*\})", out)
     assert len(reports) == processes, f"expected {processes} device report(s):\n{out[-3000:]}"
     for peak, fallbacks in reports:
         assert int(peak) > 0, f"the device held no memory: the program did not run there\n{out[-3000:]}"

@@ -18,8 +18,12 @@ import opencl_functions.device as device
 
 
 def report() -> None:
-    print(f"[on_device] opencl peak bytes {torch.opencl.max_memory_allocated()} "
-          f"fallbacks {dict(device.fallback_ops())}", flush=True)
+    # One write of the whole line, newline included: print() writes the text and the newline
+    # apart, and under torchrun two ranks' lines then interleave on the shared pipe.
+    line = (f"[on_device] opencl peak bytes {torch.opencl.max_memory_allocated()} "
+            f"fallbacks {dict(device.fallback_ops())}\n")
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), line.encode())
 
 
 if len(sys.argv) < 2:
