@@ -21,6 +21,7 @@ import shutil
 import stat
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
@@ -161,17 +162,22 @@ class Builder:
         result = self._run([self.ws.python, "-c", BUILD_SNIPPET], tree, trusted=True)
         if not result.ok:
             raise RuntimeError(f"the reference solution does not build:\n{result.output_tail()}")
-        if self.warm is not None:
-            self.warm(tree, staging / POCL_CACHE)
-        for rung in fixtures.ladder():
-            self.ws.log(f"building ladder rung {rung.name}")
-            program = self.program(rung.name, rung.files(), staging / "ladder" / rung.name, trusted=True, base=tree)
-            if not program.ok:
-                raise RuntimeError(f"ladder rung {rung.name} does not build or calls what it may not: "
-                                   f"{program.output[-3000:]} {[str(r) for r in program.refusals]}")
-        if self.warm is not None:
-            baseline = min(fixtures.ladder(), key=lambda rung: rung.share)
-            self.warm(self.ladder_tree(tree, baseline.name), staging / PUBLIC_CACHE)
+        # The reference's kernel cache warms (a child compiling kernels on one core) while the
+        # ladder builds and the baseline rung's cache warms: two caches, two processes.
+        with ThreadPoolExecutor(max_workers=1) as background:
+            warming = background.submit(self.warm, tree, staging / POCL_CACHE) if self.warm is not None else None
+            for rung in fixtures.ladder():
+                self.ws.log(f"building ladder rung {rung.name}")
+                program = self.program(rung.name, rung.files(), staging / "ladder" / rung.name, trusted=True,
+                                       base=tree)
+                if not program.ok:
+                    raise RuntimeError(f"ladder rung {rung.name} does not build or calls what it may not: "
+                                       f"{program.output[-3000:]} {[str(r) for r in program.refusals]}")
+            if self.warm is not None:
+                baseline = min(fixtures.ladder(), key=lambda rung: rung.share)
+                self.warm(self.ladder_tree(tree, baseline.name), staging / PUBLIC_CACHE)
+            if warming is not None:
+                warming.result()
         (staging / "ready").touch()  # the ladder's "reference" rung is a program like the others
         if home.exists():
             shutil.rmtree(home)
