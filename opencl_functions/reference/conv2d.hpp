@@ -112,8 +112,9 @@ inline ConvPlan plan_cpu(Launcher& l, const DeviceInfo& info, const Conv2dGeomet
   auto run = [&](const std::string& c) {
     conv2d_cpu(l, p, o, config_value(c, "COV", 16), config_value(c, "PX", 8));
   };
-  const Choice c = conv_config(l, p, "cpu", forced, cpu_block_setting(), cpu_candidates(info, false),
-                               cpu_candidates(info, true), l.source_hash(kCpuFile), run);
+  const bool pointwise = p.k_h == 1 && p.k_w == 1;
+  const Choice c = conv_config(l, p, "cpu", forced, cpu_block_setting(), cpu_candidates(info, false, pointwise),
+                               cpu_candidates(info, true, pointwise), l.source_hash(kCpuFile), run);
   return {false, c.config, c.origin};
 }
 
