@@ -78,7 +78,8 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "force one of the reference solution's conv2d kernels: tiled (not on the opencl device), cpu, gpu, "
             "depthwise or depthwise_cpu",
             "the reference's host code, the opencl device", staff=True),
-    Setting("CPU_BLOCK", "16,8", "the reference's CPU kernel block: output channels (4, 8 or 16), pixels",
+    Setting("CPU_BLOCK", "by layer shape", "the reference's CPU kernel block: output channels (4, 8 or 16), pixels "
+            "(COV,PX), or COV,PX,KC,NS: input channels in chunks of KC over NS pixel blocks",
             "the reference's host code, the opencl device", staff=True),
     Setting("GPU_TILE", "by layer shape", "the reference's GPU kernel tile: TM,TN,WM,WN,TK",
             "the reference's host code, the opencl device", staff=True),

@@ -82,7 +82,7 @@ inline void run_conv2d(Launcher& l, const Conv2dGeometry& p, const ConvOperands&
   if (plan.depthwise)
     depthwise_run(l, p, o, plan.config);
   else if (kind == "cpu")
-    conv2d_cpu(l, p, o, config_value(plan.config, "COV", 16), config_value(plan.config, "PX", 8));
+    conv2d_cpu(l, p, o, plan.config);
   else if (kind == "wino")
     conv2d_winograd(l, p, o, GpuTile::of(plan.config));
   else
@@ -110,7 +110,7 @@ inline ConvPlan plan_depthwise(Launcher& l, const DeviceInfo& info, const Conv2d
 inline ConvPlan plan_cpu(Launcher& l, const DeviceInfo& info, const Conv2dGeometry& p, const ConvOperands& o,
                          const std::string& forced) {
   auto run = [&](const std::string& c) {
-    conv2d_cpu(l, p, o, config_value(c, "COV", 16), config_value(c, "PX", 8));
+    conv2d_cpu(l, p, o, c);
   };
   const bool pointwise = p.k_h == 1 && p.k_w == 1;
   const Choice c = conv_config(l, p, "cpu", forced, cpu_block_setting(), cpu_candidates(info, false, pointwise),

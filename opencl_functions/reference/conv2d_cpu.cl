@@ -37,6 +37,7 @@ typedef VEC(COV) floatv;
 #include "epilogue.h"
 #else
 #define EPI_PARAM
+#define EPI_ARGS
 #define EPI(v, i) (v)
 #define EPIV(v, i, n) (v)
 #endif
@@ -63,54 +64,12 @@ __kernel void conv2d_pack_weights(__global const float* restrict w, __global flo
   wp[((size_t)(g * co_blocks + cb) * k_dim + r) * COV + lane] = v;
 }
 
-__kernel void conv2d_cpu(__global const float* restrict x, __global const float* restrict wp,
-                         __global const float* restrict bias, __global float* restrict y,
-                         const int has_bias, const int B, const int C_in, const int H, const int W,
-                         const int C_out, const int K_h, const int K_w, const int stride_h,
-                         const int stride_w, const int dilation_h, const int dilation_w,
-                         const int groups, const int H_out, const int W_out EPI_PARAM) {
-  const int pb = get_global_id(1);
-  const int cb = get_global_id(0);
-  const int b = get_global_id(2) / groups;
-  const int g = get_global_id(2) - b * groups;
-  const int cin_g = C_in / groups;
-  const int cout_g = C_out / groups;
-  const int co_blocks = (cout_g + COV - 1) / COV;
-  const int hw_out = H_out * W_out;
-  const int p0 = pb * PX;
-
-  // Offsets of this work-item's PX output pixels in an input channel (the last pixel
-  // repeats past the end of the image).
-  int xoff[PX];
-#pragma unroll
-  for (int j = 0; j < PX; ++j) {
-    const int p = min(p0 + j, hw_out - 1);
-    const int oh = p / W_out;
-    xoff[j] = oh * stride_h * W + (p - oh * W_out) * stride_w;
-  }
-  floatv acc[PX];
-#pragma unroll
-  for (int j = 0; j < PX; ++j) acc[j] = (floatv)(0.0f);
-
-  __global const float* xc = x + (size_t)(b * C_in + g * cin_g) * H * W;
-  __global const float* wc = wp + (size_t)(g * co_blocks + cb) * cin_g * K_h * K_w * COV;
-  for (int ci = 0; ci < cin_g; ++ci, xc += H * W) {
-    TAP_UNROLL
-    for (int kh = 0; kh < KH_; ++kh) {
-      __global const float* xr = xc + kh * dilation_h * W;
-      TAP_UNROLL
-      for (int kw = 0; kw < KW_; ++kw, wc += COV) {
-        const floatv wv = VLOAD(COV)(0, wc);
-        __global const float* xs = xr + kw * dilation_w;
-#pragma unroll
-        for (int j = 0; j < PX; ++j) acc[j] = fma(wv, (floatv)(xs[xoff[j]]), acc[j]);
-      }
-    }
-  }
-
-  // Bias, then the PX×COV block transposed through private memory so each output
-  // channel's PX pixels are stored together (a vector store when the block is whole).
-  const int co0 = cb * COV;
+// The bias, the epilogue and the store of one block: acc[j] holds COV output channels of pixel
+// p0 + j. The PX×COV block is transposed through private memory so each output channel's
+// PX pixels are stored together.
+inline void store_block(__global float* restrict y, __global const float* restrict bias, const int has_bias,
+                        floatv* acc, const int b, const int g, const int co0, const int p0, const int C_out,
+                        const int cout_g, const int hw_out EPI_PARAM) {
   const bool full_co = co0 + COV <= cout_g;
   if (has_bias) {
     floatv bv;
@@ -139,6 +98,98 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
       } else {
         for (int j = 0; p0 + j < hw_out; ++j) y[yr + j] = EPI(out[j][i], yr + j);
       }
+    }
+  }
+}
+
+// Offsets of the PX output pixels p0.. in an input channel (the last pixel repeats past the
+// end of the image).
+inline void pixel_offsets(int* xoff, const int p0, const int hw_out, const int W_out, const int W,
+                          const int stride_h, const int stride_w) {
+#pragma unroll
+  for (int j = 0; j < PX; ++j) {
+    const int p = min(p0 + j, hw_out - 1);
+    const int oh = p / W_out;
+    xoff[j] = oh * stride_h * W + (p - oh * W_out) * stride_w;
+  }
+}
+
+// KC (optional, with NS): the input channels in chunks of KC, each chunk over NS blocks of PX
+// pixels before the next, the blocks' sums kept in private memory between chunks. A chunk's
+// packed weights (KC·K_h·K_w·COV floats) then stay in L1 for NS blocks, where without KC
+// every block streams its channel block's weights whole (64 KB at 1024 inputs and COV 16):
+// ResNet-50's 1×1 layers with many inputs. NDRange dim 1: ceil(H_out·W_out / (PX·NS)).
+#ifndef NS
+#define NS 1
+#endif
+
+__kernel void conv2d_cpu(__global const float* restrict x, __global const float* restrict wp,
+                         __global const float* restrict bias, __global float* restrict y,
+                         const int has_bias, const int B, const int C_in, const int H, const int W,
+                         const int C_out, const int K_h, const int K_w, const int stride_h,
+                         const int stride_w, const int dilation_h, const int dilation_w,
+                         const int groups, const int H_out, const int W_out EPI_PARAM) {
+  const int pb = get_global_id(1);
+  const int cb = get_global_id(0);
+  const int b = get_global_id(2) / groups;
+  const int g = get_global_id(2) - b * groups;
+  const int cin_g = C_in / groups;
+  const int cout_g = C_out / groups;
+  const int co_blocks = (cout_g + COV - 1) / COV;
+  const int hw_out = H_out * W_out;
+  const int taps = KH_ * KW_;
+  __global const float* x_img = x + (size_t)(b * C_in + g * cin_g) * H * W;
+  __global const float* w_blk = wp + (size_t)(g * co_blocks + cb) * cin_g * taps * COV;
+
+#ifdef KC
+  const int p_first = pb * PX * NS;
+  floatv part[NS][PX];
+  for (int c0 = 0; c0 < cin_g; c0 += KC) {
+    const int c1 = min(cin_g, c0 + KC);
+    for (int s = 0; s < NS; ++s) {
+      const int p0 = p_first + s * PX;
+      if (p0 >= hw_out) break;
+      int xoff[PX];
+      pixel_offsets(xoff, p0, hw_out, W_out, W, stride_h, stride_w);
+      floatv acc[PX];
+#pragma unroll
+      for (int j = 0; j < PX; ++j) acc[j] = c0 == 0 ? (floatv)(0.0f) : part[s][j];
+      __global const float* xc = x_img + (size_t)c0 * H * W;
+      __global const float* wc = w_blk + (size_t)c0 * taps * COV;
+#else
+  {
+    {
+      const int p0 = pb * PX;
+      int xoff[PX];
+      pixel_offsets(xoff, p0, hw_out, W_out, W, stride_h, stride_w);
+      floatv acc[PX];
+#pragma unroll
+      for (int j = 0; j < PX; ++j) acc[j] = (floatv)(0.0f);
+      __global const float* xc = x_img;
+      __global const float* wc = w_blk;
+      const int c0 = 0, c1 = cin_g;
+#endif
+      for (int ci = c0; ci < c1; ++ci, xc += H * W) {
+        TAP_UNROLL
+        for (int kh = 0; kh < KH_; ++kh) {
+          __global const float* xr = xc + kh * dilation_h * W;
+          TAP_UNROLL
+          for (int kw = 0; kw < KW_; ++kw, wc += COV) {
+            const floatv wv = VLOAD(COV)(0, wc);
+            __global const float* xs = xr + kw * dilation_w;
+#pragma unroll
+            for (int j = 0; j < PX; ++j) acc[j] = fma(wv, (floatv)(xs[xoff[j]]), acc[j]);
+          }
+        }
+      }
+#ifdef KC
+      if (c1 < cin_g) {
+#pragma unroll
+        for (int j = 0; j < PX; ++j) part[s][j] = acc[j];
+        continue;
+      }
+#endif
+      store_block(y, bias, has_bias, acc, b, g, cb * COV, p0, C_out, cout_g, hw_out EPI_ARGS);
     }
   }
 }

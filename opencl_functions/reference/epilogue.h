@@ -2,7 +2,8 @@
 // the opencl device's fused convolutions (torch.ops.oclf.conv2d_fused). conv2d_gpu.cl,
 // conv2d_cpu.cl, winograd.cl and depthwise.cl include it when built with either of
 //   -DEPI_RES     a residual, shaped and laid out as y, added to each output; the kernel takes
-//                 it as one more argument, its last (EPI_PARAM closes the signature);
+//                 it as one more argument, its last (EPI_PARAM closes the signature; EPI_ARGS
+//                 passes it on to a helper function declared with EPI_PARAM);
 //   -DEPI_ACT=n   then an activation: 1 ReLU, 2 ReLU6, 3 SiLU, 4 GELU (erf), 5 Hardswish.
 // Without them the kernels store what they computed, and never include this file.
 //   EPI(v, i)       output v at index i of y (after the bias), as stored;
@@ -15,10 +16,12 @@
 
 #ifdef EPI_RES
 #define EPI_PARAM , __global const float* restrict epi_res
+#define EPI_ARGS , epi_res
 #define EPI_ADD(v, i) ((v) + epi_res[i])
 #define EPI_ADDV(v, i, n) ((v) + vload##n(0, epi_res + (i)))
 #else
 #define EPI_PARAM
+#define EPI_ARGS
 #define EPI_ADD(v, i) (v)
 #define EPI_ADDV(v, i, n) (v)
 #endif

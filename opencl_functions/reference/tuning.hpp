@@ -84,8 +84,10 @@ inline std::string conv_key(const std::string& family, int batch, int c_in, int 
   return key;
 }
 
-inline std::string cpu_config(int cov, int px) {
-  return "cpu COV=" + std::to_string(cov) + " PX=" + std::to_string(px);
+// conv2d_cpu's configuration text; kc > 0 adds the channel chunks (conv2d_cpu.cl's KC, NS).
+inline std::string cpu_config(int cov, int px, int kc = 0, int ns = 1) {
+  return "cpu COV=" + std::to_string(cov) + " PX=" + std::to_string(px) +
+         (kc > 0 ? " KC=" + std::to_string(kc) + " NS=" + std::to_string(ns) : "");
 }
 
 // Block candidates of conv2d_cpu (the default first). COV twice the device's vector width where
@@ -110,6 +112,10 @@ inline std::vector<std::string> cpu_candidates(const DeviceInfo& info, bool full
   if (full) {
     for (int px : {6, 16}) out.push_back(cpu_config(vw, px));
     if (vw > 4) out.push_back(cpu_config(vw / 2, 8)), out.push_back(cpu_config(vw / 2, 16));
+    // Input channels in chunks of 64 (conv2d_cpu.cl's KC): on the Zen 3 within noise of the
+    // plain blocks on most layers (ahead on some 3×3 ones), so only the sweep measures them.
+    out.push_back(cpu_config(vw2, 6, 64, 6));
+    out.push_back(cpu_config(vw2, 4, 64, 8));
   }
   return out;
 }
