@@ -117,8 +117,10 @@ inline void pixel_offsets(int* xoff, const int p0, const int hw_out, const int W
 // KC (optional, with NS): the input channels in chunks of KC, each chunk over NS blocks of PX
 // pixels before the next, the blocks' sums kept in private memory between chunks. A chunk's
 // packed weights (KC·K_h·K_w·COV floats) then stay in L1 for NS blocks, where without KC
-// every block streams its channel block's weights whole (64 KB at 1024 inputs and COV 16):
-// ResNet-50's 1×1 layers with many inputs. NDRange dim 1: ceil(H_out·W_out / (PX·NS)).
+// every block streams its channel block's weights whole (64 KB at 1024 inputs and COV 16).
+// On a 2-core Zen 3 it was ahead on some of ResNet-50's 3×3 layers and even on the 1×1 ones
+// (docs/PERFORMANCE.md), so only the sweep measures it. NDRange dim 1:
+// ceil(H_out·W_out / (PX·NS)).
 #ifndef NS
 #define NS 1
 #endif
