@@ -367,8 +367,8 @@ def run_under_oclgrind(what: str, tmp_path, oclgrind_args=(), **env) -> None:
 
 
 @pytest.mark.parametrize("kernel", ["tiled", "cpu", "gpu", "gpu_split_k", "depthwise", "depthwise_cpu",
-                                    "cpu COV=8 PX=5", "cpu COV=8 PX=3 KC=5 NS=3", "dw_rows VW=8 RY=3", "dw_tiled TX=8 TY=2 TZ=2 RY=2",
-                                    "dw_tiled TX=16 TY=1 TZ=1 RY=4", "wino"])
+                                    "cpu COV=8 PX=5", "cpu COV=8 PX=3 KC=5 NS=3", "dw_rows VW=8 RY=3",
+                                    "dw_tiled TX=8 TY=2 TZ=2 RY=2", "dw_tiled TX=16 TY=1 TZ=1 RY=4", "wino"])
 def test_conv2d_paths_under_oclgrind(kernel, tmp_path, ocl):
     # Split-K runs when the output tiles do not fill the device: a device of 64 compute units.
     args = ("--compute-units", "64") if kernel == "gpu_split_k" else ()

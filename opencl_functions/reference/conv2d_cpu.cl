@@ -143,6 +143,8 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
   __global const float* x_img = x + (size_t)(b * C_in + g * cin_g) * H * W;
   __global const float* w_blk = wp + (size_t)(g * co_blocks + cb) * cin_g * taps * COV;
 
+  // Input channels c0 .. c1-1 for the block of PX pixels at p0: with KC, every chunk for NS
+  // blocks, a block's sums starting from the previous chunk's (ACC_START); else one pass.
 #ifdef KC
   const int p_first = pb * PX * NS;
   floatv part[NS][PX];
@@ -151,26 +153,21 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
     for (int s = 0; s < NS; ++s) {
       const int p0 = p_first + s * PX;
       if (p0 >= hw_out) break;
-      int xoff[PX];
-      pixel_offsets(xoff, p0, hw_out, W_out, W, stride_h, stride_w);
-      floatv acc[PX];
-#pragma unroll
-      for (int j = 0; j < PX; ++j) acc[j] = c0 == 0 ? (floatv)(0.0f) : part[s][j];
-      __global const float* xc = x_img + (size_t)c0 * H * W;
-      __global const float* wc = w_blk + (size_t)c0 * taps * COV;
+#define ACC_START(j) (c0 == 0 ? (floatv)(0.0f) : part[s][j])
 #else
   {
+    const int c0 = 0, c1 = cin_g;
     {
       const int p0 = pb * PX;
+#define ACC_START(j) ((floatv)(0.0f))
+#endif
       int xoff[PX];
       pixel_offsets(xoff, p0, hw_out, W_out, W, stride_h, stride_w);
       floatv acc[PX];
 #pragma unroll
-      for (int j = 0; j < PX; ++j) acc[j] = (floatv)(0.0f);
-      __global const float* xc = x_img;
-      __global const float* wc = w_blk;
-      const int c0 = 0, c1 = cin_g;
-#endif
+      for (int j = 0; j < PX; ++j) acc[j] = ACC_START(j);
+      __global const float* xc = x_img + (size_t)c0 * H * W;
+      __global const float* wc = w_blk + (size_t)c0 * taps * COV;
       for (int ci = c0; ci < c1; ++ci, xc += H * W) {
         TAP_UNROLL
         for (int kh = 0; kh < KH_; ++kh) {
@@ -194,6 +191,7 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
       store_block(y, bias, has_bias, acc, b, g, cb * COV, p0, C_out, cout_g, hw_out EPI_ARGS);
     }
   }
+#undef ACC_START
 }
 
 // v2 conv2d_depthwise: C_in/groups = C_out/groups = 1. One output per work-item,

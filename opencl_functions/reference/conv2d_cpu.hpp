@@ -55,17 +55,13 @@ inline void conv2d_cpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands&
   l.launch(kernel, 3, global, local);
 }
 
-// conv2d_cpu with the weights packed for COV (kept, or for this call).
-inline void conv2d_cpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, int cov, int px, int kc = 0,
-                       int ns = 1) {
+// conv2d_cpu with a configuration's block ("cpu COV=16 PX=4", "cpu COV=16 PX=4 KC=64 NS=8"), on
+// the weights packed for its COV (kept, or for this call).
+inline void conv2d_cpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const std::string& config) {
+  const int cov = config_value(config, "COV", 16);
   Scratch scratch;
   const cl_mem packed = packed_weights(l, p, o.w, cov, &scratch);
-  conv2d_cpu(l, p, o, packed, cov, px, kc, ns);
-}
-
-// conv2d_cpu with a configuration's block ("cpu COV=16 PX=4", "cpu COV=16 PX=4 KC=64 NS=8").
-inline void conv2d_cpu(Launcher& l, const Conv2dGeometry& p, const ConvOperands& o, const std::string& config) {
-  conv2d_cpu(l, p, o, config_value(config, "COV", 16), config_value(config, "PX", 8), config_value(config, "KC", 0),
+  conv2d_cpu(l, p, o, packed, cov, config_value(config, "PX", 8), config_value(config, "KC", 0),
              config_value(config, "NS", 1));
 }
 
