@@ -78,11 +78,22 @@ check: build
 grade: build
 	$(PY) -m bench.estimate $(ARGS)
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), then the tests marked serial one at
+# a time: the grader's, whose sandbox account's processes and timed runs need the machine alone.
+# A plain `pytest` runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: build $(TEST_NEEDS)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow and not serial"
+# BEGIN STAFF
+	$(PY) -m pytest -m "not slow and serial"
+# END STAFF
 
 test-slow: build $(TEST_NEEDS)
-	$(PY) -m pytest -m "slow or not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not serial"
+# BEGIN STAFF
+	$(PY) -m pytest -m serial
+# END STAFF
 
 bench: build
 	$(PY) -m bench.layers --out out/bench

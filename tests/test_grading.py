@@ -24,6 +24,10 @@ from grading.autograder import make_zip
 from grading.compare import read_result
 from grading.handout import ROOT, is_staff_only, make_handout
 
+# Run alone, after the parallel part of make test: whole gradings (the sandbox account's
+# processes, timed runs compared).
+pytestmark = pytest.mark.serial
+
 # Each hostile fixture with a `step` runs through that step in test_exploits.py; these
 # goes through a whole grading by default too.
 DEFAULT_HOSTILE = ["racy_kernel"]

@@ -14,6 +14,10 @@ from grading.build import COMPILE, DEPENDENCIES, OBJECT
 from grading.fixtures import ROOT, base_files, hostile, ladder
 from grading.handout import is_staff_only
 
+# Run alone, after the parallel part of make test: the sandbox account's processes are counted,
+# timeouts enforced.
+pytestmark = pytest.mark.serial
+
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
 
