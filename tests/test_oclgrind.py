@@ -167,6 +167,11 @@ SCRIPT = textwrap.dedent("""
                   x.clone().index_put_((k, m), v, accumulate=True))
             close(d(x).index_put_((d(torch.tensor([2, 0])),), d(torch.tensor(1.5))).cpu(),
                   x.clone().index_put_((torch.tensor([2, 0]),), torch.tensor(1.5)))
+            # the bounds check of index_select and embeddings (index_bounds.cl): int64 and int32
+            # indices, 70 of them, so each work-item of its group reads one or two
+            r = torch.randint(0, 6, (70,))
+            close(d(x).index_select(2, d(r)).cpu(), x.index_select(2, r))
+            close(d(x).index_select(1, d(r.int() % 5)).cpu(), x.index_select(1, r.int() % 5))
             e = torch.randint(0, 9, (3, 7))
             assert torch.equal(torch.isin(d(e), d(torch.tensor([2, 5]))).cpu(), torch.isin(e, torch.tensor([2, 5])))
             q, kk, vv = torch.randn(2, 6, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 3)
@@ -409,8 +414,8 @@ def test_device_amp_scale_kernels_under_oclgrind(tmp_path, ocl):
 
 
 def test_device_indexing_under_oclgrind(tmp_path, ocl):
-    """Advanced indexing, nonzero, isin, grouped-head attention, sort, topk and multinomial
-    on the opencl device."""
+    """Advanced indexing, index bounds, nonzero, isin, grouped-head attention, sort, topk and
+    multinomial on the opencl device."""
     run_under_oclgrind("indexing", tmp_path, OCLF_FALLBACK="error")
 
 

@@ -3,6 +3,10 @@
 
 #include <ATen/EmptyTensor.h>
 
+#include <climits>
+
+#include "kernel_launch.h"
+
 namespace oclf::device {
 
 const char* cl_type(at::ScalarType dtype, const char* what) {
@@ -79,8 +83,20 @@ bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bo
   // While a graph records nothing may wait for the device: a recorded step's indices are
   // not checked (graph.h). Otherwise one read brings both bounds back.
   if (index.numel() == 0 || Device::get().recording() != nullptr) return false;
-  const at::Tensor bounds = at::stack({index.min(), index.max()}).to(at::kLong).cpu();
-  const int64_t low = bounds[0].item<int64_t>(), high = bounds[1].item<int64_t>();
+  const at::ScalarType type = index.scalar_type();
+  const at::Tensor idx = contiguous(type == at::kLong || type == at::kInt ? index : index.to(at::kLong));
+  DEVICE_CHECK(idx.numel() <= INT_MAX, "opencl: ", op, ": more than 2^31 indices");
+  // One kernel and one read of its two values: the check runs before nearly every indexing
+  // operator (embeddings each step), where min, max, stack and a copy cost four operators.
+  const at::Tensor bounds = empty_device({2}, at::kLong);
+  const size_t group = 64;  // BOUNDS_GROUP in index_bounds.cl
+  const char* option = idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long";
+  launch(Device::get().kernel("index_bounds.cl", "index_bounds", option), NDRange(1, &group, &group), arg(idx),
+         int(idx.numel()), arg(bounds));
+  int64_t low_high[2];
+  const DeviceSpan where = span(bounds);
+  Device::get().read(where.mem, size_t(where.offset) * sizeof(int64_t), low_high, sizeof low_high);
+  const int64_t low = low_high[0], high = low_high[1];
   const int64_t floor = negative ? -size : 0;
   DEVICE_CHECK_INDEX(low >= floor && high < size, "opencl: ", op, ": index ", low < floor ? low : high,
                     " is out of bounds for a dimension of size ", size);
