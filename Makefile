@@ -78,9 +78,11 @@ check: build
 grade: build
 	$(PY) -m bench.estimate $(ARGS)
 
-# The suite runs in TEST_WORKERS processes (pytest-xdist), then the tests marked serial one at
-# a time: the grader's, whose sandbox account's processes and timed runs need the machine alone.
-# A plain `pytest` runs everything in one process.
+# The suite runs in TEST_WORKERS processes (pytest-xdist); a plain `pytest` runs it in one.
+# BEGIN STAFF
+# Then the tests marked serial run one at a time: the grader's, whose sandbox account's
+# processes and timed runs need the machine alone.
+# END STAFF
 TEST_WORKERS ?= 2
 
 test: build $(TEST_NEEDS)
