@@ -95,8 +95,8 @@ def test_depthwise_configurations(ocl, monkeypatch, config):
 
 
 CPU_CONFIGS = ["cpu COV=16 PX=4 KC=7 NS=3", "cpu COV=16 PX=8", "cpu COV=8 PX=12", "cpu COV=4 PX=3",
-               "gpu TM=32 TN=32 WM=4 WN=4 TK=16", "gpu TM=128 TN=64 WM=8 WN=4 TK=16", "gpu TM=64 TN=64 WM=4 WN=4 TK=32", "wino",
-               "wino TM=32 TN=32 WM=4 WN=4 TK=16"]
+               "gpu TM=32 TN=32 WM=4 WN=4 TK=16", "gpu TM=128 TN=64 WM=8 WN=4 TK=16",
+               "gpu TM=64 TN=64 WM=4 WN=4 TK=32", "wino", "wino TM=32 TN=32 WM=4 WN=4 TK=16"]
 
 
 @pytest.mark.parametrize("config", first_of_each_kind(CPU_CONFIGS))

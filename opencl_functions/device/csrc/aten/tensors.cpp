@@ -89,9 +89,10 @@ bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bo
   // One kernel and one read of its two values: the check runs before nearly every indexing
   // operator (embeddings each step), where min, max, stack and a copy cost four operators.
   const at::Tensor bounds = empty_device({2}, at::kLong);
-  const size_t group = 64;  // BOUNDS_GROUP in index_bounds.cl
-  const char* option = idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long";
-  launch(Device::get().kernel("index_bounds.cl", "index_bounds", option), NDRange(1, &group, &group), arg(idx),
+  constexpr size_t group = 64;  // one work-group; the kernel's BOUNDS_GROUP (a power of two)
+  const std::string options = std::string(idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long") +
+                              " -DBOUNDS_GROUP=" + std::to_string(group);
+  launch(Device::get().kernel("index_bounds.cl", "index_bounds", options), NDRange(1, &group, &group), arg(idx),
          int(idx.numel()), arg(bounds));
   int64_t low_high[2];
   const DeviceSpan where = span(bounds);
