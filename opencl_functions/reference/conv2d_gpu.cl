@@ -119,13 +119,17 @@
 // MMA: the tile's products on tensor cores through inline PTX (mma.sync m16n8k16, float16 or
 // bfloat16 operands, float32 accumulation; NVIDIA's OpenCL compiler passes asm statements
 // through). The loads from global memory are the plain build's; the tiles are staged in local
-// memory as 16-bit values, A as [m][k] and B as [n][k] (k contiguous, rows padded to GTK + 8
-// values so that the 32 lanes' fragment loads fall on 32 banks), and warp w of the work-group
-// computes a MMA_BM × MMA_BN block of the tile in 16×8 pieces, the fragments read as pairs of
-// 16-bit values (PTX ISA, "Matrix fragments for mma.m16n8k16": lane l = 4·r + c holds A's
-// (r, 2c..2c+1), (r+8, 2c..2c+1), (r, 2c+8..2c+9), (r+8, 2c+8..2c+9), B's (2c..2c+1, r) and
-// (2c+8..2c+9, r), and the sums (r, 2c..2c+1), (r+8, 2c..2c+1)). MMA_WM warps along m (the
-// host's choice), the rest along n; GTK a multiple of 16.
+// memory as the operands' 16-bit patterns, A as [m][k] (k contiguous, rows padded to GTK + 8
+// values) and B as [k][n] (n contiguous, as the pixels arrive; rows padded to GTN + 8), and warp
+// w of the work-group computes a MMA_BM × MMA_BN block of the tile in 16×8 pieces (PTX ISA,
+// "Matrix fragments for mma.m16n8k16": lane l = 4·r + c holds A's (r, 2c..2c+1),
+// (r+8, 2c..2c+1), (r, 2c+8..2c+9), (r+8, 2c+8..2c+9), B's (2c..2c+1, r) and (2c+8..2c+9, r),
+// and the sums (r, 2c..2c+1), (r+8, 2c..2c+1)). The fragments come from local memory by
+// ldmatrix, four 8×8 matrices an instruction, each lane giving one 16-byte row's address: A's
+// 16×16 piece as its four quarters, two of B's 16×8 pieces transposed (.trans: lane l gets
+// rows 2c, 2c+1 of column r, which is B's fragment). The padding puts the 8 rows an 8×8
+// matrix reads on 8 distinct groups of 4 banks. MMA_WM warps along m (the host's choice), the
+// rest along n; GTK a multiple of 16.
 #ifdef MMA
 #if !defined(IO_HALF) && !defined(IO_BFLOAT)
 #error "MMA takes 16-bit operands"
@@ -138,7 +142,8 @@
 #define MMA_BN (GTN / MMA_WN)
 #define MMA_TM (MMA_BM / 16)
 #define MMA_TN (MMA_BN / 8)
-#define MMA_KP (GTK + 8)
+#define MMA_KP (GTK + 8)  // A's row length in local memory (16-bit values)
+#define MMA_NP (GTN + 8)  // B's
 #if G_THREADS % 32 || MMA_BM % 16 || MMA_BN % 8 || GTK % 16 || MMA_WM * MMA_WN * 32 != G_THREADS
 #error "MMA: 32·MMA_WM·MMA_WN work-items, blocks of whole 16×8 pieces, GTK a multiple of 16"
 #endif
@@ -203,9 +208,9 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
   // quad so that the transposing stores of weights spread over the banks (B rows too where
   // they are stored transposed: NC_SWAPPED).
 #ifdef MMA
-  // MMA: [m][k] and [n][k] 16-bit values, read as uint pairs and stored four at a time.
-  __local uint As_mma[2][GTM * MMA_KP / 2] __attribute__((aligned(16)));
-  __local uint Bs_mma[2][GTN * MMA_KP / 2] __attribute__((aligned(16)));
+  // MMA: A as [m][k], B as [k][n], 16-bit values (rows 16-byte aligned for ldmatrix).
+  __local ushort As_mma[2][GTM * MMA_KP] __attribute__((aligned(16)));
+  __local ushort Bs_mma[2][GTK * MMA_NP] __attribute__((aligned(16)));
 #else
   __local float4 As[2][GTK][GTM4 + 1];
 #ifdef NC_SWAPPED
@@ -271,6 +276,12 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
   const int lane = tid & 31, warp = tid >> 5;
   const int lr = lane >> 2, lc = lane & 3;  // the lane's row and column pair in a fragment
   const int wm0 = (warp % MMA_WM) * MMA_BM, wn0 = (warp / MMA_WM) * MMA_BN;
+  // The local addresses (bytes) of the rows this lane gives ldmatrix at kk = 0 in buffer 0:
+  // matrix q = lane / 8, row lane % 8 of it. A: quarter q of a 16×16 piece (rows 8·(q%2),
+  // k 8·(q/2)); B: k rows 8·(q%2) of piece q/2 of a pair.
+  const int lq = lane >> 3, l8 = lane & 7;
+  const uint a_ldm = (uint)(size_t)(As_mma[0] + (wm0 + (lq & 1) * 8 + l8) * MMA_KP + (lq >> 1) * 8);
+  const uint b_ldm = (uint)(size_t)(Bs_mma[0] + ((lq & 1) * 8 + l8) * MMA_NP + wn0 + (lq >> 1) * 8);
   float acc[MMA_TM][MMA_TN][4];
   for (int i = 0; i < MMA_TM; ++i)
     for (int j = 0; j < MMA_TN; ++j)
@@ -345,8 +356,8 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
   // The same loads' 16-bit patterns, staged as they are: A at [m][k], B at [n][k].
 #undef STORE_A
 #undef STORE_B
-#define A_STAGE(buf) ((__local ushort*)As_mma[buf])
-#define B_STAGE(buf) ((__local ushort*)Bs_mma[buf])
+#define A_STAGE(buf) (As_mma[buf])
+#define B_STAGE(buf) (Bs_mma[buf])
 #ifdef VEC_W
 #define STORE_A(buf)                                                                          \
   for (int i = 0; i < G_A_PER; ++i)                                                           \
@@ -357,16 +368,11 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #endif
 #ifdef POINTWISE
 #define STORE_B(buf)                                                                          \
-  for (int i = 0; i < G_B_PER; ++i) {                                                         \
-    __local ushort* col = B_STAGE(buf) + 4 * b_q * MMA_KP + b_row0 + i * (G_THREADS / GTN4);    \
-    col[0] = b_reg[i].x;                                                                      \
-    col[MMA_KP] = b_reg[i].y;                                                                 \
-    col[2 * MMA_KP] = b_reg[i].z;                                                             \
-    col[3 * MMA_KP] = b_reg[i].w;                                                             \
-  }
+  for (int i = 0; i < G_B_PER; ++i)                                                           \
+    *(__local ushort4*)(B_STAGE(buf) + (b_row0 + i * (G_THREADS / GTN4)) * MMA_NP + 4 * b_q) = b_reg[i];
 #else
 #define STORE_B(buf)                                                                          \
-  for (int i = 0; i < G_B_PER; ++i) B_STAGE(buf)[b_col * MMA_KP + b_row0 + i * (G_THREADS / GTN)] = b_reg[i];
+  for (int i = 0; i < G_B_PER; ++i) B_STAGE(buf)[(b_row0 + i * (G_THREADS / GTN)) * MMA_NP + b_col] = b_reg[i];
 #endif
 #endif
 
@@ -385,22 +391,20 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #ifdef MMA
 #pragma unroll
     for (int kk = 0; kk < GTK; kk += 16) {
-      // Fragments as pairs of 16-bit values (uint index = 16-bit index / 2).
-      uint fa[MMA_TM][4], fb[MMA_TN][2];
+      // Fragments as pairs of 16-bit values, by ldmatrix.
+      uint fa[MMA_TM][4], fb[MMA_TN + 1][2];
+      const uint a_at = a_ldm + (uint)(buf * GTM * MMA_KP + kk) * 2u;
+      const uint b_at = b_ldm + (uint)(buf * GTK * MMA_NP + kk * MMA_NP) * 2u;
 #pragma unroll
-      for (int i = 0; i < MMA_TM; ++i) {
-        const int at = ((wm0 + 16 * i + lr) * MMA_KP + kk + 2 * lc) / 2;
-        fa[i][0] = As_mma[buf][at];
-        fa[i][1] = As_mma[buf][at + 4 * MMA_KP];
-        fa[i][2] = As_mma[buf][at + 4];
-        fa[i][3] = As_mma[buf][at + 4 * MMA_KP + 4];
-      }
+      for (int i = 0; i < MMA_TM; ++i)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(fa[i][0]), "=r"(fa[i][1]), "=r"(fa[i][2]), "=r"(fa[i][3])
+                     : "r"(a_at + (uint)(16 * i * MMA_KP) * 2u));
 #pragma unroll
-      for (int j = 0; j < MMA_TN; ++j) {
-        const int at = ((wn0 + 8 * j + lr) * MMA_KP + kk + 2 * lc) / 2;
-        fb[j][0] = Bs_mma[buf][at];
-        fb[j][1] = Bs_mma[buf][at + 4];
-      }
+      for (int j = 0; j < MMA_TN; j += 2)  // (an odd last piece loads a pair too, into fb[MMA_TN]: rows within the padding)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(fb[j][0]), "=r"(fb[j][1]), "=r"(fb[j + 1][0]), "=r"(fb[j + 1][1])
+                     : "r"(b_at + (uint)(8 * j) * 2u));
 #pragma unroll
       for (int i = 0; i < MMA_TM; ++i)
 #pragma unroll

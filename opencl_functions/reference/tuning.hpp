@@ -211,9 +211,9 @@ struct GpuTile {
 };
 
 // The warps along m of an MMA tile (conv2d_gpu.cl's MMA_WM): of the splits of its warps into
-// blocks of whole 16×8 pieces, the one that reads the fewest fragments per product (a piece
-// row of A takes four loads, a column of B two); 0 when none fits (or TK is not a multiple
-// of 16, or the work-group is not whole warps).
+// blocks of whole 16×8 pieces, the one that issues the fewest fragment loads per product (one
+// ldmatrix a piece row of A, one a pair of B's piece columns); 0 when none fits (or TK is not
+// a multiple of 16, or the work-group is not whole warps).
 inline int mma_warps_m(const GpuTile& t) {
   const int threads = (t.tm / t.wm) * (t.tn / t.wn);
   if (threads % 32 || t.tk % 16) return 0;
@@ -223,7 +223,7 @@ inline int mma_warps_m(const GpuTile& t) {
   for (int wm = 1; wm <= warps; wm *= 2) {
     if (warps % wm || t.tm % (16 * wm) || t.tn % (8 * (warps / wm))) continue;
     const int pm = t.tm / wm / 16, pn = t.tn / (warps / wm) / 8;
-    const double cost = double(4 * pm + 2 * pn) / (pm * pn);
+    const double cost = double(pm + (pn + 1) / 2) / (pm * pn);
     if (best == 0 || cost < best_cost) best = wm, best_cost = cost;
   }
   return best;
