@@ -151,7 +151,11 @@ def test_weights_made_in_the_graph_and_parameters_changed_later(device):
 def test_training_step_matches_eager(device):
     """Forward and backward graphs (AOTAutograd), a convolution with batch norm (running
     statistics written in place), max pooling with padding (masked loads), and a compiled
-    optimizer step; four steps with new batches."""
+    optimizer step; four steps with new batches. The replays copy in only what is new each
+    step (the batch, the loss's gradient): the backward graph reads the activations the
+    forward's recording saved, and the optimizer's graph the gradients, where they are."""
+    from opencl_functions.device.compile import runtime
+
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
                           nn.Flatten(), nn.Linear(6 * 4 * 4, 33), nn.LayerNorm(33), nn.GELU(), nn.Linear(33, 5))
@@ -180,7 +184,32 @@ def test_training_step_matches_eager(device):
             err = (compiled.state_dict()[name].cpu().double() - tensor).abs().max().item()
             eager_err = (eager.state_dict()[name].cpu().double() - tensor).abs().max().item()
             assert err <= max(1e-5, 10 * eager_err), (name, err, eager_err)
-    assert counters()["replayed"] >= 1, replays()
+    assert counters()["replayed"] >= 3, replays()
+    copied = sorted(t.numel() for w in runtime._wrapped for rec in w.recordings.values() for t in rec.private.values())
+    assert copied == [2 * 5, 2 * 3 * 7 * 7], copied
+
+
+def test_convolution_graphs_keep_their_layout(device, monkeypatch):
+    """Inductor's layout optimization would make this training graph channels-last (its
+    convolutions have more than 64 channels); the device's convolutions read NCHW, so that
+    would only add copies around each one. Compiled, the step launches no more strided
+    copies than eager does."""
+    from opencl_functions.device import kernel_profile
+
+    monkeypatch.setenv("OCLF_COMPILE_REPLAY", "0")  # plain runs, so the profile sees each launch
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 80, 3, padding=1), nn.BatchNorm2d(80), nn.ReLU(),
+                          nn.Conv2d(80, 72, 3, padding=1), nn.BatchNorm2d(72), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(72, 5)).to("opencl")
+    x, t = torch.randn(2, 3, 9, 9).to("opencl"), torch.randint(0, 5, (2,)).to("opencl")
+    copies = []
+    for forward in (model, torch.compile(model)):
+        for _ in range(2):
+            F.cross_entropy(forward(x), t).backward()
+        with kernel_profile() as prof:
+            F.cross_entropy(forward(x), t).backward()
+        copies.append(sum(launch.kernel.startswith("ew_strided") for launch in prof.launches))
+    assert copies[1] <= copies[0], f"strided copies: eager {copies[0]}, compiled {copies[1]}"
 
 
 def test_new_shapes_compile_again(device):

@@ -56,6 +56,12 @@ def register() -> None:
         except (ImportError, TypeError):
             register_backend_for_device(BACKEND, OpenCLScheduling, OpenCLWrapperCodegen)
         register_device_op_overrides(BACKEND, OpenCLDeviceOpOverrides())
+        try:
+            from .passes import keep_convolutions_nchw
+
+            keep_convolutions_nchw()
+        except ImportError:
+            pass
         register_interface_for_device(BACKEND, OpenCLInterface)
         _registered = True
 

@@ -15,7 +15,9 @@ Replayed(call)
     Python, dispatcher or allocation per kernel. Inputs whose memory changed between the
     first two calls (a new batch each step) are copied into tensors of the recording's
     own before each replay, and copied back if the graph writes them; inputs at the same
-    memory (parameters, buffers, optimizer state) are read and written where they are.
+    memory (parameters, buffers, optimizer state), and inputs in memory another graph's
+    recording holds (a backward graph's saved activations, the forward's outputs: they stay
+    put while that recording lives), are read and written where they are.
     One found elsewhere later records again: read where it is now if it had stayed put
     for a call at least (a key/value cache that each generate() makes anew), copied from
     then on if it moves on every call. Outputs are handed out as tensors over
@@ -210,6 +212,12 @@ def _storage(a: torch.Tensor) -> int:
 # their recordings, with the device memory each holds) for the process; release_recordings()
 # gives that memory back.
 _wrapped: "weakref.WeakSet[Replayed]" = weakref.WeakSet()
+# The storages (their addresses) that recordings hold as outputs: how many recordings hold each.
+_recorded_memory: collections.Counter = collections.Counter()
+
+
+def _in_recorded_memory(a: Any) -> bool:
+    return isinstance(a, torch.Tensor) and _storage(a) in _recorded_memory
 
 
 def release_recordings() -> None:
@@ -230,6 +238,13 @@ class Replayed:
         self.mutated = set(mutated_inputs)
         self.recordings: collections.OrderedDict[tuple, _Recording] = collections.OrderedDict()
         _wrapped.add(self)
+
+    def __del__(self) -> None:
+        try:
+            for rec in self.recordings.values():
+                self._drop(rec)
+        except Exception:  # interpreter shutdown: the device may be gone already
+            pass
 
     def __call__(self, args: list) -> Any:
         survey = _survey(args) if _replay_enabled() else None
@@ -260,6 +275,7 @@ class Replayed:
             # is now; moved on the first call after its recording (a new tensor every call),
             # it is copied into the recording's own from now on.
             copied = set(rec.private) | (set(moved) if rec.replays == 0 else set())
+            copied -= {i for i in moved if _in_recorded_memory(args[i])}
             rec.first_ptrs = [-1 if i in copied else p for i, p in enumerate(ptrs)]
             counters["moved"] += 1
             self._drop(rec)
@@ -284,6 +300,12 @@ class Replayed:
             _local.replayed = None
 
     def _drop(self, rec: _Recording) -> None:
+        for output, kind in zip(rec.outputs, rec.output_kind):
+            if kind[0] == "memory":
+                where = _storage(output)
+                _recorded_memory[where] -= 1
+                if _recorded_memory[where] <= 0:
+                    del _recorded_memory[where]
         if rec.graph is not None:
             rec.graph.reset()
         rec.graph, rec.outputs, rec.output_kind, rec.private = None, [], [], {}
@@ -292,7 +314,8 @@ class Replayed:
         call_args = list(args)
         rec.private = {}
         for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and _ptr(a) != rec.first_ptrs[i]:
+            copy = _ptr(a) != rec.first_ptrs[i] and (rec.first_ptrs[i] == -1 or not _in_recorded_memory(a))
+            if isinstance(a, torch.Tensor) and copy:
                 rec.private[i] = torch.empty(_extent(a), dtype=a.dtype, device=a.device)
                 rec.private[i].copy_(_span(a))
                 call_args[i] = rec.private[i].as_strided(a.shape, a.stride(), 0)
@@ -327,6 +350,7 @@ class Replayed:
         counters["recorded"] += 1
         rec.outputs = list(outputs)
         rec.output_kind = [self._kind(o, call_args, rec) for o in rec.outputs]
+        _recorded_memory.update(_storage(o) for o, kind in zip(rec.outputs, rec.output_kind) if kind[0] == "memory")
         args.clear()
         return self._hand_out(rec, call_args_for_views=None)
 
