@@ -302,6 +302,37 @@ def test_random_fills():
     close(torch.linspace(-1, 2, 7, device="opencl"), torch.linspace(-1, 2, 7))
 
 
+def test_random_integers(monkeypatch):
+    """random_ and randint on the device itself (no CPU fallback), on every dtype: the range
+    torch gives (from the dtype's bounds when no end is given), each value drawn about as
+    often, strided tensors, seeded draws repeated, torch's error for an empty range."""
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
+    torch.manual_seed(0)
+    r = torch.randint(-3, 5, (80000,), device="opencl").cpu()
+    assert r.dtype == torch.int64 and r.min().item() == -3 and r.max().item() == 4
+    assert torch.bincount(r + 3).min().item() > 80000 / 8 * 0.95
+    torch.manual_seed(0)
+    assert torch.equal(torch.randint(-3, 5, (80000,), device="opencl").cpu(), r)
+    for dtype, top in ((torch.bool, 1), (torch.uint8, 255), (torch.int8, 127), (torch.float16, 2**11),
+                       (torch.bfloat16, 2**8), (torch.int16, 2**15 - 1), (torch.int32, 2**31 - 1),
+                       (torch.float32, 2**24)):
+        t = torch.empty(40000, dtype=dtype, device="opencl").random_().cpu().double()
+        assert t.min().item() >= 0 and t.max().item() <= top and t.max().item() > top / 2, dtype
+        if top <= 2**11:
+            assert t.min().item() == 0 and t.max().item() == top, dtype
+    x = torch.zeros(7, 9, dtype=torch.int32, device="opencl").t()  # a strided view
+    x.random_(10, 13)
+    assert set(x.cpu().flatten().tolist()) == {10, 11, 12}
+    big = torch.empty(5000, dtype=torch.int64, device="opencl").random_(2**62, None).cpu()  # up to 2^63 - 1
+    assert big.min().item() >= 2**62 and big.max().item() > 2**62 + 2**61
+    below = torch.empty(5000, dtype=torch.int64, device="opencl").random_(2**62).cpu()  # [0, 2^62)
+    assert below.min().item() >= 0 and 2**61 < below.max().item() < 2**62
+    f = torch.empty(1000, device="opencl").random_(-5, -2).cpu()
+    assert set(f.tolist()) == {-5.0, -4.0, -3.0}
+    with pytest.raises(RuntimeError, match="'from' to be less than 'to'"):
+        torch.empty(3, dtype=torch.int64, device="opencl").random_(4, 4)
+
+
 # Without gradients scaled_dot_product_attention runs as one kernel (the "overrideable"
 # backend); masks broadcast, causal rows, strided views, a row with no key left, grouped heads.
 SDPA_CASES = [

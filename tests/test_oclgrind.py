@@ -185,6 +185,12 @@ SCRIPT = textwrap.dedent("""
             p = torch.tensor([[0.2, 0.0, 0.8], [1.0, 1.0, 0.0]])
             assert (torch.multinomial(d(p), 5, replacement=True).cpu() != torch.tensor([[1], [2]])).all()
             assert torch.multinomial(d(p), 2).cpu().sort().values.tolist() == [[0, 2], [0, 1]]
+            # random_ (random_range): int64 and int32, a strided view, a 16-bit tensor
+            ri = torch.randint(-2, 3, (67,), device="opencl").cpu()
+            assert ri.min().item() >= -2 and ri.max().item() <= 2
+            z = torch.zeros(5, 7, dtype=torch.int32, device="opencl").t().random_(4)
+            assert 0 <= z.min().item() and z.max().item() < 4
+            assert torch.empty(9, dtype=torch.float16, device="opencl").random_().cpu().max().item() <= 2**11
     elif what == "amp":
         # The gradient scaler's kernels: 10 gradients of each dtype (two launches, empty
         # slots in the second) with an inf and a NaN, unscaled and checked only; the

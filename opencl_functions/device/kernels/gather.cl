@@ -14,6 +14,8 @@
 //   random_fill   y (n) contiguous: uniform in [a, b) (mode 0), normal with mean a and standard
 //                 deviation b (mode 1, Box-Muller), or 1 with probability a, else 0 (mode 2);
 //                 numbers hash (seed, i), so a draw depends on its seed alone.
+//   random_range  y (n) contiguous, of type T: from + (a 64-bit hash of (seed, i)) mod range,
+//                 range 0 standing for 2^64 (random_ and randint on every computing type).
 //   linspace      y[i] = a + i·step for i < n/2, else b - (n-1-i)·step (as torch: exact ends).
 
 #ifndef T
@@ -116,6 +118,15 @@ __kernel void random_fill(__global float* y, const int y_off, const uint seed_lo
     v = (1.0f - u) < a ? 1.0f : 0.0f;
   }
   y[y_off + i] = v;
+}
+
+__kernel void random_range(__global T* y, const int y_off, const uint seed_lo, const uint seed_hi, const long from,
+                           const ulong range, const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const uint base = mix32((uint)i ^ seed_lo) + seed_hi;
+  const ulong h = ((ulong)mix32(base + 2u * 0x9e3779b9U) << 32) | mix32(base + 3u * 0x9e3779b9U);
+  y[y_off + i] = (T)(from + (long)(range ? h % range : h));
 }
 
 __kernel void linspace(__global T* y, const int y_off, const float a, const float b, const float step,

@@ -1,11 +1,13 @@
 // Random numbers on the opencl device: dropout (forward and backward), uniform_, normal_
-// (so rand, randn and the initialisations) and bernoulli_. Each launch takes a seed drawn
+// (so rand, randn and the initialisations), bernoulli_ and random_ (randint, integer draws). Each launch takes a seed drawn
 // from the generator given (an opencl or a CPU one), else from the device's default
 // generator, which torch.manual_seed seeds (runtime/generator.h). Kernels:
 // kernels/index.cl, kernels/gather.cl.
 #include <torch/library.h>
 
+#include <limits>
 #include <mutex>
+#include <string>
 
 #include "../runtime/generator.h"
 #include "dispatch.h"
@@ -64,9 +66,71 @@ at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> 
   return random_fill(self, 2, p, 0, gen);
 }
 
+// The largest value random_ draws for a dtype when no upper end is given (torch's rule: every
+// value of an integer type from `from` up; floats up to 2^digits, so each is exact).
+int64_t random_top(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kBool: return 1;
+    case at::kByte: return 255;
+    case at::kChar: return 127;
+    case at::kShort: return 32767;
+    case at::kInt: return 2147483647;
+    case at::kLong: return std::numeric_limits<int64_t>::max();
+    case at::kHalf: return int64_t(1) << 11;
+    case at::kBFloat16: return int64_t(1) << 8;
+    case at::kFloat: return int64_t(1) << 24;
+    case at::kDouble: return int64_t(1) << 53;
+    default: break;
+  }
+  DEVICE_DTYPE_CHECK(false, "opencl: random_ does not take dtype ", dtype);
+  return 0;
+}
+
+// Fills self with integers in [from, from + range) (range 0: 2^64), drawn from a seed of
+// `gen` or the device's default generator. Float16, bfloat16 and float64 are filled through
+// a float32 or int64 tensor, which holds each of their draws exactly.
+at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const std::optional<at::Generator>& gen) {
+  if (self.numel() == 0) return self;
+  const at::ScalarType dtype = self.scalar_type();
+  const at::ScalarType fill = dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat
+                              : dtype == at::kDouble                      ? at::kLong
+                                                                          : dtype;
+  at::Tensor y = self.is_contiguous() && fill == dtype ? self : empty_device(self.sizes(), fill);
+  const uint64_t seed = draw_seed(gen);
+  const cl_uint lo = cl_uint(seed), hi = cl_uint(seed >> 32);
+  launch(Device::get().kernel("gather.cl", "random_range", std::string("-DT=") + cl_type(fill, "self")),
+         NDRange::linear(size_t(y.numel())), arg(y), lo, hi, cl_long(from), cl_ulong(range), int(y.numel()));
+  if (!y.is_same(self)) self.copy_(y);
+  return self;
+}
+
+// random_(from, to): torch's checks, then [from, to), or [from, top of the dtype] without `to`.
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                        std::optional<at::Generator> gen) {
+  const int64_t top = random_top(self.scalar_type());
+  if (to) {
+    DEVICE_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    return random_range(self, from, uint64_t(*to) - uint64_t(from), gen);
+  }
+  DEVICE_CHECK(from <= top, "random_ expects 'from' to be at most ", top, " for dtype ", self.scalar_type(),
+               ", but got from=", from);
+  return random_range(self, from, uint64_t(top) - uint64_t(from) + 1, gen);
+}
+
+at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  return random_from(self, 0, to, gen);
+}
+
+at::Tensor& random_all(at::Tensor& self, std::optional<at::Generator> gen) {
+  return random_range(self, 0, uint64_t(random_top(self.scalar_type())) + 1, gen);
+}
+
 }  // namespace
 
 REGISTER_DEVICE_OPS(m) {
+  m.impl("random_.from", random_from);
+  m.impl("random_.to", random_to);
+  m.impl("random_", random_all);
   m.impl("native_dropout", dropout);
   m.impl("native_dropout_backward", dropout_backward);
   m.impl("uniform_", uniform_);
