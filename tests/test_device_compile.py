@@ -246,6 +246,29 @@ def test_an_input_made_anew_now_and_then_is_read_where_it_is(device):
             assert all(t.numel() != 5 for t in rec.private.values()), "the cache is copied around each replay"
 
 
+def test_results_fed_back_stay_right_and_stop_recording(device):
+    """A graph fed its own last result (a recurrent state), and two graphs feeding each other
+    across a graph break: every call right, and the recordings settle (a result handed out
+    over a recording's memory moves when the next replay relocates it)."""
+    def step(x, h):
+        a = (h * 0.5 + x).sin()
+        torch._dynamo.graph_break()
+        return a.cos() * 0.9 + h * 0.1
+
+    for fn in (lambda x, h: (h * 0.5 + x).sin(), step):
+        cf = torch.compile(fn)
+        x = torch.randn(33)
+        h, ref = torch.zeros(33, device="opencl"), torch.zeros(33, dtype=torch.float64)
+        recorded = []
+        for _ in range(12):
+            h, ref = cf(x.to("opencl"), h), fn(x.double(), ref)
+            close(h, ref)
+            recorded.append(counters()["recorded"])
+        assert recorded[-1] == recorded[-5], replays()  # no recording in the last four calls
+        assert counters()["replayed"] >= 4, replays()
+        counters().clear()
+
+
 def test_graph_breaks_run_as_torch_runs_them(device):
     def f(x):
         y = (x * 2).relu()

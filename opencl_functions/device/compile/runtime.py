@@ -160,6 +160,7 @@ class _Recording:
         self.private: dict[int, torch.Tensor] = {}     # input index -> the recording's copy
         self.input_ptrs: list[int | None] = []         # addresses the recording read
         self.replays = 0                               # since it was recorded
+        self.times_recorded = 0
         self.outputs: list[Any] = []                   # the recorded outputs (owning memory)
         self.output_kind: list[tuple] = []             # ("memory",) | ("input", j) | ("value",)
         self.seed_tensors: list[tuple[torch.Tensor, int, int]] = []
@@ -214,10 +215,20 @@ def _storage(a: torch.Tensor) -> int:
 _wrapped: "weakref.WeakSet[Replayed]" = weakref.WeakSet()
 # The storages (their addresses) that recordings hold as outputs: how many recordings hold each.
 _recorded_memory: collections.Counter = collections.Counter()
+# Inputs in another recording's memory are read in place by a graph recorded fewer times than
+# this; one recorded again and again (graphs feeding each other whose memory keeps moving)
+# copies them as any other moving input.
+IN_PLACE_RECORDINGS = 3
 
 
-def _in_recorded_memory(a: Any) -> bool:
-    return isinstance(a, torch.Tensor) and _storage(a) in _recorded_memory
+def _in_others_memory(a: Any, rec: _Recording) -> bool:
+    """Whether `a` lives in memory another live recording holds as its output (not `rec`'s own:
+    a graph fed its own last result, as a recurrent state, copies it in)."""
+    if not isinstance(a, torch.Tensor) or rec.times_recorded >= IN_PLACE_RECORDINGS:
+        return False
+    where = _storage(a)
+    own = sum(1 for o, kind in zip(rec.outputs, rec.output_kind) if kind[0] == "memory" and _storage(o) == where)
+    return _recorded_memory.get(where, 0) > own
 
 
 def release_recordings() -> None:
@@ -275,7 +286,7 @@ class Replayed:
             # is now; moved on the first call after its recording (a new tensor every call),
             # it is copied into the recording's own from now on.
             copied = set(rec.private) | (set(moved) if rec.replays == 0 else set())
-            copied -= {i for i in moved if _in_recorded_memory(args[i])}
+            copied -= {i for i in moved if _in_others_memory(args[i], rec)}
             rec.first_ptrs = [-1 if i in copied else p for i, p in enumerate(ptrs)]
             counters["moved"] += 1
             self._drop(rec)
@@ -314,7 +325,7 @@ class Replayed:
         call_args = list(args)
         rec.private = {}
         for i, a in enumerate(args):
-            copy = _ptr(a) != rec.first_ptrs[i] and (rec.first_ptrs[i] == -1 or not _in_recorded_memory(a))
+            copy = _ptr(a) != rec.first_ptrs[i] and (rec.first_ptrs[i] == -1 or not _in_others_memory(a, rec))
             if isinstance(a, torch.Tensor) and copy:
                 rec.private[i] = torch.empty(_extent(a), dtype=a.dtype, device=a.device)
                 rec.private[i].copy_(_span(a))
@@ -326,6 +337,7 @@ class Replayed:
         rec.refill_seeds()
         backups = {i: args[i].clone() for i in self.mutated if isinstance(args[i], torch.Tensor)}
         rec.graph, rec.seed_cursor, rec.replays = Graph(), 0, 0
+        rec.times_recorded += 1
         _local.replayed = rec
         try:
             with graph(rec.graph):
