@@ -100,6 +100,9 @@ def main(argv=None) -> None:
         print(f"rank {rank}: {torch.opencl.get_device_name()}")
     if rank == 0 and args.save:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, args.save)
+    # Every rank reaches the teardown together: a rank that tears its gloo pairs down while
+    # another still writes its file can abort ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 

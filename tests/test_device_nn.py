@@ -331,6 +331,10 @@ def test_random_integers(monkeypatch):
     assert set(f.tolist()) == {-5.0, -4.0, -3.0}
     with pytest.raises(RuntimeError, match="'from' to be less than 'to'"):
         torch.empty(3, dtype=torch.int64, device="opencl").random_(4, 4)
+    with pytest.raises(RuntimeError, match="from is out of bounds"):
+        torch.empty(3, dtype=torch.uint8, device="opencl").random_(-5, 3)
+    with pytest.raises(RuntimeError, match="to - 1 is out of bounds"):
+        torch.empty(3, dtype=torch.int8, device="opencl").random_(0, 200)
 
 
 # Without gradients scaled_dot_product_attention runs as one kernel (the "overrideable"

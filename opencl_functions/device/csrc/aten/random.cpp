@@ -107,7 +107,13 @@ at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const s
 // random_(from, to): torch's checks, then [from, to), or [from, top of the dtype] without `to`.
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                         std::optional<at::Generator> gen) {
-  const int64_t top = random_top(self.scalar_type());
+  const at::ScalarType dtype = self.scalar_type();
+  const int64_t top = random_top(dtype);
+  if (at::isIntegralType(dtype, /*includeBool=*/true)) {  // floats take any range (torch warns)
+    const int64_t bottom = dtype == at::kBool || dtype == at::kByte ? 0 : -top - 1;
+    DEVICE_CHECK(from >= bottom && from <= top, "from is out of bounds for ", dtype);
+    DEVICE_CHECK(!to || (*to - 1 >= bottom && *to - 1 <= top), "to - 1 is out of bounds for ", dtype);
+  }
   if (to) {
     DEVICE_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
     return random_range(self, from, uint64_t(*to) - uint64_t(from), gen);
