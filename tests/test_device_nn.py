@@ -302,6 +302,49 @@ def test_random_fills():
     close(torch.linspace(-1, 2, 7, device="opencl"), torch.linspace(-1, 2, 7))
 
 
+def test_random_distributions(monkeypatch):
+    """exponential_, log_normal_, cauchy_, geometric_, bernoulli with a tensor of probabilities,
+    normal with tensors of means or standard deviations and randperm, on the device itself:
+    each draw's statistics against the distribution's (200000 draws; randperm's orders of
+    three about equally often), torch's errors for bad parameters."""
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
+    torch.manual_seed(0)
+    n = 200000
+    e = torch.empty(n, device="opencl").exponential_(2.0).cpu()
+    assert e.min().item() > 0 and abs(e.mean().item() - 0.5) < 0.01
+    ln = torch.empty(n, device="opencl").log_normal_(0.3, 0.5).cpu().log()
+    assert abs(ln.mean().item() - 0.3) < 0.01 and abs(ln.std().item() - 0.5) < 0.01
+    c = torch.empty(n, device="opencl").cauchy_(1.0, 2.0).cpu()
+    q = torch.quantile(c[:100000], torch.tensor([0.25, 0.5, 0.75]))
+    assert torch.allclose(q, torch.tensor([-1.0, 1.0, 3.0]), atol=0.06), q
+    g = torch.empty(n, device="opencl").geometric_(0.3).cpu()
+    assert g.min().item() == 1 and torch.equal(g, g.round()) and abs(g.mean().item() - 1 / 0.3) < 0.05
+    assert abs((g == 1).float().mean().item() - 0.3) < 0.01
+    p = torch.tensor([0.0, 0.2, 0.7, 1.0])
+    b = torch.bernoulli(p.expand(n // 4, 4).to("opencl")).cpu()
+    assert torch.allclose(b.mean(0), p, atol=0.01), b.mean(0)
+    into = torch.empty(n // 4, 4, dtype=torch.int64, device="opencl").bernoulli_(p.to("opencl")).cpu()
+    assert into.dtype == torch.int64 and torch.allclose(into.double().mean(0), p.double(), atol=0.01)
+    means = torch.tensor([-3.0, 0.0, 5.0]).expand(n // 3, 3).contiguous()
+    z = torch.normal(means.to("opencl"), 2.0).cpu()
+    assert torch.allclose(z.mean(0), means[0], atol=0.05) and torch.allclose(z.std(0), torch.full((3,), 2.0), atol=0.05)
+    z = torch.normal(1.5, means.abs().to("opencl")).cpu()
+    assert torch.allclose(z.std(0), means[0].abs(), atol=0.05) and abs(z[:, 2].mean().item() - 1.5) < 0.1
+    z = torch.normal(means[:1].to("opencl"), means.abs().to("opencl") + 1).cpu()
+    assert z.shape == means.shape and torch.allclose(z.std(0), means[0].abs() + 1, atol=0.05)
+    perm = torch.randperm(40000, device="opencl").cpu()
+    assert perm.dtype == torch.int64 and torch.equal(perm.sort().values, torch.arange(40000))
+    assert abs(torch.corrcoef(torch.stack([perm.double(), torch.arange(40000.0, dtype=torch.float64)]))[0, 1]) < 0.02
+    small = torch.stack([torch.randperm(3, device="opencl") for _ in range(1800)]).cpu()
+    counts = torch.unique(small, dim=0, return_counts=True)[1]
+    assert len(counts) == 6 and counts.min().item() > 300 * 0.75, counts  # each order ~1/6
+    assert torch.randperm(0, device="opencl").numel() == 0
+    with pytest.raises(RuntimeError, match="lambda > 0"):
+        torch.empty(3, device="opencl").exponential_(-1.0)
+    with pytest.raises(RuntimeError, match="geometric_ expects p"):
+        torch.empty(3, device="opencl").geometric_(1.5)
+
+
 def test_random_integers(monkeypatch):
     """random_ and randint on the device itself (no CPU fallback), on every dtype: the range
     torch gives (from the dtype's bounds when no end is given), each value drawn about as

@@ -191,6 +191,10 @@ SCRIPT = textwrap.dedent("""
             z = torch.zeros(5, 7, dtype=torch.int32, device="opencl").t().random_(4)
             assert 0 <= z.min().item() and z.max().item() < 4
             assert torch.empty(9, dtype=torch.float16, device="opencl").random_().cpu().max().item() <= 2**11
+            # random_fill's other distributions, and draws with a tensor of probabilities
+            assert torch.empty(11, device="opencl").geometric_(0.4).cpu().min().item() >= 1
+            assert torch.empty(11, device="opencl").exponential_(3.0).cpu().min().item() > 0
+            assert torch.bernoulli(torch.full((3, 5), 0.5).to("opencl")).cpu().max().item() <= 1
     elif what == "amp":
         # The gradient scaler's kernels: 10 gradients of each dtype (two launches, empty
         # slots in the second) with an inf and a NaN, unscaled and checked only; the

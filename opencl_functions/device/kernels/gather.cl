@@ -12,8 +12,10 @@
 //   cumsum        y (outer, D, inner) contiguous: y[o, j, k] = Σ_{j' <= j} x[o, j', k]; one
 //                 work-item per (o, k).
 //   random_fill   y (n) contiguous: uniform in [a, b) (mode 0), normal with mean a and standard
-//                 deviation b (mode 1, Box-Muller), or 1 with probability a, else 0 (mode 2);
-//                 numbers hash (seed, i), so a draw depends on its seed alone.
+//                 deviation b (mode 1, Box-Muller), 1 with probability a, else 0 (mode 2),
+//                 exponential of rate a (mode 3), log-normal of a normal (a, b) (mode 4), Cauchy
+//                 of median a and scale b (mode 5), geometric of success probability a, from 1
+//                 (mode 6); numbers hash (seed, i), so a draw depends on its seed alone.
 //   random_range  y (n) contiguous, of type T: from + (a 64-bit hash of (seed, i)) mod range,
 //                 range 0 standing for 2^64 (random_ and randint on every computing type).
 //   linspace      y[i] = a + i·step for i < n/2, else b - (n-1-i)·step (as torch: exact ends).
@@ -111,11 +113,19 @@ __kernel void random_fill(__global float* y, const int y_off, const uint seed_lo
   float v;
   if (mode == 0) {
     v = a + (b - a) * (1.0f - u);  // [a, b)
-  } else if (mode == 1) {
+  } else if (mode == 1 || mode == 4) {
     const float u2 = unit(seed_lo, seed_hi, (uint)i, 1);
     v = a + b * sqrt(-2.0f * log(u)) * cos(6.283185307179586f * u2);
-  } else {
+    if (mode == 4) v = exp(v);
+  } else if (mode == 2) {
     v = (1.0f - u) < a ? 1.0f : 0.0f;
+  } else if (mode == 3) {
+    v = -log(u) / a;
+  } else if (mode == 5) {
+    v = a + b * tan(3.141592653589793f * (u - 0.5f));
+  } else {
+    v = ceil(log(u) / log1p(-a));  // mode 6
+    v = v < 1.0f ? 1.0f : v;
   }
   y[y_off + i] = v;
 }

@@ -1,5 +1,7 @@
 // Random numbers on the opencl device: dropout (forward and backward), uniform_, normal_
-// (so rand, randn and the initialisations), bernoulli_ and random_ (randint, integer draws). Each launch takes a seed drawn
+// (so rand, randn and the initialisations), bernoulli_ (with one probability or a tensor of
+// them), random_ (randint, integer draws), exponential_, log_normal_, cauchy_, geometric_ and
+// normal with tensors of means or standard deviations, randperm. Each launch takes a seed drawn
 // from the generator given (an opencl or a CPU one), else from the device's default
 // generator, which torch.manual_seed seeds (runtime/generator.h). Kernels:
 // kernels/index.cl, kernels/gather.cl.
@@ -64,6 +66,54 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 
 at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   return random_fill(self, 2, p, 0, gen);
+}
+
+at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+  DEVICE_CHECK(lambd > 0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  return random_fill(self, 3, lambd, 0, gen);
+}
+
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  DEVICE_CHECK(std > 0, "log_normal_ expects std > 0.0, but found std=", std);
+  return random_fill(self, 4, mean, std, gen);
+}
+
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
+  DEVICE_CHECK(sigma > 0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  return random_fill(self, 5, median, sigma, gen);
+}
+
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  DEVICE_CHECK(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  return random_fill(self, 6, p, 0, gen);
+}
+
+// Draws with a probability, a mean or a standard deviation per element: uniform or
+// standard normal draws of the result's shape, then the device's own elementwise kernels.
+at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
+  at::Tensor u = empty_device(self.sizes(), at::kFloat);
+  random_fill(u, 0, 0, 1, gen);
+  self.copy_(at::lt(u, p.to(self.device())));
+  return self;
+}
+
+at::Tensor normal_tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> gen) {
+  DEVICE_CHECK(std >= 0, "normal expects std >= 0.0, but found std ", std);
+  at::Tensor z = empty_device(mean.sizes(), at::kFloat);
+  random_fill(z, 1, 0, 1, gen);
+  return (z * std + mean).to(mean.scalar_type());
+}
+
+at::Tensor normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> gen) {
+  at::Tensor z = empty_device(std.sizes(), at::kFloat);
+  random_fill(z, 1, 0, 1, gen);
+  return (z * std + mean).to(std.scalar_type());
+}
+
+at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen) {
+  at::Tensor z = empty_device(at::infer_size(mean.sizes(), std.sizes()), at::kFloat);
+  random_fill(z, 1, 0, 1, gen);
+  return (z * std + mean).to(at::promote_types(mean.scalar_type(), std.scalar_type()));
 }
 
 // The largest value random_ draws for a dtype when no upper end is given (torch's rule: every
@@ -131,9 +181,21 @@ at::Tensor& random_all(at::Tensor& self, std::optional<at::Generator> gen) {
   return random_range(self, 0, uint64_t(random_top(self.scalar_type())) + 1, gen);
 }
 
+// randperm: the order that sorts n random 64-bit keys (ties have probability ~n²/2^65).
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+  DEVICE_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  at::Tensor keys = empty_device({n}, at::kLong);
+  random_range(keys, std::numeric_limits<int64_t>::min(), 0, gen);
+  out.copy_(std::get<1>(keys.sort(/*stable=*/true, 0, false)));
+  return out;
+}
+
 }  // namespace
 
 REGISTER_DEVICE_OPS(m) {
+  m.impl("randperm.generator_out", randperm_out);
   m.impl("random_.from", random_from);
   m.impl("random_.to", random_to);
   m.impl("random_", random_all);
@@ -142,6 +204,14 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
   m.impl("bernoulli_.float", bernoulli_);
+  m.impl("bernoulli_.Tensor", bernoulli_tensor_);
+  m.impl("exponential_", exponential_);
+  m.impl("log_normal_", log_normal_);
+  m.impl("cauchy_", cauchy_);
+  m.impl("geometric_", geometric_);
+  m.impl("normal.Tensor_float", normal_tensor_float);
+  m.impl("normal.float_Tensor", normal_float_tensor);
+  m.impl("normal.Tensor_Tensor", normal_tensor_tensor);
 }
 
 }  // namespace oclf::device
