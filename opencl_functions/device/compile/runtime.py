@@ -325,8 +325,8 @@ class Replayed:
         call_args = list(args)
         rec.private = {}
         for i, a in enumerate(args):
-            copy = _ptr(a) != rec.first_ptrs[i] and (rec.first_ptrs[i] == -1 or not _in_others_memory(a, rec))
-            if isinstance(a, torch.Tensor) and copy:
+            if (isinstance(a, torch.Tensor) and _ptr(a) != rec.first_ptrs[i]
+                    and (rec.first_ptrs[i] == -1 or not _in_others_memory(a, rec))):
                 rec.private[i] = torch.empty(_extent(a), dtype=a.dtype, device=a.device)
                 rec.private[i].copy_(_span(a))
                 call_args[i] = rec.private[i].as_strided(a.shape, a.stride(), 0)

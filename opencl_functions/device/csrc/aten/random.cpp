@@ -88,32 +88,32 @@ at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> 
   return random_fill(self, 6, p, 0, gen);
 }
 
-// Draws with a probability, a mean or a standard deviation per element: uniform or
-// standard normal draws of the result's shape, then the device's own elementwise kernels.
+// Float32 draws of `sizes`: uniform in [0, 1) (mode 0) or standard normal (mode 1). The
+// operators below that take a probability, a mean or a standard deviation per element apply
+// them to these with the device's own elementwise kernels.
+at::Tensor draws(at::IntArrayRef sizes, int mode, const std::optional<at::Generator>& gen) {
+  at::Tensor z = empty_device(sizes, at::kFloat);
+  random_fill(z, mode, 0, 1, gen);
+  return z;
+}
+
 at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
-  at::Tensor u = empty_device(self.sizes(), at::kFloat);
-  random_fill(u, 0, 0, 1, gen);
-  self.copy_(at::lt(u, p.to(self.device())));
+  self.copy_(at::lt(draws(self.sizes(), 0, gen), p.to(self.device())));
   return self;
 }
 
 at::Tensor normal_tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> gen) {
   DEVICE_CHECK(std >= 0, "normal expects std >= 0.0, but found std ", std);
-  at::Tensor z = empty_device(mean.sizes(), at::kFloat);
-  random_fill(z, 1, 0, 1, gen);
-  return (z * std + mean).to(mean.scalar_type());
+  return (draws(mean.sizes(), 1, gen) * std + mean).to(mean.scalar_type());
 }
 
 at::Tensor normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> gen) {
-  at::Tensor z = empty_device(std.sizes(), at::kFloat);
-  random_fill(z, 1, 0, 1, gen);
-  return (z * std + mean).to(std.scalar_type());
+  return (draws(std.sizes(), 1, gen) * std + mean).to(std.scalar_type());
 }
 
 at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen) {
-  at::Tensor z = empty_device(at::infer_size(mean.sizes(), std.sizes()), at::kFloat);
-  random_fill(z, 1, 0, 1, gen);
-  return (z * std + mean).to(at::promote_types(mean.scalar_type(), std.scalar_type()));
+  return (draws(at::infer_size(mean.sizes(), std.sizes()), 1, gen) * std + mean)
+      .to(at::promote_types(mean.scalar_type(), std.scalar_type()));
 }
 
 // The largest value random_ draws for a dtype when no upper end is given (torch's rule: every
