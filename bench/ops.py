@@ -8,7 +8,10 @@ Each op runs `--number` times back to back and the device is synchronized once a
 over the count, nothing subtracted. Rounds alternate the devices, so a busy machine slows
 each alike; the fastest round counts (`--stat median`: the median). "enqueue" is
 torch.ops.oclf.enqueue_cost: the elementwise kernel on 16 floats with its arguments set once,
-enqueued as often; "over enqueue" is ours less the enqueue call alone.
+enqueued as often; "over enqueue" is ours less the enqueue call alone. "issue" is the span
+before the wait over the count: the time the program itself spends per op. With the device's
+submission thread (on for GPUs: OCLF_DEVICE_ASYNC) the enqueue runs on that thread, so
+"issue" leaves it out while "ours" is bound by the slower of the two threads.
 
     python -m bench.ops [--quick] [--json FILE] [--op NAME ...] [--number N] [--rounds R]
 """
@@ -91,14 +94,16 @@ def _synchronizer(device: str) -> Callable[[], None]:
     return lambda: None
 
 
-def _round(op: Callable[[], object], sync: Callable[[], None], number: int) -> float:
-    """Seconds per op of `number` ops back to back and one wait for the device."""
+def _round(op: Callable[[], object], sync: Callable[[], None], number: int) -> tuple[float, float]:
+    """Seconds per op of `number` ops back to back and one wait for the device, and of the
+    same span before the wait (what the program spends issuing them)."""
     sync()
     start = time.perf_counter()
     for _ in range(number):
         op()
+    issued = time.perf_counter()
     sync()
-    return (time.perf_counter() - start) / number
+    return (time.perf_counter() - start) / number, (issued - start) / number
 
 
 def enqueue_cost(number: int, rounds: int, stat: Callable[[List[float]], float]) -> Dict[str, float]:
@@ -108,7 +113,7 @@ def enqueue_cost(number: int, rounds: int, stat: Callable[[List[float]], float])
     out.fill_(0)  # builds the kernel
     runs = [torch.ops.oclf.enqueue_cost(out, number) for _ in range(rounds)]
     return {"call": stat([r[0] for r in runs]), "with_wait": stat([r[1] for r in runs]),
-            "set_arg": stat([r[2] for r in runs])}
+            "set_arg": stat([r[2] for r in runs]), "call_without_profiling": stat([r[3] for r in runs])}
 
 
 def measure(names: List[str], devices: List[str], number: int, rounds: int,
@@ -123,10 +128,15 @@ def measure(names: List[str], devices: List[str], number: int, rounds: int,
                 ops[device]()
             syncs[device]()
         times: Dict[str, List[float]] = {device: [] for device in devices}
+        issue: Dict[str, List[float]] = {device: [] for device in devices}
         for _ in range(rounds):
             for device in devices:
-                times[device].append(_round(ops[device], syncs[device], number))
+                total, issued = _round(ops[device], syncs[device], number)
+                times[device].append(total)
+                issue[device].append(issued)
         results[name] = {device: stat(seconds) * 1e6 for device, seconds in times.items()}
+        results[name].update({f"{device} issue": stat(seconds) * 1e6 for device, seconds in issue.items()
+                              if device != "cpu"})
     return results
 
 
@@ -135,18 +145,22 @@ def print_table(result: Dict) -> None:
     devices = result["devices"]
     print(f"host CPU: {result['host_cpu']}")
     print(f"OpenCL: {result['device']['device']} ({result['device']['platform']}), torch {result['torch']}")
-    print(f"{result['number']} ops per round, {result['rounds']} rounds, the {result['stat']} round; microseconds per op")
+    print(f"{result['number']} ops per round, {result['rounds']} rounds, the {result['stat']} round; microseconds per op; "
+          f"submission thread {'on' if result.get('submits_async') else 'off'}")
     print(f"enqueue only (clEnqueueNDRangeKernel, 16 floats): {enqueue_us:.2f} us a call, "
           f"{result['enqueue_ns']['with_wait'] / 1e3:.2f} us a launch with the wait; "
-          f"clSetKernelArg {result['enqueue_ns']['set_arg'] / 1e3:.3f} us a call")
+          f"clSetKernelArg {result['enqueue_ns']['set_arg'] / 1e3:.3f} us a call; "
+          f"{result['enqueue_ns']['call_without_profiling'] / 1e3:.2f} us a call on a queue without profiling")
     others = [d for d in devices if d != "opencl"]
-    header = f"{'op':<20} {'ours':>8} {'over enqueue':>13}" + "".join(f" {d:>8}" for d in others)
-    header += "".join(f" {'ours/' + d:>11}" for d in others)
+    gpus = [d for d in others if d != "cpu"]
+    header = f"{'op':<20} {'ours':>8} {'over enqueue':>13} {'issue':>8}" + "".join(f" {d:>8}" for d in others)
+    header += "".join(f" {d + ' issue':>11}" for d in gpus) + "".join(f" {'ours/' + d:>11}" for d in others)
     print(header)
     print("-" * len(header))
     for name, row in result["ops"].items():
-        line = f"{name:<20} {row['opencl']:>8.2f} {row['opencl'] - enqueue_us:>13.2f}"
+        line = f"{name:<20} {row['opencl']:>8.2f} {row['opencl'] - enqueue_us:>13.2f} {row['opencl issue']:>8.2f}"
         line += "".join(f" {row[d]:>8.2f}" for d in others)
+        line += "".join(f" {row[d + ' issue']:>11.2f}" for d in gpus)
         line += "".join(f" {row['opencl'] / row[d]:>11.1f}" for d in others)
         print(line)
 
@@ -178,6 +192,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "rounds": rounds,
         "stat": args.stat,
         "enqueue_ns": enqueue_cost(number, rounds, stat),
+        "submits_async": bool(torch.ops.oclf.submits_async(torch.opencl.current_device())),
         "ops": ops,
     }
     print_table(result)

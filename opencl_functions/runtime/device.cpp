@@ -17,6 +17,20 @@
 
 namespace oclf {
 
+namespace {
+std::atomic<Device::QueueHook> queue_hook_{nullptr};
+}  // namespace
+
+void Device::set_queue_hook(QueueHook hook) { queue_hook_.store(hook, std::memory_order_release); }
+
+Device::QueueHook Device::queue_hook() { return queue_hook_.load(std::memory_order_acquire); }
+
+void Device::settle_all() {
+  if (QueueHook hook = queue_hook())
+    for (int i = 0; i < static_cast<int>(kMaxDevices); ++i) hook(i);
+}
+
+
 static std::string platform_string(cl_platform_id p, cl_platform_info what) {
   size_t n = 0;
   CL_CHECK(clGetPlatformInfo(p, what, 0, nullptr, &n));

@@ -62,8 +62,31 @@ class Device {
 
   cl_device_id id() const { return device_; }
   cl_context context() const { return context_; }
-  cl_command_queue queue() const { return queue_; }
-  cl_command_queue* queue_ptr() { return &queue_; }
+  // The queue, for a command enqueued now: commands a submission thread still holds for it
+  // (the opencl device's, which enqueues from a thread of its own on GPUs) are enqueued
+  // first, so that what the caller enqueues lands after them in the in-order queue.
+  cl_command_queue queue() const {
+    settle();
+    return queue_;
+  }
+  cl_command_queue* queue_ptr() {
+    settle();
+    return &queue_;
+  }
+  // The queue as it is, for the submission thread itself.
+  cl_command_queue raw_queue() const { return queue_; }
+  // Waits until the submission thread has enqueued every command it holds for this device
+  // (and rethrows the first error one of them met); nothing when none runs.
+  void settle() const {
+    if (QueueHook hook = queue_hook()) hook(info_.index);
+  }
+  // The submission thread's hook (set by the opencl device when it starts one): settle()
+  // calls it with the device's index. Cheap when nothing is held.
+  using QueueHook = void (*)(int index);
+  static void set_queue_hook(QueueHook hook);
+  static QueueHook queue_hook();
+  // settle() for every opened device (before a kernel any of them may still hold is released).
+  static void settle_all();
   const DeviceInfo& info() const { return info_; }
   // Whether kernels work on host memory in place: CPU devices, unless OCLF_ZERO_COPY=0.
   bool zero_copy() const { return zero_copy_; }

@@ -2,6 +2,7 @@
 #include "profiling.hpp"
 
 #include "launch_log.hpp"
+#include "programs.hpp"
 
 namespace oclf {
 
@@ -9,10 +10,12 @@ void Profiler::launch(cl_kernel kernel, cl_uint dims, const size_t* global, cons
   for (cl_uint i = 0; i < dims; ++i)
     if (global[i] == 0) return;  // nothing to do; OpenCL 1.2 rejects empty ranges
   cl_event event = nullptr;
-  launch_log::before_launch(*queue_, kernel, dims, global, local);
-  CL_CHECK(clEnqueueNDRangeKernel(*queue_, kernel, dims, nullptr, global, local, 0, nullptr, &event));
+  cl_command_queue queue = device_->queue();
+  apply_noted_args(kernel);
+  launch_log::before_launch(queue, kernel, dims, global, local);
+  CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, dims, nullptr, global, local, 0, nullptr, &event));
   record(event);
-  launch_log::after_launch(*queue_);
+  launch_log::after_launch(queue);
 }
 
 void Profiler::record(cl_event event, cl_event since) {
@@ -25,7 +28,7 @@ void Profiler::record(cl_event event, cl_event since) {
 
 cl_event Profiler::marker() {
   cl_event event = nullptr;
-  CL_CHECK(clEnqueueMarkerWithWaitList(*queue_, 0, nullptr, &event));
+  CL_CHECK(clEnqueueMarkerWithWaitList(device_->queue(), 0, nullptr, &event));
   markers_.push_back(event);
   return event;
 }
@@ -35,7 +38,7 @@ static bool profiling_time(cl_event event, cl_profiling_info what, cl_ulong* val
 }
 
 uint64_t Profiler::finish_and_take_kernel_ns() {
-  CL_CHECK(clFinish(*queue_));
+  CL_CHECK(clFinish(device_->queue()));
   uint64_t total = 0;
   for (const Timed& t : events_) {
     cl_ulong start = 0, end = 0;
@@ -69,7 +72,7 @@ uint64_t Profiler::kernel_ns_of(const std::function<void()>& run) {
     run();
     ns = finish_and_take_kernel_ns();
   } catch (...) {
-    clFinish(*queue_);
+    clFinish(device_->queue());
     restore();
     throw;
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "device.hpp"
 #include "errors.hpp"
 
 // Exported from _core for the opencl device's module, which links it (runtime.hpp).
@@ -14,7 +15,7 @@ namespace oclf {
 
 class Profiler {
  public:
-  explicit Profiler(cl_command_queue* queue) : queue_(queue) {}
+  explicit Profiler(const Device* device) : device_(device) {}
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
@@ -46,7 +47,7 @@ class Profiler {
     cl_event event;
     cl_event since;  // a marker whose end starts the span, or nullptr
   };
-  cl_command_queue* queue_;
+  const Device* device_;  // its queue() enqueues after what a submission thread holds
   std::vector<Timed> events_;
   std::vector<cl_event> markers_;
   bool recording_ = true;

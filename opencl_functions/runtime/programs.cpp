@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cctype>
+#include <mutex>
 
+#include "device.hpp"
 #include "launch_log.hpp"
 #include "settings.hpp"
 #include "tuning.hpp"
@@ -155,8 +157,10 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
     for (auto old = programs_.begin(); old != programs_.end();) {
       if (old->first.compare(0, path.size() + 1, path + "|") == 0 &&
           old->first.compare(0, version.size(), version) != 0) {
+        Device::settle_all();  // launches still waiting to be enqueued may name its kernels
         for (auto& k : old->second.kernels) {
           launch_log::forget_kernel(k.second);
+          forget_kernel_args(k.second);
           clReleaseKernel(k.second);
         }
         clReleaseProgram(old->second.program);
@@ -208,25 +212,92 @@ cl_kernel Programs::kernel_fixed(const std::string& file, const std::string& nam
 
 namespace {
 std::atomic<ArgObserver> arg_observer{nullptr};
+
+std::string kernel_function_name(cl_kernel kernel) {
+  size_t n = 0;
+  clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &n);
+  std::string name(n, '\0');
+  clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, n, &name[0], nullptr);
+  while (!name.empty() && name.back() == '\0') name.pop_back();
+  return name;
+}
+
+[[noreturn]] void refused_arg(cl_kernel kernel, cl_uint index, cl_int status) {
+  const std::string call = "clSetKernelArg(" + kernel_function_name(kernel) + ", argument " + std::to_string(index) + ")";
+  throw Error(describe_failure(status_name(status), status, call, __FILE__, __LINE__), status);
+}
+
+// Deferred arguments (programs.hpp): what set_arg noted, and what apply_args last set, per
+// kernel. One lock for both: callers hold their device's runtime lock, the submission
+// threads none, and kernels of several devices meet here.
+std::atomic<int> deferring{0};
+std::mutex deferred_mutex;
+std::unordered_map<cl_kernel, std::vector<KernelArg>> noted, applied;
+
+void note(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* value) {
+  if (args.size() <= index) args.resize(index + 1);
+  KernelArg& arg = args[index];
+  arg.set = true;
+  arg.size = size;
+  arg.null = value == nullptr;
+  arg.bytes.assign(value ? static_cast<const char*>(value) : "", value ? size : 0);
+}
 }  // namespace
 
 void set_arg_observer(ArgObserver observer) { arg_observer = observer; }
 
+void defer_kernel_args(bool on) { deferring += on ? 1 : -1; }
+
+bool kernel_args_deferred() { return deferring.load(std::memory_order_relaxed) > 0; }
+
+std::vector<KernelArg> noted_args(cl_kernel kernel) {
+  std::lock_guard<std::mutex> lock(deferred_mutex);
+  auto it = noted.find(kernel);
+  return it == noted.end() ? std::vector<KernelArg>() : it->second;
+}
+
+void apply_args(cl_kernel kernel, const std::vector<KernelArg>& args) {
+  std::lock_guard<std::mutex> lock(deferred_mutex);
+  std::vector<KernelArg>& set = applied[kernel];
+  if (set.size() < args.size()) set.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const KernelArg& a = args[i];
+    if (!a.set || set[i] == a) continue;
+    const cl_int status = clSetKernelArg(kernel, cl_uint(i), a.size, a.null ? nullptr : a.bytes.data());
+    if (status != CL_SUCCESS) {
+      set[i] = KernelArg();
+      refused_arg(kernel, cl_uint(i), status);
+    }
+    set[i] = a;
+  }
+}
+
+void apply_noted_args(cl_kernel kernel) {
+  if (kernel_args_deferred()) apply_args(kernel, noted_args(kernel));
+}
+
+void forget_kernel_args(cl_kernel kernel) {
+  std::lock_guard<std::mutex> lock(deferred_mutex);
+  noted.erase(kernel);
+  applied.erase(kernel);
+}
+
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
+  if (kernel_args_deferred()) {
+    {
+      std::lock_guard<std::mutex> lock(deferred_mutex);
+      note(noted[kernel], index, size, value);
+    }
+    launch_log::note_arg(kernel, index, size, value);
+    if (ArgObserver observer = arg_observer.load(std::memory_order_relaxed)) observer(kernel, index, size, value);
+    return;
+  }
   cl_int status = clSetKernelArg(kernel, index, size, value);
   if (status == CL_SUCCESS) launch_log::note_arg(kernel, index, size, value);
   if (status == CL_SUCCESS) {
     if (ArgObserver observer = arg_observer.load(std::memory_order_relaxed)) observer(kernel, index, size, value);
   }
-  if (status != CL_SUCCESS) {
-    size_t n = 0;
-    clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &n);
-    std::string name(n, '\0');
-    clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, n, &name[0], nullptr);
-    while (!name.empty() && name.back() == '\0') name.pop_back();
-    const std::string call = "clSetKernelArg(" + name + ", argument " + std::to_string(index) + ")";
-    throw Error(describe_failure(status_name(status), status, call, __FILE__, __LINE__), status);
-  }
+  if (status != CL_SUCCESS) refused_arg(kernel, index, status);
 }
 
 }  // namespace oclf

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "errors.hpp"
 #include "program_cache.hpp"
@@ -81,6 +82,35 @@ void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
 // afterwards), or none: the opencl device's graphs record launches through it.
 using ArgObserver = void (*)(cl_kernel kernel, cl_uint index, size_t size, const void* value);
 void set_arg_observer(ArgObserver observer);
+
+// A kernel argument as set_arg was given it: its size and bytes, or no bytes (a null
+// buffer, or local memory of `size` bytes).
+struct KernelArg {
+  bool set = false;
+  bool null = false;
+  size_t size = 0;
+  std::string bytes;
+  bool operator==(const KernelArg& o) const {
+    return set == o.set && null == o.null && size == o.size && bytes == o.bytes;
+  }
+};
+// Deferred arguments, for the opencl device's submission thread (which enqueues a GPU's
+// kernels while the caller goes on): while deferral is on (counted: on while any device
+// defers), set_arg notes each argument instead of setting it, a launch takes a copy of the
+// kernel's noted arguments (noted_args) for that thread to set (apply_args), and launches
+// on the calling thread set them first (apply_noted_args). Kernel objects are shared, so
+// the arguments of a launch still waiting must not change under it. Callers hold the
+// runtime's lock, as for set_arg.
+void defer_kernel_args(bool on);
+bool kernel_args_deferred();
+std::vector<KernelArg> noted_args(cl_kernel kernel);
+// Sets the arguments that differ from those last set on the kernel by apply_args (throws
+// Error naming the kernel and argument when the driver refuses one).
+void apply_args(cl_kernel kernel, const std::vector<KernelArg>& args);
+// apply_args(kernel, noted_args(kernel)) while deferral is on; nothing otherwise.
+void apply_noted_args(cl_kernel kernel);
+// Forgets what was noted and set for a kernel about to be released.
+void forget_kernel_args(cl_kernel kernel);
 template <typename T>
 const void* arg_pointer(const T& value) {
   return &value;

@@ -14,7 +14,7 @@ uint64_t ResidentStore::upload(const void* host, size_t bytes) {
   }
   CL_CHECK(status);
   if (bytes) {
-    status = clEnqueueWriteBuffer(*queue_, mem, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr);
+    status = clEnqueueWriteBuffer(device_->queue(), mem, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr);
     if (status != CL_SUCCESS) clReleaseMemObject(mem);
     CL_CHECK(status);
   }

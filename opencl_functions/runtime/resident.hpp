@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "buffers.hpp"
+#include "device.hpp"
 
 // Exported from _core for the opencl device's module, which links it (runtime.hpp).
 #pragma GCC visibility push(default)
@@ -16,8 +17,7 @@ namespace oclf {
 class ResidentStore {
  public:
   // Uploads go through `queue`; when the device is out of memory, `pool` is emptied first.
-  ResidentStore(cl_context context, cl_command_queue* queue, BufferPool* pool)
-      : context_(context), queue_(queue), pool_(pool) {}
+  ResidentStore(const Device* device, BufferPool* pool) : context_(device->context()), device_(device), pool_(pool) {}
   ResidentStore(const ResidentStore&) = delete;
   ResidentStore& operator=(const ResidentStore&) = delete;
 
@@ -40,7 +40,7 @@ class ResidentStore {
     std::map<std::string, std::pair<cl_mem, size_t>> derived;
   };
   cl_context context_;
-  cl_command_queue* queue_;
+  const Device* device_;
   BufferPool* pool_;
   std::map<uint64_t, Resident> residents_;
   std::map<cl_mem, uint64_t> handles_;

@@ -57,10 +57,10 @@ Runtime& Runtime::get() { return at(current()); }
 Runtime::Runtime(int index)
     : device_(index),
       programs_(device_.context(), device_.id(), device_.info().device),
-      profiler_(device_.queue_ptr()),
+      profiler_(&device_),
       pool_(device_.context(), std::min<size_t>(device_.info().global_mem_size / 8, size_t(1) << 30)),
-      residents_(device_.context(), device_.queue_ptr(), &pool_),
-      tuning_(device_.info(), device_.queue_ptr(), &profiler_) {}
+      residents_(&device_, &pool_),
+      tuning_(&device_, &profiler_) {}
 
 CurrentDevice::CurrentDevice(int index) {
   if (index < 0) return;

@@ -57,6 +57,9 @@ class Runtime {
   cl_context context() const { return device_.context(); }
   cl_command_queue queue() const { return device_.queue(); }
   cl_command_queue* queue_ptr() { return device_.queue_ptr(); }
+  // The queue as it is, without waiting for a submission thread (device.hpp).
+  cl_command_queue raw_queue() const { return device_.raw_queue(); }
+  const Device& device_unit() const { return device_; }
   cl_device_id device() const { return device_.id(); }
   const DeviceInfo& info() const { return device_.info(); }
   bool zero_copy() const { return device_.zero_copy(); }

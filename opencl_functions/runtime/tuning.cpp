@@ -135,7 +135,7 @@ double Tuning::measure(const std::function<void()>& run, int reps) {
   const Clock::time_point begin = Clock::now();
   double best = std::numeric_limits<double>::infinity();
   try {
-    CL_CHECK(clFinish(*queue_));
+    CL_CHECK(clFinish(device_->queue()));
     for (int r = 0; r <= reps; ++r) {
       const Clock::time_point t0 = Clock::now();
       const uint64_t kernel_ns = profiler_->kernel_ns_of(run);  // ends with a clFinish

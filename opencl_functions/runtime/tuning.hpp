@@ -35,8 +35,7 @@ class Tuning {
     std::string choice, origin;
   };
 
-  Tuning(const DeviceInfo& info, cl_command_queue* queue, Profiler* profiler)
-      : info_(info), queue_(queue), profiler_(profiler) {}
+  Tuning(const Device* device, Profiler* profiler) : info_(device->info()), device_(device), profiler_(profiler) {}
   Tuning(const Tuning&) = delete;
   Tuning& operator=(const Tuning&) = delete;
 
@@ -85,7 +84,7 @@ class Tuning {
  private:
   void load();
   const DeviceInfo& info_;
-  cl_command_queue* queue_;
+  const Device* device_;
   Profiler* profiler_;
   bool loaded_ = false;
   std::map<std::string, Entry> entries_;  // by key + "|" + source hash

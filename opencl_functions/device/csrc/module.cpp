@@ -66,6 +66,9 @@ std::vector<int64_t> memory_stats(int64_t index) {
           int64_t(s.frees),           int64_t(s.buffers_released), int64_t(dev.bytes_to_host())};
 }
 
+// Whether the device enqueues from its submission thread (runtime/submitter.h).
+bool submits_async(int64_t index) { return Device::at(device_index(index)).submits_async(); }
+
 void reset_peak_memory_stats(int64_t index) { Allocator::get().memory(device_index(index)).reset_peak(); }
 void reset_accumulated_memory_stats(int64_t index) {
   Allocator::get().memory(device_index(index)).reset_accumulated();
@@ -221,6 +224,7 @@ TORCH_LIBRARY(oclf, m) {
   m.def("device_name(int device) -> str", &device_name);
   m.def("runtime_id(int device) -> int", &runtime_id);
   m.def("memory_stats(int device) -> int[]", &memory_stats);
+  m.def("submits_async(int device) -> bool", &submits_async);
   m.def("empty_cache() -> ()", &empty_cache);
   m.def("reset_peak_memory_stats(int device) -> ()", &reset_peak_memory_stats);
   m.def("reset_accumulated_memory_stats(int device) -> ()", &reset_accumulated_memory_stats);

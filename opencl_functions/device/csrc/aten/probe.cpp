@@ -17,8 +17,10 @@ namespace {
 
 // What the driver alone costs the host per launch (bench.ops): kernels/probe.cl on `out`'s
 // first 16 floats, its arguments set once, enqueued `number` times straight on the queue.
-// Nanoseconds per clEnqueueNDRangeKernel call, per launch including the wait for all, and
-// per clSetKernelArg (the buffer argument set `number` times, nothing enqueued).
+// Nanoseconds per clEnqueueNDRangeKernel call, per launch including the wait for all, per
+// clSetKernelArg (the buffer argument set `number` times, nothing enqueued), and per
+// clEnqueueNDRangeKernel call on a queue of the same context made without profiling (what
+// the device's profiling queue costs a launch).
 std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
   DEVICE_CHECK_VALUE(is_device(out) && out.scalar_type() == at::kFloat && out.is_contiguous() && out.numel() >= 16,
                      "opencl: enqueue_cost: expected a contiguous float32 opencl tensor of 16 elements or more, got ",
@@ -31,6 +33,7 @@ std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
   cl_uint index = 0;
   set_arg_at(kernel, &index, arg(out));
   dev.synchronize();
+  apply_noted_args(kernel);  // this thread enqueues it directly (deferred arguments: programs.hpp)
   const size_t global[1] = {16};
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
@@ -44,10 +47,24 @@ std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
   const clock::time_point set_start = clock::now();
   for (int64_t i = 0; i < number; ++i) CL_CHECK(clSetKernelArg(kernel, 0, sizeof(cl_mem), &mem));
   const clock::time_point set_done = clock::now();
+  forget_kernel_args(kernel);  // set here directly: the next launch sets its arguments anew
+  cl_int status = CL_SUCCESS;
+  cl_command_queue plain = clCreateCommandQueue(dev.context(), dev.id(), 0, &status);
+  CL_CHECK(status);
+  const clock::time_point plain_start = clock::now();
+  for (int64_t i = 0; i < number; ++i) {
+    status = clEnqueueNDRangeKernel(plain, kernel, 1, nullptr, global, nullptr, 0, nullptr, nullptr);
+    if (status != CL_SUCCESS) break;
+  }
+  const clock::time_point plain_done = clock::now();
+  clFinish(plain);
+  clReleaseCommandQueue(plain);
+  CL_CHECK(status);
   const double n = double(number);
   return {std::chrono::duration<double, std::nano>(enqueued - start).count() / n,
           std::chrono::duration<double, std::nano>(done - start).count() / n,
-          std::chrono::duration<double, std::nano>(set_done - set_start).count() / n};
+          std::chrono::duration<double, std::nano>(set_done - set_start).count() / n,
+          std::chrono::duration<double, std::nano>(plain_done - plain_start).count() / n};
 }
 
 }  // namespace

@@ -193,6 +193,9 @@ void DeviceMemory::empty_cache() {
 }
 
 void DeviceMemory::release_cached() {
+  // Launches the submission thread still holds may name these buffers (submitter.h: it
+  // never frees memory, so waiting for it under this lock cannot deadlock).
+  if (!cache_.empty()) Device::at(index_).settle();
   for (auto& entry : cache_) {
     clReleaseMemObject(entry.second->mem);
     stats_.reserved -= entry.second->size;

@@ -11,6 +11,7 @@
 
 #include "../../../runtime/launch_log.hpp"
 #include "graph.h"
+#include "submitter.h"
 
 namespace oclf::device {
 
@@ -86,6 +87,27 @@ Device::Device(Runtime& rt) : rt_(rt) {
   has_fp64_ = extensions.find("cl_khr_fp64") != std::string::npos;
   // OCLF_DEVICE_SYNC=1 waits for each kernel (for profiling per operator; slow).
   sync_each_ = setting("DEVICE_SYNC") == "1";
+  const std::string async = setting("DEVICE_ASYNC");
+  if (async != "" && async != "0" && async != "1")
+    throw Error("opencl: " + setting_variable("DEVICE_ASYNC") + " must be 0 or 1, got '" + async + "'",
+                CL_INVALID_VALUE);
+  if (async == "1" || (async == "" && !is_cpu_)) {
+    oclf::Device::set_queue_hook(&Device::settle_hook);
+    defer_kernel_args(true);
+    submitter_ = std::make_unique<Submitter>(rt.index(), rt.raw_queue());
+  }
+}
+
+void Device::settle_hook(int index) {
+  if (index < 0 || index >= static_cast<int>(kMaxDevices)) return;
+  Device* dev = opened[index].load(std::memory_order_acquire);
+  if (dev != nullptr && dev->submitter_) dev->submitter_->settle();
+}
+
+void Device::submit(std::function<void()> call) { submitter_->call(std::move(call)); }
+
+bool Device::deferring() const {
+  return submitter_ && recording_ == nullptr && !timing_ && !sync_each_ && !launch_log::active();
 }
 
 cl_kernel Device::kernel(const std::string& file, const std::string& name, const std::string& options) {
@@ -136,11 +158,18 @@ bool Device::library_kernel_builds(const std::string& file, const std::string& n
 void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
   for (cl_uint i = 0; i < dims; ++i)
     if (global[i] == 0) return;  // OpenCL 1.2 rejects empty ranges
-  launch_log::before_launch(queue(), kernel, dims, global, local);
+  if (deferring()) {
+    submitter_->launch(kernel, dims, global, local, noted_args(kernel));
+    ++launches_;
+    return;
+  }
+  cl_command_queue q = queue();
+  apply_noted_args(kernel);
+  launch_log::before_launch(q, kernel, dims, global, local);
   const bool timed = timing_ && recording_ == nullptr;
   cl_event done = nullptr;
-  CL_CHECK(clEnqueueNDRangeKernel(queue(), kernel, dims, nullptr, global, local, 0, nullptr, timed ? &done : nullptr));
-  launch_log::after_launch(queue());
+  CL_CHECK(clEnqueueNDRangeKernel(q, kernel, dims, nullptr, global, local, 0, nullptr, timed ? &done : nullptr));
+  launch_log::after_launch(q);
   ++launches_;
   if (timed) {
     char name[128] = {0};
@@ -159,12 +188,21 @@ void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const 
 void Device::copy(cl_mem from, cl_mem to, size_t from_offset, size_t to_offset, size_t bytes) {
   if (bytes == 0) return;
   std::lock_guard<std::recursive_mutex> lock(mutex());
+  if (deferring()) {
+    submitter_->copy(from, to, from_offset, to_offset, bytes);
+    return;
+  }
   CL_CHECK(clEnqueueCopyBuffer(queue(), from, to, from_offset, to_offset, bytes, 0, nullptr, nullptr));
   if (recording_ != nullptr) recording_->add_copy(from, to, from_offset, to_offset, bytes);
 }
 
 void Device::run_enqueuing(const std::function<void()>& call) {
   std::lock_guard<std::recursive_mutex> lock(mutex());
+  if (deferring()) {
+    submitter_->call(call);
+    return;
+  }
+  settle();
   const bool timed = timing_ && recording_ == nullptr;
   cl_event begin = nullptr, end = nullptr;
   // A library's commands are timed between two markers (the queue is in order).
@@ -323,12 +361,20 @@ void Device::write_async(cl_mem mem, size_t offset, const void* host, size_t byt
   if (staging == nullptr) throw Error("opencl: out of host memory staging a copy", CL_OUT_OF_HOST_MEMORY);
   std::memcpy(staging, host, bytes);
   std::lock_guard<std::recursive_mutex> lock(mutex());
-  cl_event done = nullptr;
-  const cl_int status = clEnqueueWriteBuffer(queue(), mem, CL_FALSE, offset, bytes, staging, 0, nullptr, &done);
-  if (status != CL_SUCCESS) std::free(staging);
-  CL_CHECK(status);
-  CL_CHECK(clSetEventCallback(done, CL_COMPLETE, &free_staging, staging));
-  CL_CHECK(clReleaseEvent(done));
+  auto enqueue = [mem, offset, bytes, staging](cl_command_queue queue) {
+    cl_event done = nullptr;
+    const cl_int status = clEnqueueWriteBuffer(queue, mem, CL_FALSE, offset, bytes, staging, 0, nullptr, &done);
+    if (status != CL_SUCCESS) std::free(staging);
+    CL_CHECK(status);
+    CL_CHECK(clSetEventCallback(done, CL_COMPLETE, &free_staging, staging));
+    CL_CHECK(clReleaseEvent(done));
+  };
+  if (deferring()) {
+    cl_command_queue queue = rt_.raw_queue();
+    submitter_->call([enqueue, queue] { enqueue(queue); });
+    return;
+  }
+  enqueue(queue());
 }
 
 void Device::read(cl_mem mem, size_t offset, void* host, size_t bytes) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,14 +23,8 @@ namespace oclf::device {
 
 class Graph;
 
-// A kernel argument as set_arg set it: its size and bytes, or no bytes (a null buffer, or
-// local memory of `size` bytes).
-struct KernelArg {
-  bool set = false;
-  bool null = false;
-  size_t size = 0;
-  std::string bytes;
-};
+using oclf::KernelArg;  // programs.hpp
+class Submitter;         // submitter.h
 
 // One command's time on the device, while kernel timing is on (opencl_functions.device.
 // kernel_profile): the kernel's name ("clblast" for a library call), the outermost operator
@@ -99,6 +94,18 @@ class Device {
 
   // Enqueues an NDRange without waiting. `local` may be null. Empty ranges do nothing.
   void launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local);
+  // Whether commands go through the device's submission thread (submitter.h): on GPUs
+  // unless OCLF_DEVICE_ASYNC=0, on CPU devices when OCLF_DEVICE_ASYNC=1.
+  bool submits_async() const { return submitter_ != nullptr; }
+  // Waits until the submission thread has enqueued what it holds (queue() does it too).
+  void settle() const { rt_.device_unit().settle(); }
+  // Whether a command goes to the submission thread now: not while a graph records or
+  // kernels are timed, with OCLF_DEVICE_SYNC or the launch log (they need each command's
+  // own enqueue on this thread).
+  bool deferring() const;
+  // Hands a call that enqueues on the raw queue (a graph's replay) to the submission
+  // thread; only while deferring().
+  void submit(std::function<void()> call);
   // Waits until every queued command has finished.
   void synchronize();
   // Queues a marker that completes when every command queued before it has, and returns its
@@ -145,6 +152,8 @@ class Device {
   bool sync_each_ = false;
   Graph* recording_ = nullptr;
   std::map<cl_kernel, std::vector<KernelArg>> args_;  // as set while recording
+  std::unique_ptr<Submitter> submitter_;               // see submits_async()
+  static void settle_hook(int index);
   std::map<std::string, std::string> library_hashes_;  // by path: library_source_hash
   std::map<std::string, bool> library_builds_;         // by file, name and options: library_kernel_builds
   static void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);

@@ -186,7 +186,16 @@ void Graph::replay() {
   Device& dev = Device::at(device_);
   std::lock_guard<std::recursive_mutex> lock(dev.mutex());
   if (dev.recording() != nullptr) throw Error("opencl: a graph cannot be replayed while one records", CL_INVALID_OPERATION);
-  cl_command_queue queue = dev.queue();
+  if (dev.deferring()) {
+    // Enqueued by the submission thread while the caller goes on (~Graph waits for it).
+    cl_command_queue queue = dev.runtime().raw_queue();
+    dev.submit([this, queue] { issue_all(queue); });
+    return;
+  }
+  issue_all(dev.queue());
+}
+
+void Graph::issue_all(cl_command_queue queue) const {
   if (plan_.empty()) {
     for (const Command& c : commands_) issue(c, queue);
     return;

@@ -77,6 +77,8 @@ class Graph {
     size_t begin, end;
   };
   void issue(const Command& c, cl_command_queue queue) const;
+  // Every command, as replay() enqueues them (on the calling or the submission thread).
+  void issue_all(cl_command_queue queue) const;
   std::vector<Command> commands_;
   std::vector<Step> plan_;  // empty: commands_ one by one
   std::vector<cl_kernel> kernels_;  // owned
