@@ -228,10 +228,11 @@ std::string kernel_function_name(cl_kernel kernel) {
 }
 
 // Deferred arguments (programs.hpp): what set_arg noted, and what apply_args last set, per
-// kernel. One lock for both: callers hold their device's runtime lock, the submission
-// threads none, and kernels of several devices meet here.
+// kernel, each under a lock of its own: the callers of set_arg take the first (once per
+// argument) and the submission threads the second, so neither waits for the other (callers
+// also hold their device's runtime lock; kernels of several devices meet here).
 std::atomic<int> deferring{0};
-std::mutex deferred_mutex;
+std::mutex noted_mutex, applied_mutex;
 std::unordered_map<cl_kernel, std::vector<KernelArg>> noted, applied;
 
 void note(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* value) {
@@ -251,13 +252,13 @@ void defer_kernel_args(bool on) { deferring += on ? 1 : -1; }
 bool kernel_args_deferred() { return deferring.load(std::memory_order_relaxed) > 0; }
 
 std::vector<KernelArg> noted_args(cl_kernel kernel) {
-  std::lock_guard<std::mutex> lock(deferred_mutex);
+  std::lock_guard<std::mutex> lock(noted_mutex);
   auto it = noted.find(kernel);
   return it == noted.end() ? std::vector<KernelArg>() : it->second;
 }
 
 void apply_args(cl_kernel kernel, const std::vector<KernelArg>& args) {
-  std::lock_guard<std::mutex> lock(deferred_mutex);
+  std::lock_guard<std::mutex> lock(applied_mutex);
   std::vector<KernelArg>& set = applied[kernel];
   if (set.size() < args.size()) set.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -277,7 +278,7 @@ void apply_noted_args(cl_kernel kernel) {
 }
 
 void forget_kernel_args(cl_kernel kernel) {
-  std::lock_guard<std::mutex> lock(deferred_mutex);
+  std::scoped_lock lock(noted_mutex, applied_mutex);
   noted.erase(kernel);
   applied.erase(kernel);
 }
@@ -285,7 +286,7 @@ void forget_kernel_args(cl_kernel kernel) {
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
   if (kernel_args_deferred()) {
     {
-      std::lock_guard<std::mutex> lock(deferred_mutex);
+      std::lock_guard<std::mutex> lock(noted_mutex);
       note(noted[kernel], index, size, value);
     }
     launch_log::note_arg(kernel, index, size, value);
