@@ -99,6 +99,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "opencl_functions.device", ("OCL_FALLBACK",), staff=True),
     Setting("DEVICE_SYNC", "0", "the opencl device: 1 waits for every kernel (to profile operators one by one)",
             "opencl_functions.device", staff=True),
+    Setting("DEVICE_ASYNC", "1 on GPUs, 0 on CPU devices and simulators",
+            "the opencl device: 1 enqueues launches, copies, library calls and replays from a thread of the "
+            "device's own while the program goes on; 0 enqueues each where it is made (errors then surface at the "
+            "operator that caused them)", "opencl_functions.device", staff=True),
     Setting("GRAPH_COMMAND_BUFFERS", "1",
             "the opencl device's recorded steps: 0 replays them as plain enqueues where the device has "
             "cl_khr_command_buffer", "opencl_functions.device", staff=True),

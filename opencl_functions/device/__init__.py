@@ -82,7 +82,8 @@ def synchronize(device=None) -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """Whether this process was forked after it opened a device: such a child cannot use it."""
+    return bool(_ops.in_bad_fork())
 
 
 def _tensor_str(self, *, tensor_contents=None):

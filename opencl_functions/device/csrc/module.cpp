@@ -69,6 +69,9 @@ std::vector<int64_t> memory_stats(int64_t index) {
 // Whether the device enqueues from its submission thread (runtime/submitter.h).
 bool submits_async(int64_t index) { return Device::at(device_index(index)).submits_async(); }
 
+// Whether this process was forked after it opened a device (which it then cannot use).
+bool in_bad_fork() { return Device::in_forked_child(); }
+
 void reset_peak_memory_stats(int64_t index) { Allocator::get().memory(device_index(index)).reset_peak(); }
 void reset_accumulated_memory_stats(int64_t index) {
   Allocator::get().memory(device_index(index)).reset_accumulated();
@@ -225,6 +228,7 @@ TORCH_LIBRARY(oclf, m) {
   m.def("runtime_id(int device) -> int", &runtime_id);
   m.def("memory_stats(int device) -> int[]", &memory_stats);
   m.def("submits_async(int device) -> bool", &submits_async);
+  m.def("in_bad_fork() -> bool", &in_bad_fork);
   m.def("empty_cache() -> ()", &empty_cache);
   m.def("reset_peak_memory_stats(int device) -> ()", &reset_peak_memory_stats);
   m.def("reset_accumulated_memory_stats(int device) -> ()", &reset_accumulated_memory_stats);

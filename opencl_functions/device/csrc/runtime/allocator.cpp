@@ -36,6 +36,7 @@ DeviceMemory::DeviceMemory(int index) : index_(index), next_address_(base(index)
 c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index_));
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
+  Device::refuse_in_forked_child();
   Device& dev = Device::at(index_);
   // More than the device holds can never succeed, and some drivers (NVIDIA) hand out such
   // a buffer anyway, failing only when a kernel first touches it.

@@ -3,6 +3,7 @@
 #include "device.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -78,7 +79,22 @@ bool Device::available() {
   }
 }
 
+namespace {
+std::atomic<bool> forked_child{false};
+std::once_flag fork_handler;
+}  // namespace
+
+bool Device::in_forked_child() { return forked_child.load(std::memory_order_relaxed); }
+
+void Device::refuse_in_forked_child() {
+  if (forked_child.load(std::memory_order_relaxed))
+    throw Error("opencl: this process was forked after it opened an OpenCL device; a forked child cannot use the "
+                "device (start workers with multiprocessing's 'spawn' method, or open the device in the child only)",
+                CL_INVALID_OPERATION);
+}
+
 Device::Device(Runtime& rt) : rt_(rt) {
+  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, [] { forked_child = true; }); });
   is_cpu_ = rt.info().type == "CPU";
   size_t size = 0;
   CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_EXTENSIONS, 0, nullptr, &size));
@@ -91,7 +107,12 @@ Device::Device(Runtime& rt) : rt_(rt) {
   if (async != "" && async != "0" && async != "1")
     throw Error("opencl: " + setting_variable("DEVICE_ASYNC") + " must be 0 or 1, got '" + async + "'",
                 CL_INVALID_VALUE);
-  if (async == "1" || (async == "" && !is_cpu_)) {
+  // On by default for GPUs alone: a CPU device's cores run the kernels, and a simulator
+  // (Oclgrind, which calls itself a CPU and a GPU) runs each kernel inside its enqueue call.
+  cl_device_type type = 0;
+  CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_TYPE, sizeof(type), &type, nullptr));
+  const bool gpu = (type & CL_DEVICE_TYPE_GPU) != 0 && (type & CL_DEVICE_TYPE_CPU) == 0;
+  if (async == "1" || (async == "" && gpu)) {
     oclf::Device::set_queue_hook(&Device::settle_hook);
     defer_kernel_args(true);
     submitter_ = std::make_unique<Submitter>(rt.index(), rt.raw_queue());
@@ -158,6 +179,7 @@ bool Device::library_kernel_builds(const std::string& file, const std::string& n
 void Device::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
   for (cl_uint i = 0; i < dims; ++i)
     if (global[i] == 0) return;  // OpenCL 1.2 rejects empty ranges
+  refuse_in_forked_child();
   if (deferring()) {
     submitter_->launch(kernel, dims, global, local, noted_args(kernel));
     ++launches_;
@@ -334,6 +356,7 @@ void Device::refuse_wait(const char* what) const {
 }
 
 void Device::synchronize() {
+  refuse_in_forked_child();
   refuse_wait("synchronize()");
   CL_CHECK(clFinish(queue()));
 }
@@ -353,6 +376,7 @@ void CL_CALLBACK free_staging(cl_event, cl_int, void* staging) { std::free(stagi
 
 void Device::write_async(cl_mem mem, size_t offset, const void* host, size_t bytes) {
   if (bytes == 0) return;
+  refuse_in_forked_child();
   if (recording_ != nullptr) {
     std::lock_guard<std::recursive_mutex> lock(mutex());
     recording_->add_write(mem, offset, host, bytes);
@@ -379,6 +403,7 @@ void Device::write_async(cl_mem mem, size_t offset, const void* host, size_t byt
 
 void Device::read(cl_mem mem, size_t offset, void* host, size_t bytes) {
   if (bytes == 0) return;
+  refuse_in_forked_child();
   refuse_wait("a read to the host");
   std::lock_guard<std::recursive_mutex> lock(mutex());
   CL_CHECK(clEnqueueReadBuffer(queue(), mem, CL_TRUE, offset, bytes, host, 0, nullptr, nullptr));

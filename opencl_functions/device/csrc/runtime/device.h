@@ -58,6 +58,12 @@ class Device {
   static int count();
   // Whether an OpenCL device can be opened; never throws.
   static bool available();
+  // A child process forked after a device opened has the parent's OpenCL state but not the
+  // driver's threads (nor the submission threads): a call into it could wait for ever. The
+  // device's entry points (allocation, launches, reads, writes, waits) call this, which
+  // throws in such a child, as CUDA refuses a forked child.
+  static void refuse_in_forked_child();
+  static bool in_forked_child();
 
   Runtime& runtime() const { return rt_; }
   int index() const { return rt_.index(); }

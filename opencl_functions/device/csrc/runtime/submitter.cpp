@@ -1,36 +1,30 @@
 // The submission thread of one device: see submitter.h.
 #include "submitter.h"
 
-#include <pthread.h>
-
 #include <chrono>
 #include <string>
 
 #include "../../../runtime/runtime.hpp"
+#include "device.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define OCLF_PAUSE() _mm_pause()
-#else
-#define OCLF_PAUSE() std::this_thread::yield()
 #endif
 
 namespace oclf::device {
 
 namespace {
 thread_local bool submission_thread = false;
-// A child forked after a submission thread started has the thread's state but not the
-// thread: its commands would wait for ever. It gets an error instead (as CUDA's do).
-std::atomic<bool> forked_child{false};
-std::once_flag fork_handler;
 
-void refuse_in_forked_child(int device) {
-  if (forked_child.load(std::memory_order_relaxed))
-    throw Error("opencl: this process was forked after opencl:" + std::to_string(device) +
-                    " started; a forked child cannot use the device (start workers with multiprocessing's "
-                    "'spawn' method, or open the device in the child only)",
-                CL_INVALID_OPERATION);
+// One step of a spin: a pause that leaves the core's other thread the pipeline.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
 }
+
 // A thread out of work spins this long for the next command before it sleeps: an operator's
 // host work between two launches is a few microseconds, a wake from sleep about as much.
 constexpr auto kSpin = std::chrono::microseconds(30);
@@ -41,14 +35,13 @@ void spin(Done done) {
   const auto until = std::chrono::steady_clock::now() + kSpin;
   for (unsigned i = 1; !done(); ++i)
     if (i % 32 == 0 && std::chrono::steady_clock::now() >= until) return;
-    else OCLF_PAUSE();
+    else cpu_relax();
 }
 }  // namespace
 
 bool Submitter::on_submission_thread() { return submission_thread; }
 
 Submitter::Submitter(int device, cl_command_queue queue) : device_(device), queue_(queue) {
-  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, [] { forked_child = true; }); });
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -95,7 +88,7 @@ void Submitter::call(std::function<void()> run) {
 }
 
 void Submitter::push(Command&& c) {
-  refuse_in_forked_child(device_);
+  Device::refuse_in_forked_child();
   if (failed_.load(std::memory_order_relaxed)) rethrow_error();
   bool wake = false;
   {
@@ -119,7 +112,7 @@ void Submitter::rethrow_error() {
 
 void Submitter::settle() {
   if (submission_thread) return;
-  refuse_in_forked_child(device_);
+  Device::refuse_in_forked_child();
   const uint64_t target = pushed_.load(std::memory_order_acquire);
   // A read after a few operators waits for tens of microseconds of enqueues: spun, not slept
   // (a wake from a condition variable costs about as much again).

@@ -1,15 +1,16 @@
 // The submission thread of one device. Enqueueing a kernel costs the host about 10 µs on
 // NVIDIA's OpenCL, as much as the rest of a small operator's host work (Python, dispatch,
 // allocation) together; enqueued from a thread of the device's own, the two overlap. On
-// GPUs (OCLF_DEVICE_ASYNC, default: on for GPUs, off for CPU devices, whose cores run the
-// kernels) the device hands its kernel launches, copies, writes from the host and library
-// calls here: each goes into a list and the caller goes on; the thread sets a launch's
-// arguments (a copy taken at the launch: programs.hpp's deferred arguments) and enqueues
-// them in the order they came. Everything else that uses the queue (reads, markers,
-// synchronize, the library's own launches) first waits for the list to be empty
-// (oclf::Device::settle(), called by queue()), so the in-order queue keeps the program's
-// order. A command that fails here is reported by the next operator on the device, or by
-// the next wait for it, as CUDA reports an asynchronous error.
+// GPUs (OCLF_DEVICE_ASYNC; off by default for CPU devices, whose cores run the kernels, and
+// for simulators such as Oclgrind, which run kernels inside OpenCL calls) the device hands
+// its kernel launches, copies, writes from the host, library calls and graph replays here:
+// each goes into a list and the caller goes on; the thread sets a launch's arguments (a copy
+// taken at the launch: programs.hpp's deferred arguments) and enqueues them in the order
+// they came. Everything else that uses the queue (reads, markers, synchronize, the
+// library's own launches) first waits for the list to be empty (oclf::Device::settle(),
+// called by queue()), so the in-order queue keeps the program's order. A command that fails
+// here is reported by the next operator on the device, or by the next wait for it, as CUDA
+// reports an asynchronous error.
 //
 // Commands hold no tensors (raw buffers, offsets and values): the thread never frees device
 // memory, so a caller may wait for it while holding the allocator's lock.
