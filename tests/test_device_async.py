@@ -107,7 +107,7 @@ def torch_equal(a, b) -> bool:
 
 def test_a_failed_command_is_reported_at_the_next_wait(tmp_path):
     # A launch the driver refuses (a work-group larger than the device takes) returns at once
-    # from the thread's list; the next wait reports it with its CL_* name, once, and the
+    # into the thread's list; the next wait reports it with its CL_* name, once, and the
     # device works on after it.
     source = tmp_path / "refused.cl"
     source.write_text("__kernel void refused(__global float* p, int offset) { p[offset + get_global_id(0)] = 1.0f; }\n")
@@ -118,6 +118,12 @@ def test_a_failed_command_is_reported_at_the_next_wait(tmp_path):
     handle = torch.ops.oclf.generated_kernel({str(source)!r}, "refused")
     torch.ops.oclf.generated_launch(handle, [x], [], [1 << 22], [1 << 22])
     print("returned")
+    # Deleters and the cache's release wait for the thread without raising (a deleter that
+    # raised would end the process): the error waits for the next wait.
+    pinned = torch.ones(1024).pin_memory()
+    del pinned
+    del x
+    torch.opencl.empty_cache()
     try:
         torch.opencl.synchronize()
     except RuntimeError as err:

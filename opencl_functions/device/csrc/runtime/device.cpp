@@ -122,7 +122,7 @@ Device::Device(Runtime& rt) : rt_(rt) {
 void Device::settle_hook(int index) {
   if (index < 0 || index >= static_cast<int>(kMaxDevices)) return;
   Device* dev = opened[index].load(std::memory_order_acquire);
-  if (dev != nullptr && dev->submitter_) dev->submitter_->settle();
+  if (dev != nullptr && dev->submitter_) dev->submitter_->settle(false);
 }
 
 void Device::submit(std::function<void()> call) { submitter_->call(std::move(call)); }
@@ -358,11 +358,13 @@ void Device::refuse_wait(const char* what) const {
 void Device::synchronize() {
   refuse_in_forked_child();
   refuse_wait("synchronize()");
+  if (submitter_) submitter_->settle(true);  // a command that failed on the thread is raised here
   CL_CHECK(clFinish(queue()));
 }
 
 cl_event Device::marker() {
   std::lock_guard<std::recursive_mutex> lock(mutex());
+  if (submitter_) submitter_->settle(true);
   cl_event event = nullptr;
   CL_CHECK(clEnqueueMarkerWithWaitList(queue(), 0, nullptr, &event));
   // Submitted now, so that query() and a wait see it progress without another command.
@@ -405,6 +407,7 @@ void Device::read(cl_mem mem, size_t offset, void* host, size_t bytes) {
   if (bytes == 0) return;
   refuse_in_forked_child();
   refuse_wait("a read to the host");
+  if (submitter_) submitter_->settle(true);
   std::lock_guard<std::recursive_mutex> lock(mutex());
   CL_CHECK(clEnqueueReadBuffer(queue(), mem, CL_TRUE, offset, bytes, host, 0, nullptr, nullptr));
   bytes_to_host_ += bytes;

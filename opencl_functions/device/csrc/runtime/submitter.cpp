@@ -110,9 +110,10 @@ void Submitter::rethrow_error() {
   if (error) std::rethrow_exception(error);
 }
 
-void Submitter::settle() {
+void Submitter::settle(bool report) {
   if (submission_thread) return;
-  Device::refuse_in_forked_child();
+  if (!report && Device::in_forked_child()) return;  // no thread there to wait for
+  if (report) Device::refuse_in_forked_child();
   const uint64_t target = pushed_.load(std::memory_order_acquire);
   // A read after a few operators waits for tens of microseconds of enqueues: spun, not slept
   // (a wake from a condition variable costs about as much again).
@@ -123,7 +124,7 @@ void Submitter::settle() {
     settled_.wait(lock, [&] { return done_.load(std::memory_order_acquire) >= target; });
     --settlers_;
   }
-  if (failed_.load(std::memory_order_relaxed)) rethrow_error();
+  if (report && failed_.load(std::memory_order_relaxed)) rethrow_error();
 }
 
 void Submitter::execute(const Command& c) {

@@ -44,9 +44,11 @@ class Submitter {
   void copy(cl_mem from, cl_mem to, size_t from_offset, size_t to_offset, size_t bytes);
   // A call that enqueues by itself on the device's queue (CLBlast, a graph's replay).
   void call(std::function<void()> run);
-  // Returns once every command handed over so far is enqueued, and rethrows the first error
-  // one of them met (once). On the submission thread itself it returns at once.
-  void settle();
+  // Returns once every command handed over so far is enqueued. With `report`, then rethrows
+  // the first error one of them met (once) and refuses a forked child; without, it never
+  // throws (queue() calls it from anywhere, deleters and destructors too: the error waits for
+  // the next launch or wait). On the submission thread itself it returns at once.
+  void settle(bool report);
   static bool on_submission_thread();
 
  private:
