@@ -191,3 +191,18 @@ def test_a_forked_child_gets_an_error_not_a_hang():
         proc = run_python(code, mode, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "child 0" in proc.stdout and "parent 9.0" in proc.stdout, (mode, proc.stdout)
+
+
+def test_a_program_may_end_with_commands_still_waiting():
+    # Work handed to the thread and never waited for: enqueued before the process's exit
+    # handlers and destructors run, and the process ends cleanly.
+    code = """
+    import torch, opencl_functions.device
+    x = torch.randn(256, 256, device="opencl")
+    for _ in range(200):
+        x = torch.tanh(x @ x * 1e-3 + 1)
+    print("queued")
+    """
+    for _ in range(3):
+        proc = run_python(code, "1", timeout=300)
+        assert proc.returncode == 0 and "queued" in proc.stdout, proc.stderr[-3000:]

@@ -231,9 +231,14 @@ std::string kernel_function_name(cl_kernel kernel) {
 // kernel, each under a lock of its own: the callers of set_arg take the first (once per
 // argument) and the submission threads the second, so neither waits for the other (callers
 // also hold their device's runtime lock; kernels of several devices meet here).
+// Made once and never destroyed: a submission thread may still set arguments while the
+// process exits and static objects are torn down.
 std::atomic<int> deferring{0};
-std::mutex noted_mutex, applied_mutex;
-std::unordered_map<cl_kernel, std::vector<KernelArg>> noted, applied;
+std::mutex& noted_mutex = *new std::mutex;
+std::mutex& applied_mutex = *new std::mutex;
+using ArgsByKernel = std::unordered_map<cl_kernel, std::vector<KernelArg>>;
+ArgsByKernel& noted = *new ArgsByKernel;
+ArgsByKernel& applied = *new ArgsByKernel;
 
 void note(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* value) {
   if (args.size() <= index) args.resize(index + 1);

@@ -113,6 +113,10 @@ Device::Device(Runtime& rt) : rt_(rt) {
   CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_TYPE, sizeof(type), &type, nullptr));
   const bool gpu = (type & CL_DEVICE_TYPE_GPU) != 0 && (type & CL_DEVICE_TYPE_CPU) == 0;
   if (async == "1" || (async == "" && gpu)) {
+    // A program may end with commands still in the thread's list: they are enqueued before
+    // the process's exit handlers and static destructors run (the driver is still there).
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] { std::atexit([] { oclf::Device::settle_all(); }); });
     oclf::Device::set_queue_hook(&Device::settle_hook);
     defer_kernel_args(true);
     submitter_ = std::make_unique<Submitter>(rt.index(), rt.raw_queue());
