@@ -239,8 +239,9 @@ std::mutex& applied_mutex = *new std::mutex;
 using ArgsByKernel = std::unordered_map<cl_kernel, std::vector<KernelArg>>;
 ArgsByKernel& noted = *new ArgsByKernel;
 ArgsByKernel& applied = *new ArgsByKernel;
+}  // namespace
 
-void note(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* value) {
+void note_arg_value(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* value) {
   if (args.size() <= index) args.resize(index + 1);
   KernelArg& arg = args[index];
   arg.set = true;
@@ -248,7 +249,6 @@ void note(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* 
   arg.null = value == nullptr;
   arg.bytes.assign(value ? static_cast<const char*>(value) : "", value ? size : 0);
 }
-}  // namespace
 
 void set_arg_observer(ArgObserver observer) { arg_observer = observer; }
 
@@ -292,7 +292,7 @@ void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
   if (kernel_args_deferred()) {
     {
       std::lock_guard<std::mutex> lock(noted_mutex);
-      note(noted[kernel], index, size, value);
+      note_arg_value(noted[kernel], index, size, value);
     }
     launch_log::note_arg(kernel, index, size, value);
     if (ArgObserver observer = arg_observer.load(std::memory_order_relaxed)) observer(kernel, index, size, value);

@@ -94,6 +94,8 @@ struct KernelArg {
     return set == o.set && null == o.null && size == o.size && bytes == o.bytes;
   }
 };
+// Stores an argument as set_arg was given it at `index` of a kernel's list (grown to hold it).
+void note_arg_value(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* value);
 // Deferred arguments, for the opencl device's submission thread (which enqueues a GPU's
 // kernels while the caller goes on): while deferral is on (counted: on while any device
 // defers), set_arg notes each argument instead of setting it, a launch takes a copy of the

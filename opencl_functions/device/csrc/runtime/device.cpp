@@ -316,13 +316,7 @@ void Device::note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* 
   Device& dev = get();
   if (dev.recording_ == nullptr) return;
   std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-  std::vector<KernelArg>& args = dev.args_[kernel];
-  if (args.size() <= index) args.resize(index + 1);
-  KernelArg& arg = args[index];
-  arg.set = true;
-  arg.size = size;
-  arg.null = value == nullptr;
-  arg.bytes.assign(value ? static_cast<const char*>(value) : "", value ? size : 0);
+  note_arg_value(dev.args_[kernel], index, size, value);
 }
 
 namespace {

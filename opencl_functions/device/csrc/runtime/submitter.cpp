@@ -39,8 +39,6 @@ void spin(Done done) {
 }
 }  // namespace
 
-bool Submitter::on_submission_thread() { return submission_thread; }
-
 Submitter::Submitter(int device, cl_command_queue queue) : device_(device), queue_(queue) {
   thread_ = std::thread([this] { loop(); });
 }

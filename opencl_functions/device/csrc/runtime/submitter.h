@@ -49,7 +49,6 @@ class Submitter {
   // throws (queue() calls it from anywhere, deleters and destructors too: the error waits for
   // the next launch or wait). On the submission thread itself it returns at once.
   void settle(bool report);
-  static bool on_submission_thread();
 
  private:
   struct Command {
