@@ -1,6 +1,7 @@
 """Fused convolutions of the opencl device: torch.ops.oclf.conv2d_fused (a residual and an
 activation stored by the convolution kernel itself, reference/epilogue.h) against the
-separate operations, on every kernel kind that can write the output; and
+separate operations, on every kernel kind that can write the output; products with their
+activation (torch.ops.oclf.addmm_act) on each product kernel; and
 opencl_functions.device.fuse(), which rewrites eval models into it, against the model it
 came from (float64 on the CPU as the reference), what it fuses and what it leaves alone."""
 import operator
@@ -11,7 +12,7 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 
-ACTIVATIONS = ["none", "relu", "relu6", "silu", "gelu", "hardswish"]
+ACTIVATIONS = ["none", "relu", "relu6", "silu", "gelu", "hardswish", "gelu_tanh", "sigmoid", "tanh"]
 
 
 @pytest.fixture(autouse=True)
@@ -95,13 +96,40 @@ def test_other_operands_run_as_the_separate_operations():
 def test_fused_convolution_rejects_bad_arguments():
     x, w = torch.randn(1, 4, 8, 8).to("opencl"), torch.randn(6, 4, 3, 3).to("opencl")
     with pytest.raises(RuntimeError, match="activation must be none, relu"):
-        torch.ops.oclf.conv2d_fused(x, w, None, None, [1, 1], [0, 0], [1, 1], 1, "tanh")
+        torch.ops.oclf.conv2d_fused(x, w, None, None, [1, 1], [0, 0], [1, 1], 1, "mish")
     with pytest.raises(RuntimeError, match="input has 4 channels, weight expects 12"):
         torch.ops.oclf.conv2d_fused(x, torch.randn(6, 12, 3, 3).to("opencl"), None, None, [1, 1], [0, 0], [1, 1], 1,
                                     "relu")
     with pytest.raises(RuntimeError, match="larger than the padded input"):
         torch.ops.oclf.conv2d_fused(x, torch.randn(6, 4, 9, 9).to("opencl"), None, None, [1, 1], [0, 0], [1, 1], 1,
                                     "relu")
+
+
+@pytest.mark.parametrize("plan", ["auto", "gpu"])
+def test_products_apply_their_activation_as_they_store(plan, monkeypatch):
+    """addmm_act against float64: one row (a token) and a few, K long enough to split over
+    work-groups, N not a multiple of a vector; the weight as a linear layer stores it (N×K,
+    transposed), as transformers' Conv1D does (a K×N parameter: its transposed copy) and K×N
+    contiguous; every activation; the device's own plan and the GPU plan."""
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", plan)
+    gen = torch.Generator().manual_seed(1)
+    for (m, k, n), act in zip(((1, 70, 9), (3, 129, 65), (8, 33, 5), (1, 768, 130), (5, 7, 33)) * 2, ACTIVATIONS):
+        a, b, bias = (torch.randn(s, generator=gen) for s in ((m, k), (k, n), (n,)))
+        want = torch.ops.oclf.addmm_act(bias.double(), a.double(), b.double(), act)
+        d = (lambda t: t.to("opencl"))
+        for w in (d(b.t().contiguous()).t(), nn.Parameter(d(b)), d(b)):
+            close(torch.ops.oclf.addmm_act(d(bias), d(a), w, act), want, tol=1e-4)  # float32 sums of K terms
+    # Operands the kernels do not take run as addmm, then the activation: 16 bits, a bias
+    # that is not one row, tensors on the CPU.
+    a, b, bias = torch.randn(3, 8), torch.randn(8, 5), torch.randn(3, 5)
+    close(torch.ops.oclf.addmm_act(bias.to("opencl"), a.to("opencl"), b.to("opencl"), "silu"),
+          F.silu(torch.addmm(bias, a, b)))
+    half = torch.ops.oclf.addmm_act(bias[0].half().to("opencl"), a.half().to("opencl"), b.half().to("opencl"), "gelu")
+    assert half.dtype == torch.float16
+    close(half, F.gelu(torch.addmm(bias[0], a, b)), tol=5e-3)
+    close(torch.ops.oclf.addmm_act(bias[0], a, b, "tanh"), torch.tanh(torch.addmm(bias[0], a, b)))
+    with pytest.raises(RuntimeError, match="addmm_act: activation must be none, relu"):
+        torch.ops.oclf.addmm_act(bias[0].to("opencl"), a.to("opencl"), b.to("opencl"), "mish")
 
 
 def with_batch_norm_statistics(model, seed=0):

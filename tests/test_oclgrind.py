@@ -125,6 +125,12 @@ SCRIPT = textwrap.dedent("""
                 close(F.linear(d(a), d(b.t().contiguous()), d(bias)).cpu(), F.linear(a, b.t(), bias))
                 w = torch.nn.Parameter(d(b))  # a Conv1D weight: gemm_rows over its transposed copy
                 close(torch.addmm(d(bias), d(a), w).cpu(), torch.addmm(bias, a, b))
+                # The activation in the product's store (gemm_rows, gemm_cols, gemm_sum_splits).
+                for act in ("gelu_tanh", "relu"):
+                    want = torch.ops.oclf.addmm_act(bias, a, b, act)
+                    close(torch.ops.oclf.addmm_act(d(bias), d(a), d(b), act).cpu(), want)
+                    close(torch.ops.oclf.addmm_act(d(bias), d(a), w, act).cpu(), want)
+                    close(torch.ops.oclf.addmm_act(d(bias), d(a), d(b.t().contiguous()).t(), act).cpu(), want)
             q, kk, v = torch.randn(2, 3, 5, 16), torch.randn(2, 3, 7, 16), torch.randn(2, 3, 7, 8)
             mask = torch.rand(5, 7) > 0.3
             close(F.scaled_dot_product_attention(d(q), d(kk), d(v), attn_mask=d(mask)).cpu(),

@@ -60,6 +60,15 @@ class Graph:
         keys = ("launches", "copies", "writes", "calls", "command_buffers", "pool_bytes")
         return dict(zip(keys, (int(v) for v in _ops.graph_counts(self._id))))
 
+    def _rebind(self, moves: Dict[int, int]) -> bool:
+        """Points the recorded commands at other buffers ({old handle: new handle}, as
+        torch.ops.oclf.storage_locations gives them): for an input found in a new storage laid
+        out as the old one. False, changing nothing, where the recording holds a library call."""
+        if self._id is None or self._recording:
+            raise RuntimeError("opencl: this graph has no finished recording to rebind")
+        olds = list(moves)
+        return bool(_ops.graph_rebind(self._id, olds, [moves[m] for m in olds]))
+
     def reset(self) -> None:
         """Forgets the recording and hands its memory back to the device's cache."""
         if self._id is not None:

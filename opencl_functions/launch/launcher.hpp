@@ -74,8 +74,11 @@ class Launcher {
 
 // What a convolution does to each output before storing it (reference/epilogue.h): add a
 // residual laid out as y, then apply an activation. The opencl device's fused convolutions
-// (torch.ops.oclf.conv2d_fused) set it; everything else stores the plain sums.
-enum class Activation : int { kNone = 0, kRelu = 1, kRelu6 = 2, kSilu = 3, kGelu = 4, kHardswish = 5 };
+// (torch.ops.oclf.conv2d_fused) set it, and its products take the activation
+// (torch.ops.oclf.addmm_act); everything else stores the plain sums.
+enum class Activation : int {
+  kNone = 0, kRelu = 1, kRelu6 = 2, kSilu = 3, kGelu = 4, kHardswish = 5, kGeluTanh = 6, kSigmoid = 7, kTanh = 8
+};
 
 struct Epilogue {
   cl_mem residual = nullptr;

@@ -4,7 +4,8 @@
 //   -DEPI_RES     a residual, shaped and laid out as y, added to each output; the kernel takes
 //                 it as one more argument, its last (EPI_PARAM closes the signature; EPI_ARGS
 //                 passes it on to a helper function declared with EPI_PARAM);
-//   -DEPI_ACT=n   then an activation: 1 ReLU, 2 ReLU6, 3 SiLU, 4 GELU (erf), 5 Hardswish.
+//   -DEPI_ACT=n   then an activation: 1 ReLU, 2 ReLU6, 3 SiLU, 4 GELU (erf), 5 Hardswish,
+//                 6 GELU (tanh approximation), 7 sigmoid, 8 tanh.
 // Without them the kernels store what they computed, and never include this file.
 //   EPI(v, i)       output v at index i of y (after the bias), as stored;
 //   EPIV(v, i, n)   the same for a vector of n outputs at i .. i+n-1.
@@ -40,8 +41,14 @@
 #define EPI_F(v) (0.5f * (v) * (1.0f + erf((v) * M_SQRT1_2_F)))
 #elif EPI_ACT == 5
 #define EPI_F(v) ((v) * ((v) < -3.0f ? 0.0f : (v) > 3.0f ? 6.0f : (v) + 3.0f) / 6.0f)
+#elif EPI_ACT == 6
+#define EPI_F(v) (0.5f * (v) * (1.0f + tanh(0.7978845608028654f * ((v) + 0.044715f * (v) * (v) * (v)))))
+#elif EPI_ACT == 7
+#define EPI_F(v) (1.0f / (1.0f + exp(-(v))))
+#elif EPI_ACT == 8
+#define EPI_F(v) tanh(v)
 #else
-#error "EPI_ACT must be 0..5"
+#error "EPI_ACT must be 0..8"
 #endif
 
 // One function per type, so that v is evaluated once.

@@ -23,6 +23,20 @@
 //              reduced in local memory), -DLY (row groups per work-group), -DKFIX=K (K
 //              known when building: the loop over K unrolls; "KF=1" in a configuration).
 // Offsets are int: A, B and C must have < 2^31 elements.
+// -DEPI_ACT=n (epilogue.h's activations; the opencl device's products folded with the
+// activation after them): gemm_rows, gemm_cols and gemm_sum_splits apply it to each value of
+// C they store, after the bias row and beta·C (the host builds gemm_cols with it only when
+// it stores C itself, not partial sums).
+#ifdef EPI_ACT
+#include "epilogue.h"
+#define MM_CAT_(a, b) a##b
+#define MM_CAT(a, b) MM_CAT_(a, b)
+#define MM_ACT(v) epi_float(v)
+#define MM_ACTV(v) MM_CAT(epi_float, VW)(v)
+#else
+#define MM_ACT(v) (v)
+#define MM_ACTV(v) (v)
+#endif
 
 #ifndef VW
 #define VW 16
@@ -162,10 +176,10 @@ void gemm_cols(const int M, const int N, const int K, __global const float* rest
       for (int j = 0; j < CPW; ++j) {
         const int left = N - (n_first + j * LX * VW);
         if (left >= VW) {
-          VSTORE(VW)(acc[i][j], 0, c_row + j * LX * VW);
+          VSTORE(VW)(MM_ACTV(acc[i][j]), 0, c_row + j * LX * VW);
         } else if (left > 0) {
           float tmp[VW];
-          VSTORE(VW)(acc[i][j], 0, tmp);
+          VSTORE(VW)(MM_ACTV(acc[i][j]), 0, tmp);
           for (int v = 0; v < left; ++v) c_row[j * LX * VW + v] = tmp[v];
         }
       }
@@ -261,7 +275,8 @@ void gemm_rows(const int M, const int N, const int K, __global const float* rest
       for (int i = 0; i < MR; ++i) {
         if (m0 + i >= M) continue;
         for (int r = 0; r < RN; ++r)
-          if (n0 + r < N) c[(size_t)(m0 + i) * N + n0 + r] = sum[i][r] + (has_bias ? bias[bias_off + n0 + r] : 0.0f);
+          if (n0 + r < N)
+            c[(size_t)(m0 + i) * N + n0 + r] = MM_ACT(sum[i][r] + (has_bias ? bias[bias_off + n0 + r] : 0.0f));
       }
     }
   }
@@ -279,7 +294,7 @@ __kernel void gemm_sum_splits(__global const float* restrict parts, __global flo
   for (int k = 0; k < splits; ++k) s += parts[(size_t)k * total + i];
   if (has_bias) s += bias[bias_off + i % N];
   if (beta != 0.0f) s += beta * c[i];
-  c[i] = s;
+  c[i] = MM_ACT(s);
 }
 
 // out (cols × rows) = in (rows × cols, leading dimension ld) transposed: a resident weight

@@ -35,12 +35,19 @@ struct Operands {
 };
 
 // What is added as C is written: a row of n floats at row[row_offset] to every row (a
-// linear layer's bias), and beta · C's old values (C is read only when beta is not 0).
+// linear layer's bias), and beta · C's old values (C is read only when beta is not 0); then
+// an activation applied to each value stored (the opencl device's products folded with the
+// activation after them; reference/epilogue.h).
 struct Epilogue {
   cl_mem row = nullptr;
   int row_offset = 0;
   float beta = 0.0f;
+  Activation act = Activation::kNone;
   bool any() const { return row != nullptr || beta != 0.0f; }
+  // The build option of a kernel that applies the activation ("" for none).
+  std::string act_option() const {
+    return act == Activation::kNone ? "" : " -DEPI_ACT=" + std::to_string(int(act));
+  }
 };
 
 inline std::string options_of(const std::string& config) {
@@ -54,19 +61,20 @@ inline std::string options_of(const std::string& config) {
 
 // c = the sum of `splits` partial products (splits × m × n in parts) + e's row + beta · c.
 inline void launch_sum(Launcher& l, cl_mem parts, int splits, const Operands& o, const Epilogue& e) {
-  cl_kernel sum = l.kernel(kMatmulFile, "gemm_sum_splits", "");
+  cl_kernel sum = l.kernel(kMatmulFile, "gemm_sum_splits", e.act_option());
   const int total = o.m * o.n, has_row = e.row != nullptr;
   set_args(sum, parts, o.c, splits, total, o.n, e.row ? e.row : parts, e.row_offset, has_row, e.beta);
   const size_t global[1] = {size_t(total)};
   l.launch(sum, 1, global, nullptr);
 }
 
-// gemm_rows: the row added in the kernel; beta · C through a product in scratch memory and
-// gemm_sum_splits.
+// gemm_rows: the row and the activation applied in the kernel; beta · C through a product in
+// scratch memory and gemm_sum_splits (which then applies both).
 inline void launch_rows(Launcher& l, const std::string& config, const Operands& o, const Epilogue& e = {}) {
   const int rn = config_value(config, "RN", 4), lx = config_value(config, "LX", 1), ly = config_value(config, "LY", 1);
   std::string options = options_of(config);
   if (config_value(config, "KF", 0)) options += " -DKFIX=" + std::to_string(o.k);
+  if (e.beta == 0.0f) options += e.act_option();
   Scratch product;
   if (e.beta != 0.0f) product = l.scratch(size_t(o.m) * o.n * sizeof(float));
   const cl_mem out = e.beta != 0.0f ? product.get() : o.c;
@@ -85,7 +93,7 @@ inline void launch_rows(Launcher& l, const std::string& config, const Operands& 
 
 // gemm_cols, with K split over KS work-groups when the columns alone would not fill the
 // device twice (GPUs; at least 8 values of K per work-item); the partial products, the row
-// and beta · C are added by gemm_sum_splits.
+// and beta · C are added, and the activation applied, by gemm_sum_splits.
 inline void launch_cols(Launcher& l, const std::string& config, const Operands& o, const Epilogue& e = {}) {
   const int vw = config_value(config, "VW", 4), cpw = config_value(config, "CPW", 1);
   const int lx = config_value(config, "LX", 1), ly = config_value(config, "LY", 1);
@@ -101,7 +109,8 @@ inline void launch_cols(Launcher& l, const std::string& config, const Operands& 
   const bool summed = splits > 1 || e.any();
   Scratch parts;
   if (summed) parts = l.scratch(size_t(splits) * o.m * o.n * sizeof(float));
-  cl_kernel kernel = l.kernel(kMatmulFile, "gemm_cols", options_of(config));
+  // Stored as it is computed: the activation in gemm_cols; else in gemm_sum_splits.
+  cl_kernel kernel = l.kernel(kMatmulFile, "gemm_cols", options_of(config) + (summed ? "" : e.act_option()));
   set_args(kernel, o.m, o.n, o.k, o.a, o.sam, o.sak, o.b, o.ldb, summed ? parts.get() : o.c, k_chunk);
   const size_t global[3] = {col_groups * lx, size_t(ly), size_t(splits)};
   size_t local[3] = {size_t(lx), size_t(ly), 1};
@@ -154,7 +163,8 @@ inline void run_product(Launcher& l, const std::string& config, Operands o, cons
   } else if (kind == "cols") {
     launch_cols(l, config, o, e);
   } else {
-    if (e.any()) throw Error("the conv products add no bias row or beta", CL_INVALID_VALUE);
+    if (e.any() || e.act != Activation::kNone)
+      throw Error("the conv products add no bias row, beta or activation", CL_INVALID_VALUE);
     if (o.b_rows) o.b = transposed(l, o.b, o.n, o.k, o.ldb, &copy), o.ldb = o.n, o.b_rows = false;
     launch_gemm(l, config, o);
   }

@@ -5,10 +5,21 @@ residual and apply the activation as they store each output:
 
     convolution -> [per-channel affine: an eval batch norm, a bias] -> [+ residual] -> [activation]
 
+and a product with a bias row and the activation after it (a linear layer's or transformers'
+Conv1D's, then GELU in any of its spellings) become one call of torch.ops.oclf.addmm_act,
+whose product kernels apply the activation as they store C:
+
+    addmm(bias, x, w) -> [views] -> f, f an activation written as elementwise operations
+
+The activation is recognized by its values, not its spelling: the elementwise operations
+that follow the product, depend on nothing else and end in one value (HF's NewGELU is nine
+of them) are evaluated in float64 on sample points and compared with each activation the
+kernels know (relu, relu6, silu, gelu, gelu_tanh, hardswish, sigmoid, tanh).
+
 A per-channel affine (x - m) * s * g + b folds into the convolution's weights and bias
 (w * a, bias * a + c, computed in the graph: parameters may change between calls); it is
 folded only where the output is larger than the weights (folding reads and writes the
-weights once per call, fusing saves a read and a write of the output). Every value the
+weights once per call, fusing saves a read and a write of the output). Every value either
 chain replaces must have no other user (what a training graph saves for its backward pass
 does), so gradients never need the fused call. Float32 convolutions of 4-D tensors only.
 
@@ -146,6 +157,118 @@ def _fuse_one(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
     return True
 
 
+# ---- a product and its activation -----------------------------------------------------
+
+_VIEWS = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+# Elementwise operations an activation may be written with: tensor operands from the chain,
+# the rest numbers.
+_ELEMENTWISE = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.pow.Tensor_Scalar,
+                aten.tanh.default, aten.sigmoid.default, aten.relu.default, aten.gelu.default, aten.silu.default,
+                aten.erf.default, aten.exp.default, aten.neg.default, aten.reciprocal.default, aten.hardtanh.default,
+                aten.hardswish.default, aten.clamp_min.default, aten.clamp_max.default, aten.clamp.default,
+                aten.rsub.Scalar}
+_SAMPLES = torch.cat([torch.linspace(-12.0, 12.0, 4801, dtype=torch.float64),
+                      torch.tensor([0.0, 1e-6, -1e-6, 3.0, -3.0, 6.0, 30.0, -30.0], dtype=torch.float64)])
+
+
+def _activations() -> dict[str, Any]:
+    F = torch.nn.functional
+    return {"relu": torch.relu, "relu6": lambda v: F.hardtanh(v, 0.0, 6.0), "silu": F.silu, "gelu": F.gelu,
+            "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "hardswish": F.hardswish,
+            "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+
+
+def _tensor_args(node: torch.fx.Node) -> list:
+    return [a for a in (*node.args, *node.kwargs.values()) if isinstance(a, torch.fx.Node)]
+
+
+def _numbers_only(node: torch.fx.Node) -> bool:
+    """Whether every operand that is not a node is a plain number (or None)."""
+    return all(isinstance(a, (torch.fx.Node, int, float, bool, str, type(None)))
+               for a in (*node.args, *node.kwargs.values()))
+
+
+def _activation_after(root: torch.fx.Node) -> tuple[str, torch.fx.Node, list] | None:
+    """The activation that the elementwise operations after `root` compute, the node that ends
+    them and the nodes they take (or None): the operations depend on root and numbers only,
+    nothing outside them reads root or any of them but the last, and their values match one
+    activation the kernels know."""
+    shape = getattr(_val(root), "shape", None)
+    region: list[torch.fx.Node] = []
+    inside = {root}
+    node = root.next
+    for _ in range(64):  # an activation's operations follow the product closely
+        if node.op == "output":
+            break
+        v = _val(node)
+        if (node.op == "call_function" and node.target in _ELEMENTWISE and _numbers_only(node)
+                and _tensor_args(node) and all(a in inside for a in _tensor_args(node))
+                and isinstance(v, torch.Tensor) and v.shape == shape and v.dtype == torch.float32):
+            region.append(node)
+            inside.add(node)
+        node = node.next
+    for sink in reversed(region):
+        taken, stack = {sink}, [sink]
+        while stack:  # what the sink is computed from, back to root
+            for a in _tensor_args(stack.pop()):
+                if a is not root and a not in taken:
+                    taken.add(a)
+                    stack.append(a)
+        if any(u not in taken for n in taken if n is not sink for u in n.users) or any(
+                u not in taken for u in root.users):
+            continue
+        values = {root: _SAMPLES}
+        ordered = [n for n in region if n in taken]
+        try:
+            for n in ordered:
+                args = [values[a] if isinstance(a, torch.fx.Node) else a for a in n.args]
+                kwargs = {k: values[a] if isinstance(a, torch.fx.Node) else a for k, a in n.kwargs.items()}
+                values[n] = n.target(*args, **kwargs)
+        except Exception:  # an operand form the samples do not take: not folded
+            continue
+        got = values[sink]
+        for name, f in _activations().items():
+            want = f(_SAMPLES)
+            if torch.allclose(got, want, rtol=1e-9, atol=1e-9, equal_nan=True):
+                return name, sink, ordered
+        return None
+    return None
+
+
+def _fold_activation(graph: torch.fx.Graph, product: torch.fx.Node) -> bool:
+    """addmm(bias, x, w) [-> views] -> an activation becomes addmm_act (see the module's text)."""
+    if len(product.args) != 3 or any(product.kwargs.get(k, 1) != 1 for k in ("beta", "alpha")):
+        return False
+    bias, x, w = product.args
+    out, bv = _val(product), _val(bias)
+    if (not isinstance(out, torch.Tensor) or out.dtype != torch.float32 or out.device.type != "opencl"
+            or out.dim() != 2 or not isinstance(bv, torch.Tensor) or bv.dim() != 1 or bv.dtype != torch.float32):
+        return False
+    root, views = product, []
+    while len(root.users) == 1 and next(iter(root.users)).target in _VIEWS:
+        root = next(iter(root.users))
+        views.append(root)
+    found = _activation_after(root)
+    if found is None:
+        return False
+    name, sink, taken = found
+    fake_mode = detect_fake_mode([out])
+    with graph.inserting_before(sink):
+        fused = graph.call_function(torch.ops.oclf.addmm_act.default, (bias, x, w, name))
+        with fake_mode:
+            fused.meta["val"] = torch.ops.oclf.addmm_act.default(bv, _val(x), _val(w), name)
+        result = fused
+        if views:
+            result = graph.call_function(aten.view.default, (fused, list(_val(sink).shape)))
+            with fake_mode:
+                result.meta["val"] = aten.view.default(fused.meta["val"], list(_val(sink).shape))
+    sink.replace_all_uses_with(result)
+    for dead in reversed([product, *views, *taken]):
+        if not dead.users:
+            graph.erase_node(dead)
+    return True
+
+
 def _on_opencl(node: torch.fx.Node) -> bool:
     v = _val(node.args[0]) if node.args else None
     return isinstance(v, torch.Tensor) and v.device.type == "opencl"
@@ -180,6 +303,8 @@ class OpenCLGraphPass(CustomGraphModulePass):
         changed = False
         for conv in list(gm.graph.find_nodes(op="call_function", target=aten.convolution.default)):
             changed |= _fuse_one(gm.graph, conv)
+        for product in list(gm.graph.find_nodes(op="call_function", target=aten.addmm.default)):
+            changed |= _fold_activation(gm.graph, product)
         if changed:
             gm.graph.eliminate_dead_code()
             gm.recompile()

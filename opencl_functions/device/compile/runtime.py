@@ -18,8 +18,10 @@ Replayed(call)
     memory (parameters, buffers, optimizer state), and inputs in memory another graph's
     recording holds (a backward graph's saved activations, the forward's outputs: they stay
     put while that recording lives), are read and written where they are.
-    One found elsewhere later records again: read where it is now if it had stayed put
-    for a call at least (a key/value cache that each generate() makes anew), copied from
+    One found elsewhere later: if it had stayed put for a call at least (a key/value cache
+    that each generate() makes anew) and its new storage is laid out as the old one, the
+    recording's commands are pointed at the new buffer (Graph._rebind) and it replays at
+    once; otherwise the graph records again, reading it where it is now, or copying it from
     then on if it moves on every call. Outputs are handed out as tensors over
     the recording's memory; the next replay first moves the ones the caller still holds
     to memory of their own (storage_relocate), so a held result never changes under its
@@ -50,7 +52,8 @@ _local = threading.local()
 MAX_SIGNATURES = 8
 # What compiled graphs did in this process: "plain" runs as written (first calls, graphs
 # that cannot be recorded, replays off), "recorded", "replayed", "unrecordable" graphs,
-# "relocated" outputs moved off a recording's memory, kernels "built".
+# "relocated" outputs moved off a recording's memory, "rebound" recordings pointed at inputs
+# in new storages, "moved" graphs recorded again for inputs found elsewhere, kernels "built".
 counters: collections.Counter = collections.Counter()
 # Why graphs were not recorded (the recording's exception, first line), newest last: a graph
 # that waits for the device (a CPU fallback, .item()) runs as written on every call.
@@ -159,6 +162,9 @@ class _Recording:
         self.failed = False
         self.private: dict[int, torch.Tensor] = {}     # input index -> the recording's copy
         self.input_ptrs: list[int | None] = []         # addresses the recording read
+        # input index -> (buffer, byte offset, storage bytes, derived buffers kept) of the inputs
+        # read in place, as storage_locations gives them: what _follow checks a moved one against
+        self.locations: dict[int, tuple[int, int, int, bool]] = {}
         self.replays = 0                               # since it was recorded
         self.times_recorded = 0
         self.outputs: list[Any] = []                   # the recorded outputs (owning memory)
@@ -280,6 +286,9 @@ class Replayed:
         if rec.graph is None:
             return self._record(rec, args)
         moved = [i for i, (p, q) in enumerate(zip(ptrs, rec.input_ptrs)) if p != q and i not in rec.private]
+        if moved and rec.replays > 0 and self._follow(rec, args, moved, ptrs):
+            counters["rebound"] += 1
+            return self._replay(rec, args)
         if moved:
             # An input the recording reads in place moved: record again. After replays with it
             # in place (a key/value cache made anew by each generate()) it is read where it
@@ -302,6 +311,34 @@ class Replayed:
             self._drop(rec)
             return self._record(rec, args)
         return self._replay(rec, args)
+
+    @staticmethod
+    def _follow(rec: _Recording, args: list, moved: list[int], ptrs: list) -> bool:
+        """Points the recording at inputs it reads in place that moved, after replays, to new
+        storages laid out as the old ones (a key/value cache each generate() makes anew): the
+        same bytes at the same offset of their buffers, with nothing derived from the old
+        storages (a transposed weight in the recording would stay the old one's) and no other
+        input sharing an old buffer. False (nothing changed) where that does not hold, or where
+        the recording holds a library call; the caller then records again."""
+        olds = [rec.locations.get(i) for i in moved]
+        if any(old is None or old[3] for old in olds):
+            return False
+        kept = {loc[0] for j, loc in rec.locations.items() if j not in moved}
+        found = _ops.storage_locations([args[i] for i in moved])
+        moves: dict[int, int] = {}
+        for n, (i, old) in enumerate(zip(moved, olds)):
+            mem, offset = found[4 * n], found[4 * n + 1]
+            if (offset != old[1] or args[i].untyped_storage().nbytes() != old[2] or old[0] in kept
+                    or moves.setdefault(old[0], mem) != mem):
+                return False
+        if not rec.graph._rebind(moves):
+            return False
+        for n, i in enumerate(moved):
+            rec.locations[i] = (found[4 * n], found[4 * n + 1], rec.locations[i][2], bool(found[4 * n + 3]))
+            rec.input_ptrs[i] = ptrs[i]
+            rec.versions[i] = _version(args[i])
+            rec.first_versions[i] = None  # changes: never a reason to record again
+        return True
 
     def _run_noting_seeds(self, rec: _Recording, args: list) -> Any:
         _local.replayed = rec
@@ -331,6 +368,7 @@ class Replayed:
                 rec.private[i].copy_(_span(a))
                 call_args[i] = rec.private[i].as_strided(a.shape, a.stride(), 0)
         rec.input_ptrs = [_ptr(a) for a in call_args]
+        rec.locations = {}
         rec.versions = [_version(a) for a in args]
         rec.seed_tensors = [(torch.empty(n, dtype=torch.int64, device=self._device(args)), low, high)
                             for n, low, high in rec.seed_counts]
@@ -360,6 +398,10 @@ class Replayed:
             if i in rec.private:
                 _span(args[i]).copy_(rec.private[i])
         counters["recorded"] += 1
+        read_in_place = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in rec.private]
+        found = _ops.storage_locations([args[i] for i in read_in_place]) if read_in_place else []
+        rec.locations = {i: (found[4 * n], found[4 * n + 1], args[i].untyped_storage().nbytes(),
+                             bool(found[4 * n + 3])) for n, i in enumerate(read_in_place)}
         rec.outputs = list(outputs)
         rec.output_kind = [self._kind(o, call_args, rec) for o in rec.outputs]
         _recorded_memory.update(_storage(o) for o, kind in zip(rec.outputs, rec.output_kind) if kind[0] == "memory")

@@ -208,6 +208,16 @@ void graph_release(int64_t id) {
   if (dev.recording() == gone.get()) dev.end_recording();
 }
 
+// Points graph `id` at new buffers (Graph::rebind): olds[i] becomes news[i], as handles.
+bool graph_rebind(int64_t id, const std::vector<int64_t>& olds, const std::vector<int64_t>& news) {
+  DEVICE_CHECK(olds.size() == news.size(), "opencl: graph_rebind: ", olds.size(), " old buffers and ", news.size(),
+               " new ones");
+  std::vector<std::pair<cl_mem, cl_mem>> moves;
+  for (size_t i = 0; i < olds.size(); ++i)
+    moves.emplace_back(reinterpret_cast<cl_mem>(uintptr_t(olds[i])), reinterpret_cast<cl_mem>(uintptr_t(news[i])));
+  return graph(id).rebind(moves);
+}
+
 // [kernel launches, copies, host writes, library calls, command buffers, bytes of its memory pool]
 std::vector<int64_t> graph_counts(int64_t id) {
   Graph& g = graph(id);
@@ -252,6 +262,7 @@ TORCH_LIBRARY(oclf, m) {
   m.def("graph_replay(int id) -> ()", &graph_replay);
   m.def("graph_release(int id) -> ()", &graph_release);
   m.def("graph_counts(int id) -> int[]", &graph_counts);
+  m.def("graph_rebind(int id, int[] olds, int[] news) -> bool", &graph_rebind);
   m.def("graph_command_buffers_available() -> bool", &Graph::command_buffers_available);
 }
 

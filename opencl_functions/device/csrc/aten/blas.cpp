@@ -11,6 +11,7 @@
 
 #include "../../../reference/matmul_plan.hpp"
 #include "../../../runtime/settings.hpp"
+#include "activations.h"
 #include "dispatch.h"
 #include "device_launcher.h"
 #include "plans.h"
@@ -98,7 +99,7 @@ void clblast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size
 // GEMMs: where the library would, CLBlast does. False leaves the product to CLBlast (the
 // plan's choice, or operands the kernels do not take: offsets, sizes, both transposed).
 bool fast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
-                  const at::Tensor& row, float beta) {
+                  const at::Tensor& row, float beta, Activation act = Activation::kNone) {
   const std::string mode = product_mode(), forced = setting("MATMUL");
   if (mode == "clblast" || forced == "clblast") return false;
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c), sr = row.defined() ? span(row) : DeviceSpan{};
@@ -142,7 +143,7 @@ bool fast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t 
   });
   if (!plan.origin.empty()) launcher.tuning().note(plan.config, plan.origin);
   if (reference::config_kind(plan.config) == "clblast") return false;
-  reference::run_product(launcher, plan.config, o, reference::Epilogue{sr.mem, sr.offset, beta});
+  reference::run_product(launcher, plan.config, o, reference::Epilogue{sr.mem, sr.offset, beta, act});
   return true;
 }
 
@@ -394,6 +395,33 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& m
   return addmm_out(self, mat1, mat2, beta, alpha, self);
 }
 
+// torch.ops.oclf.addmm_act(bias, mat1, mat2, activation): act(addmm(bias, mat1, mat2)), what a
+// compiled graph's product and the activation after it become (compile/passes.py). Float32
+// products with a bias row that run on the reference's kernels apply the activation as they
+// store C: one kernel where the product and the activation took two; any other product (a
+// 16-bit one, CLBlast's, another device's) runs addmm and then the activation, which gives
+// the same values.
+at::Tensor addmm_act_separately(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
+                                c10::string_view activation) {
+  return activated(at::addmm(bias, mat1, mat2), activation_named(activation, "addmm_act"));
+}
+
+at::Tensor addmm_act(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
+                     c10::string_view activation) {
+  const Activation act = activation_named(activation, "addmm_act");
+  if (mat1.scalar_type() == at::kFloat && mat2.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat &&
+      mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(1) == mat2.size(0) && is_device(bias) && is_device(mat1) &&
+      is_device(mat2)) {
+    const int64_t m = mat1.size(0), k = mat1.size(1), n = mat2.size(1);
+    at::Tensor out = empty_device({m, n}, at::kFloat);
+    if (m > 0 && n > 0 && k > 0 && bias_row(bias, out, 1.0f, n) &&
+        fast_product(as_matrix(mat1), as_matrix(mat2), out, size_t(m), size_t(n), size_t(k), bias.reshape({n}), 0.0f,
+                     act))
+      return out;
+  }
+  return addmm_act_separately(bias, mat1, mat2, activation);
+}
+
 void check_bmm(const at::Tensor& a, const at::Tensor& b, const char* op) {
   check_matrix(a, 3, op, "self");
   check_matrix(b, 3, op, "mat2");
@@ -482,6 +510,18 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("dot.out", dot_out);
   m.impl("vdot", dot);
   m.impl("vdot.out", dot_out);
+}
+
+TORCH_LIBRARY_FRAGMENT(oclf, m) {
+  m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str activation) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(oclf, PrivateUse1, m) {
+  m.impl("addmm_act", addmm_act);
+}
+
+TORCH_LIBRARY_IMPL(oclf, CompositeExplicitAutograd, m) {
+  m.impl("addmm_act", addmm_act_separately);
 }
 
 }  // namespace oclf::device

@@ -10,6 +10,7 @@
 
 #include "../../../reference/conv2d.hpp"
 #include "../../../runtime/settings.hpp"
+#include "activations.h"
 #include "conv.h"
 #include "derived.h"
 #include "dispatch.h"
@@ -234,29 +235,6 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
 
 namespace {
 
-Activation activation_named(c10::string_view name) {
-  if (name == "none") return Activation::kNone;
-  if (name == "relu") return Activation::kRelu;
-  if (name == "relu6") return Activation::kRelu6;
-  if (name == "silu") return Activation::kSilu;
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "hardswish") return Activation::kHardswish;
-  DEVICE_CHECK(false, "conv2d_fused: activation must be none, relu, relu6, silu, gelu or hardswish, got \"",
-              std::string(name), "\"");
-}
-
-at::Tensor activated(const at::Tensor& y, Activation act) {
-  switch (act) {
-    case Activation::kNone: return y;
-    case Activation::kRelu: return at::relu(y);
-    case Activation::kRelu6: return at::hardtanh(y, 0, 6);
-    case Activation::kSilu: return at::silu(y);
-    case Activation::kGelu: return at::gelu(y);
-    case Activation::kHardswish: return at::hardswish(y);
-  }
-  return y;
-}
-
 void check_fused_args(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
   DEVICE_CHECK(stride.size() == 2 && padding.size() == 2 && dilation.size() == 2,
               "conv2d_fused: stride, padding and dilation take two values each");
@@ -267,7 +245,7 @@ at::Tensor conv2d_fused_separately(const at::Tensor& input, const at::Tensor& we
                                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
                                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                    int64_t groups, c10::string_view activation) {
-  const Activation act = activation_named(activation);
+  const Activation act = activation_named(activation, "conv2d_fused");
   check_fused_args(stride, padding, dilation);
   at::Tensor y = at::convolution(input, weight, bias, stride, padding, dilation, false, {0, 0}, groups);
   if (residual && residual->defined()) y = y + *residual;
@@ -277,7 +255,7 @@ at::Tensor conv2d_fused_separately(const at::Tensor& input, const at::Tensor& we
 at::Tensor conv2d_fused(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                         const std::optional<at::Tensor>& residual, at::IntArrayRef stride, at::IntArrayRef padding,
                         at::IntArrayRef dilation, int64_t groups, c10::string_view activation) {
-  const Activation act = activation_named(activation);
+  const Activation act = activation_named(activation, "conv2d_fused");
   check_fused_args(stride, padding, dilation);
   const bool has_bias = bias && bias->defined(), has_residual = residual && residual->defined();
   auto on_device_float = [](const at::Tensor& t) { return t.device().is_privateuseone() && t.scalar_type() == at::kFloat; };

@@ -62,6 +62,14 @@ at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
   return made;
 }
 
+bool has_derived(const void* address) {
+  const uint64_t serial = Allocator::get().tag(address).serial;
+  if (serial == 0) return false;
+  std::lock_guard<std::mutex> lock(derived_mutex);
+  auto found = derived_cache().find(serial);
+  return found != derived_cache().end() && !found->second.empty();
+}
+
 // (The cache's key is joined by message(), without iostreams: c10::str of the sizes crashed
 // the process on the H100 image, csrc/check.h.)
 at::Tensor float32_copy(const at::Tensor& t) {

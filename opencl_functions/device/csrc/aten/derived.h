@@ -16,6 +16,9 @@ namespace oclf::device {
 at::Tensor derived_from(const at::Tensor& source, const std::string& layout,
                         const std::function<at::Tensor()>& make);
 
+// Whether anything is kept derived from the storage holding `address`.
+bool has_derived(const void* address);
+
 // A float32 copy of a 16-bit device tensor, for kernels that compute in float32 only.
 // Parameters (leaves that require grad) keep theirs while their version is unchanged, so
 // inference converts each weight once.

@@ -25,6 +25,12 @@
 //       moves t's storage to memory of its own (a copy on the device's queue), for every
 //       tensor and view sharing that storage: done to outputs a caller still holds before
 //       the next replay writes the recorded memory again.
+//
+// and one more lets a recording follow an input to a new storage (graph_rebind):
+//
+//   torch.ops.oclf.storage_locations(tensors) -> int[]
+//       for each tensor, its storage's buffer, its first element's byte offset there, the
+//       buffer's bytes and whether buffers derived from it are kept (see below).
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -33,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "derived.h"
 #include "kernel_launch.h"
 #include "tensors.h"
 
@@ -138,6 +145,25 @@ void storage_relocate(const at::Tensor& t) {
   storage->set_allocator(allocator);
 }
 
+// Where each tensor's elements lie, four numbers a tensor: its storage's buffer (the handle),
+// the byte offset of its first element in that buffer, the buffer's bytes, and 1 when the
+// device keeps buffers derived from the storage (a packed or transposed weight), else 0.
+std::vector<int64_t> storage_locations(const std::vector<at::Tensor>& tensors) {
+  std::vector<int64_t> out;
+  out.reserve(4 * tensors.size());
+  for (const at::Tensor& t : tensors) {
+    DEVICE_CHECK(is_device(t), "opencl: storage_locations: expected opencl tensors, got one on ", t.device());
+    const Location at = Allocator::get().locate(t.data_ptr());
+    size_t bytes = 0;
+    CL_CHECK(clGetMemObjectInfo(at.mem, CL_MEM_SIZE, sizeof(bytes), &bytes, nullptr));
+    out.push_back(int64_t(reinterpret_cast<uintptr_t>(at.mem)));
+    out.push_back(int64_t(at.offset));
+    out.push_back(int64_t(bytes));
+    out.push_back(has_derived(t.data_ptr()) ? 1 : 0);
+  }
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(oclf, m) {
@@ -145,12 +171,14 @@ TORCH_LIBRARY_FRAGMENT(oclf, m) {
   m.def("generated_launch(int handle, Tensor[] tensors, int[] scalars, int[] global_size, int[] local_size) -> ()");
   m.def("storage_alias(Tensor t) -> Tensor");
   m.def("storage_relocate(Tensor t) -> ()");
+  m.def("storage_locations(Tensor[] tensors) -> int[]");
 }
 
 TORCH_LIBRARY_IMPL(oclf, PrivateUse1, m) {
   m.impl("generated_launch", &generated_launch);
   m.impl("storage_alias", &storage_alias);
   m.impl("storage_relocate", &storage_relocate);
+  m.impl("storage_locations", &storage_locations);
 }
 
 }  // namespace oclf::device

@@ -123,6 +123,7 @@ void Graph::add_launch(cl_kernel source, const std::vector<KernelArg>& args, cl_
   commands_.push_back(Command{Command::kLaunch});
   Command& added = commands_.back();
   added.kernel = own;
+  added.args.assign(args.begin(), args.begin() + count);
   added.dims = dims;
   added.driver_local = local == nullptr;
   for (cl_uint i = 0; i < dims; ++i) {
@@ -162,6 +163,53 @@ void Graph::add_call(std::function<void()> call) {
 }
 
 bool Graph::command_buffers_available() { return command_buffers().usable; }
+
+bool Graph::rebind(const std::vector<std::pair<cl_mem, cl_mem>>& moves) {
+  if (counts_.calls > 0) return false;
+  Device& dev = Device::at(device_);
+  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  if (dev.recording() == this) throw Error("opencl: a graph cannot be rebound while it records", CL_INVALID_OPERATION);
+  // Through queue(): the submission thread has enqueued every replay of this graph it held,
+  // so no launch reads the arguments changed below (OpenCL copies them at each enqueue).
+  cl_command_queue queue = dev.queue();
+  // One pass with the whole map: the moves may swap buffers among the inputs.
+  auto moved = [&](cl_mem m) {
+    for (const auto& move : moves)
+      if (move.first == m) return move.second;
+    return m;
+  };
+  for (Command& c : commands_) {
+    if (c.kind == Command::kLaunch) {
+      for (size_t i = 0; i < c.args.size(); ++i) {
+        KernelArg& a = c.args[i];
+        // A buffer argument is a cl_mem's bytes; a number the size of a pointer holding a
+        // dead buffer's handle would need to equal a heap address.
+        if (a.null || a.size != sizeof(cl_mem) || a.bytes.size() != sizeof(cl_mem)) continue;
+        cl_mem was = nullptr;
+        std::memcpy(&was, a.bytes.data(), sizeof(cl_mem));
+        const cl_mem now = moved(was);
+        if (now == was) continue;
+        CL_CHECK(clSetKernelArg(c.kernel, cl_uint(i), sizeof(cl_mem), &now));
+        a.bytes.assign(reinterpret_cast<const char*>(&now), sizeof(cl_mem));
+      }
+    } else if (c.kind == Command::kCopy) {
+      c.from = moved(c.from);
+      c.to = moved(c.to);
+    } else if (c.kind == Command::kWrite) {
+      c.to = moved(c.to);
+    }
+  }
+  if (!buffers_.empty()) {
+    // Command buffers hold the commands as they were made: made again from the commands.
+    CL_CHECK(clFinish(queue));
+    for (void* b : buffers_) command_buffers().release(static_cast<cl_command_buffer_khr>(b));
+    buffers_.clear();
+    plan_.clear();
+    counts_.command_buffers = 0;
+    finish();
+  }
+  return true;
+}
 
 // One recorded command, enqueued as recorded.
 void Graph::issue(const Command& c, cl_command_queue queue) const {

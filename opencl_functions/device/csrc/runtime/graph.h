@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "allocator.h"
@@ -43,6 +44,13 @@ class Graph {
   // The recording ended: runs of launches and copies become command buffers, where the
   // device has them (OCLF_GRAPH_COMMAND_BUFFERS=0 keeps plain enqueues).
   void finish();
+  // Points the recorded commands at other buffers: every kernel argument, copy and write that
+  // named moves[i].first names moves[i].second from now on (a step's input found in a new
+  // storage laid out as the old one, such as a key/value cache each generate() makes anew),
+  // so that the recording serves again without recording the step anew. Waits for commands
+  // the submission thread still holds. False, changing nothing, when the recording holds a
+  // library call (CLBlast): the buffers inside it cannot be seen.
+  bool rebind(const std::vector<std::pair<cl_mem, cl_mem>>& moves);
 
   struct Counts {
     size_t launches = 0, copies = 0, writes = 0, calls = 0, command_buffers = 0;
@@ -62,6 +70,7 @@ class Graph {
   struct Command {
     enum Kind { kLaunch, kCopy, kWrite, kCall } kind;
     cl_kernel kernel = nullptr;  // kLaunch: the graph's own (in kernels_), arguments bound
+    std::vector<KernelArg> args;  // kLaunch: the arguments bound (rebind() reads them)
     cl_uint dims = 0;
     size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
     bool driver_local = true;
