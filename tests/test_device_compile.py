@@ -335,6 +335,28 @@ def test_a_moved_input_with_derived_buffers_is_recorded_again(device):
     assert counters()["replayed"] >= 4, replays()
 
 
+def test_zero_dim_cpu_inputs_are_copied_in_for_each_replay(device):
+    """0-dim CPU inputs that the graph only reads (a static key/value cache's lengths, which
+    transformers makes on the CPU) are copied to the device before each replay, so the
+    graph replays with the value of each call; a graph that computes with them on the CPU
+    runs as written."""
+    x = torch.randn(7, 33).to("opencl")
+    f = torch.compile(lambda x, n: x * n.to(x.device) + 1)
+    for i in range(6):
+        close(f(x, torch.tensor(i + 0.5)), x.cpu().double() * (i + 0.5) + 1)
+    assert counters()["replayed"] >= 3, replays()
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    counters().clear()
+    g = torch.compile(lambda x, n: x * (n * 2 + 1).to(x.device))
+    _, code = run_and_get_code(g, x, torch.tensor(1.0))
+    assert "cpu_scalars=False" in code[0]  # the scalar's arithmetic is a CPU kernel
+    for i in range(4):
+        close(g(x, torch.tensor(float(i))), x.cpu().double() * (2 * i + 1))
+    assert counters()["replayed"] == 0 and counters()["plain"] == 5, replays()
+
+
 def test_results_fed_back_stay_right_and_stop_recording(device):
     """A graph fed its own last result (a recurrent state), and two graphs feeding each other
     across a graph break: every call right, and the recordings settle (a result handed out

@@ -22,7 +22,10 @@ Replayed(call)
     that each generate() makes anew) and its new storage is laid out as the old one, the
     recording's commands are pointed at the new buffer (Graph._rebind) and it replays at
     once; otherwise the graph records again, reading it where it is now, or copying it from
-    then on if it moves on every call. Outputs are handed out as tensors over
+    then on if it moves on every call. 0-dim CPU inputs that the graph only reads (a static
+    cache's lengths, made on the CPU) are copied in like a batch, where nothing of the graph
+    runs on the CPU (the wrapper says so: cpu_scalars); graphs with other CPU inputs, or
+    that write a CPU input, run as written. Outputs are handed out as tensors over
     the recording's memory; the next replay first moves the ones the caller still holds
     to memory of their own (storage_relocate), so a held result never changes under its
     holder. Random seeds (dropout) come from tensors the replay refills from torch's
@@ -109,7 +112,8 @@ class GeneratedKernel:
         device = next((t.device for t in tensors if t.device.type == "opencl"), None)
         if any(t.device.type != "opencl" for t in tensors):
             # A 0-dim CPU tensor beside device ones (an optimizer's step count): its value
-            # is copied over. Graphs with CPU inputs are not replayed (Replayed), so it is
+            # is copied over. Graphs with CPU inputs replay them as device copies refilled
+            # before each replay, or are not replayed (Replayed): either way it is
             # read anew on every call.
             tensors = [t if t.device.type == "opencl" else t.to(device) for t in tensors]
         device = device.index if device is not None else int(_ops.current_device())
@@ -129,16 +133,21 @@ def seeds(out: torch.Tensor, low: int, high: int, size: Any) -> None:
         out.copy_(torch.randint(low, high, tuple(out.shape), dtype=out.dtype))
 
 
-def _survey(args: list) -> tuple[tuple, list[int | None]] | None:
+def _survey(args: list, cpu_scalars: bool = False) -> tuple[tuple, list[int | None]] | None:
     """The arguments' signature (shapes, strides, dtypes and devices of the tensors, values of
     the rest) and where each tensor's elements start, in one pass (it runs before every
-    replay); None when a tensor is on another device than opencl."""
+    replay); None when a tensor is on another device than opencl, but for 0-dim CPU tensors
+    where `cpu_scalars` (their place is then None: they are copied in)."""
     key, ptrs = [], []
     for a in args:
         if isinstance(a, torch.Tensor):
             device = a.device
             if device.type != "opencl":
-                return None
+                if not (cpu_scalars and device.type == "cpu" and a.dim() == 0):
+                    return None
+                key.append(((), (), a.dtype, "cpu"))
+                ptrs.append(None)
+                continue
             key.append((a.shape, a.stride(), a.dtype, device.index))
             ptrs.append(a.data_ptr())
         else:
@@ -200,8 +209,13 @@ def _span(t: torch.Tensor) -> torch.Tensor:
 
 
 def _ptr(a: Any) -> int | None:
-    """Where an input's elements start: the same address means the same memory."""
-    return a.data_ptr() if isinstance(a, torch.Tensor) else None
+    """Where an input's elements start: the same address means the same memory (None for
+    other arguments and CPU tensors)."""
+    return a.data_ptr() if isinstance(a, torch.Tensor) and a.device.type == "opencl" else None
+
+
+def _on_cpu(a: Any) -> bool:
+    return isinstance(a, torch.Tensor) and a.device.type == "cpu"
 
 
 def _version(a: Any) -> int | None:
@@ -250,9 +264,11 @@ def release_recordings() -> None:
 class Replayed:
     """A compiled graph's `call`, replayed (see the module's text)."""
 
-    def __init__(self, call: Callable[[list], Any], mutated_inputs: list[int] | tuple = ()) -> None:
+    def __init__(self, call: Callable[[list], Any], mutated_inputs: list[int] | tuple = (),
+                 cpu_scalars: bool = False) -> None:
         self.call = call
         self.mutated = set(mutated_inputs)
+        self.cpu_scalars = cpu_scalars
         self.recordings: collections.OrderedDict[tuple, _Recording] = collections.OrderedDict()
         _wrapped.add(self)
 
@@ -264,7 +280,9 @@ class Replayed:
             pass
 
     def __call__(self, args: list) -> Any:
-        survey = _survey(args) if _replay_enabled() else None
+        survey = _survey(args, self.cpu_scalars) if _replay_enabled() else None
+        if survey is not None and any(_on_cpu(args[i]) for i in self.mutated):
+            survey = None  # a CPU input the graph writes: run as written
         if survey is None:
             counters["plain"] += 1
             return self.call(args)
@@ -361,10 +379,12 @@ class Replayed:
     def _record(self, rec: _Recording, args: list) -> Any:
         call_args = list(args)
         rec.private = {}
+        device = self._device(args)
         for i, a in enumerate(args):
-            if (isinstance(a, torch.Tensor) and _ptr(a) != rec.first_ptrs[i]
-                    and (rec.first_ptrs[i] == -1 or not _in_others_memory(a, rec))):
-                rec.private[i] = torch.empty(_extent(a), dtype=a.dtype, device=a.device)
+            if _on_cpu(a) or (isinstance(a, torch.Tensor) and _ptr(a) != rec.first_ptrs[i]
+                              and (rec.first_ptrs[i] == -1 or not _in_others_memory(a, rec))):
+                # (a 0-dim CPU input is copied to the device before each replay, like a batch)
+                rec.private[i] = torch.empty(_extent(a), dtype=a.dtype, device=device)
                 rec.private[i].copy_(_span(a))
                 call_args[i] = rec.private[i].as_strided(a.shape, a.stride(), 0)
         rec.input_ptrs = [_ptr(a) for a in call_args]
@@ -410,7 +430,7 @@ class Replayed:
 
     @staticmethod
     def _device(args: list) -> torch.device:
-        return next(a.device for a in args if isinstance(a, torch.Tensor))
+        return next(a.device for a in args if isinstance(a, torch.Tensor) and a.device.type == "opencl")
 
     @staticmethod
     def _kind(output: Any, call_args: list, rec: _Recording) -> tuple:

@@ -8,7 +8,7 @@ extern kernels, buffer reuse) with three changes: each generated kernel is defin
 built once through the device's program cache), a kernel call is `kernel.run(tensors,
 scalars, global_size, local_size)`, and the module's `call` is wrapped by
 `oclf_runtime.Replayed`, which records the graph's launches once and replays them
-(runtime.py).
+(runtime.py), told whether the graph's 0-dim CPU inputs may become device tensors there.
 """
 from __future__ import annotations
 
@@ -72,7 +72,13 @@ class OpenCLWrapperCodegen(PythonWrapperCodegen):
     def generate_after_suffix(self, result: Any) -> None:
         super().generate_after_suffix(result)
         mutated = sorted(set(getattr(V.graph, "mutated_input_idxs", ()) or ()))
-        result.writeline(f"call = oclf_runtime.Replayed(call, mutated_inputs={mutated!r})")
+        # Whether 0-dim CPU inputs (a static cache's lengths, made on the CPU) may be handed
+        # to the recording as device tensors: only where nothing of the graph runs on the CPU
+        # (a CPU kernel given a device tensor would read device memory as host memory).
+        on_cpu = [buf for buf in V.graph.buffers
+                  if (device := buf.get_device()) is not None and device.type == "cpu"]
+        result.writeline(f"call = oclf_runtime.Replayed(call, mutated_inputs={mutated!r}, "
+                         f"cpu_scalars={not on_cpu!r})")
 
 
 class OpenCLDeviceOpOverrides(DeviceOpOverrides):
