@@ -273,6 +273,27 @@ def test_products_take_the_activation_after_them(device, name):
             close(p.grad, q.grad, tol=1e-4)
 
 
+def test_small_pointwise_groups_over_one_range_are_one_kernel(device):
+    """The key and value updates of a static cache share only the position they write at:
+    too little shared data for Inductor's threshold, so it leaves them two kernels; the
+    device's fusion heuristics (compile/choices.py) make them one. Writes land as eager's."""
+    from torch._inductor.utils import run_and_get_code
+
+    def update(pos, kv, k_cache, v_cache):
+        k, v = kv.view(4, 1, 32).split(16, dim=-1)
+        k_cache.index_copy_(1, pos, k)
+        v_cache.index_copy_(1, pos, v)
+
+    kv = torch.randn(4, 32)
+    caches = [torch.zeros(4, 9, 16), torch.zeros(4, 9, 16)]
+    dev = [c.to("opencl") for c in caches]
+    _, code = run_and_get_code(torch.compile(update), torch.tensor([3]).to("opencl"), kv.to("opencl"), *dev)
+    update(torch.tensor([3]), kv, *caches)
+    assert "".join(code).count("GeneratedKernel(") == 1, code[0]
+    for c, d in zip(caches, dev):
+        assert torch.equal(d.cpu(), c)
+
+
 def test_new_shapes_compile_again(device):
     """Shapes are guarded: a new one compiles again (then with symbolic sizes, passed to
     the kernels as arguments), as torch does."""

@@ -15,7 +15,9 @@ arithmetic), in one kernel. Convolutions and matrix products stay extern kernels
 device's own aten operators with their tuned OpenCL kernels. The host wrapper (Inductor's
 Python wrapper) builds each kernel once and launches it with torch.ops.oclf.
 generated_launch (csrc/aten/generated.cpp); runtime.Replayed records the graph's second
-run and replays it after (graphs.py: no host work per kernel).
+run and replays it after (graphs.py: no host work per kernel). The device's graph pass
+(passes.py) folds activations and residuals into convolutions and products, and its fusion
+heuristics (choices.py) fuse small pointwise groups Inductor would leave apart.
 
 Importing the device installs what finds this package lazily (importing Inductor costs
 seconds): Inductor asks the device module torch.opencl for its Scheduling and wrapper
@@ -63,6 +65,12 @@ def register() -> None:
         except ImportError:
             pass
         register_interface_for_device(BACKEND, OpenCLInterface)
+        from torch._inductor import config
+
+        if config.inductor_choices_class is None:  # a program's own heuristics stay
+            from .choices import choices
+
+            config.inductor_choices_class = choices
         _registered = True
 
 
