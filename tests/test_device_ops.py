@@ -135,6 +135,38 @@ def test_sum_of_ints_and_large():
     close(x.to("opencl").sum(), x.sum(), rtol=1e-5, atol=1e-3)
 
 
+def test_long_reductions_of_few_outputs_in_slices():
+    """A few outputs over many elements are reduced in slices side by side, then merged
+    (reduce_parts, reduce_combine): a vocabulary's argmax with its maximum repeated (the
+    first position wins) and with a NaN (the NaN wins), sums, means, norms, products,
+    any/all and integer sums, over contiguous and strided inputs, one output and three."""
+    torch.manual_seed(0)
+    logits = torch.randn(50257)
+    logits[[7001, 30002, 45000]] = 9.0  # ties: the first one wins
+    dev = logits.to("opencl")
+    assert dev.argmax().item() == 7001 and dev.max(0)[1].item() == 7001
+    assert (-dev).argmin().item() == 7001
+    with_nan = logits.clone()
+    with_nan[40000] = float("nan")
+    assert with_nan.to("opencl").argmax().item() == 40000 and with_nan.to("opencl").max().isnan().item()
+    x = torch.randn(3, 40001)
+    for t in (x, x.t().contiguous().t(), torch.randn(40001, 3).t()):  # contiguous and strided
+        d = t.to("opencl")
+        close(d.sum(1), t.sum(1), rtol=1e-5, atol=1e-3)
+        close(d.mean(), t.mean(), rtol=1e-5, atol=1e-5)
+        close(d.argmax(1), t.argmax(1))
+        close(d.amin(1), t.amin(1))
+        close(torch.linalg.vector_norm(d, dim=1), torch.linalg.vector_norm(t, dim=1), rtol=1e-5)
+    ones = 1 + torch.rand(60000) * 1e-5
+    close(ones.to("opencl").prod().double(), ones.double().prod(), rtol=1e-4)  # float64 decides
+    mask = torch.zeros(70000, dtype=torch.bool)
+    assert not mask.to("opencl").any().item() and (~mask).to("opencl").all().item()
+    mask[69999] = True
+    assert mask.to("opencl").any().item() and not (~mask).to("opencl").all().item()
+    ints = torch.randint(-1000, 1000, (2, 90001))
+    assert torch.equal(ints.to("opencl").sum(1).cpu(), ints.sum(1))
+
+
 # The device's product paths (OCLF_DEVICE_MATMUL): its own choice; the few-row kernels of
 # GPUs (on any device); CLBlast alone.
 @pytest.fixture(params=["auto", "gpu", "clblast"])

@@ -119,6 +119,11 @@ SCRIPT = textwrap.dedent("""
             y.relu_()
             close(y.cpu(), torch.relu(t))
             close((d(t) + d(u)).cpu(), t + u)
+            # Long reductions of few outputs, in slices (reduce_parts, reduce_combine).
+            long_x = torch.randn(2, 9001)
+            close(d(long_x).sum(1).cpu(), long_x.sum(1))
+            close(d(long_x).argmax(1).cpu(), long_x.argmax(1))
+            close(d(long_x).t().amax(0).cpu(), long_x.amax(1))
             for m, k, n in ((1, 70, 9), (3, 40, 300), (8, 33, 5)):
                 a, b, bias = torch.randn(m, k), torch.randn(k, n), torch.randn(n)
                 close(torch.addmm(d(bias), d(a), d(b)).cpu(), torch.addmm(bias, a, b))

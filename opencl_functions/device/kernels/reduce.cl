@@ -11,6 +11,11 @@
 //   reduce_group: one work-group of GROUP work-items per output element; each sums a
 //                 strided share of r, then a tree in local memory (R large, few outputs).
 //   reduce_item:  one work-item per output element, a loop over r (R small, many outputs).
+//   reduce_parts, then reduce_combine: R very large and outputs too few to fill the device
+//                 (a sum over a whole tensor, an argmax over a vocabulary): `parts` work-groups
+//                 per output each reduce a slice of r into part_v/part_i (the accumulator
+//                 and its position in r), then one work-group per output merges its PARTS
+//                 partial results and stores as reduce_group does.
 //
 // Build options: -DOP_<sum|prod|max|min|argmax|argmin|all|any|norm2>, -DTI= input type,
 // -DTO= output type (dtypes.h names), -DACC= accumulator type (float for half and bfloat:
@@ -119,6 +124,27 @@ inline int offset_of(int index, const Dims d) {
       const int idx_off, const int with_index, const Dims kept, const Dims red, const int R,        \
       const int outputs, const ACC scale
 
+// The work-group's GROUP accumulators merged through local memory into (*acc, *ai) of
+// work-item 0 (every work-item of the group calls it).
+inline void merge_group(ACC* acc, int* ai, __local ACC* part, __local int* part_i) {
+  const int lid = get_local_id(0);
+  part[lid] = *acc;
+  part_i[lid] = *ai;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int step = GROUP / 2; step > 0; step /= 2) {
+    if (lid < step) {
+      ACC mine = part[lid];
+      int mine_i = part_i[lid];
+      MERGE(mine, mine_i, part[lid + step], part_i[lid + step]);
+      part[lid] = mine;
+      part_i[lid] = mine_i;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *acc = part[0];
+  *ai = part_i[0];
+}
+
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_group(ARGS) {
   const int o = get_group_id(0);
   const int lid = get_local_id(0);
@@ -131,24 +157,49 @@ __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_group(AR
   }
   __local ACC part[GROUP];
   __local int part_i[GROUP];
-  part[lid] = acc;
-  part_i[lid] = ai;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int step = GROUP / 2; step > 0; step /= 2) {
-    if (lid < step) {
-      ACC mine = part[lid];
-      int mine_i = part_i[lid];
-      MERGE(mine, mine_i, part[lid + step], part_i[lid + step]);
-      part[lid] = mine;
-      part_i[lid] = mine_i;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
+  merge_group(&acc, &ai, part, part_i);
+  if (lid == 0) STORE(o, acc, ai);
+}
+
+// Work-group g = o·parts + p reduces r in [p·chunk, min((p+1)·chunk, R)) of output o.
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_parts(
+    __global const TI *x, const int x_off, const Dims kept, const Dims red, const int R, const int chunk,
+    const int parts, __global ACC *part_v, const int pv_off, __global int *part_i, const int pi_off) {
+  const int g = get_group_id(0);
+  const int o = g / parts, p = g % parts;
+  const int lid = get_local_id(0);
+  const int base = x_off + offset_of(o, kept);
+  const int end = min(R, (p + 1) * chunk);
+  ACC acc = INIT;
+  int ai = 0x7fffffff;
+  for (int r = p * chunk + lid; r < end; r += GROUP) {
+    const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
+    COMBINE(acc, ai, v, r);
   }
+  __local ACC part[GROUP];
+  __local int part_ix[GROUP];
+  merge_group(&acc, &ai, part, part_ix);
   if (lid == 0) {
-    acc = part[0];
-    ai = part_i[0];
-    STORE(o, acc, ai);
+    part_v[pv_off + g] = acc;
+    part_i[pi_off + g] = ai;
   }
+}
+
+// Work-group o merges output o's `parts` partial results (ties keep the first position: the
+// partial results carry their positions in r) and stores the result.
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_combine(
+    __global const ACC *part_v, const int pv_off, __global const int *part_i, const int pi_off, const int parts,
+    __global TO *out, const int out_off, __global long *idx, const int idx_off, const int with_index,
+    const ACC scale) {
+  const int o = get_group_id(0);
+  const int lid = get_local_id(0);
+  ACC acc = INIT;
+  int ai = 0x7fffffff;
+  for (int q = lid; q < parts; q += GROUP) MERGE(acc, ai, part_v[pv_off + o * parts + q], part_i[pi_off + o * parts + q]);
+  __local ACC part[GROUP];
+  __local int part_ix[GROUP];
+  merge_group(&acc, &ai, part, part_ix);
+  if (lid == 0) STORE(o, acc, ai);
 }
 
 __kernel void reduce_item(ARGS) {

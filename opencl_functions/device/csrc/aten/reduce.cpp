@@ -129,11 +129,31 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
   // The mean of nothing is 0/0, NaN, as in torch.
   const ScalarArg scale(!scale_by_count ? 1.0 : count > 0 ? 1.0 / static_cast<double>(count) : NAN, acc);
 
+  const at::Tensor& first = values.defined() ? values : indices;
+  const at::Tensor& second = indices.defined() ? indices : values;
+  // Few outputs over many elements (a whole tensor's sum, an argmax over a vocabulary): one
+  // work-group an output would leave most of a GPU idle, so each output's range is cut into
+  // slices reduced side by side (4 work-groups a compute unit in all, at least 8 elements a
+  // work-item), then the slices' results merged.
+  const int64_t wanted = 4 * int64_t(Device::get().info().compute_units);
+  int64_t parts = 1;
+  if (group && outputs < wanted) parts = std::min((wanted + outputs - 1) / outputs, count / int64_t(8 * kGroup));
+  if (parts >= 2) {
+    const int64_t chunk = (count + parts - 1) / parts;
+    parts = (count + chunk - 1) / chunk;
+    const at::Tensor part_v = empty_device({outputs * parts}, acc), part_i = empty_device({outputs * parts}, at::kInt);
+    const size_t part_global[1] = {size_t(outputs * parts) * kGroup}, global[1] = {size_t(outputs) * kGroup};
+    const size_t local[1] = {kGroup};
+    launch(Device::get().kernel("reduce.cl", "reduce_parts", options), NDRange(1, part_global, local), arg(self), kept,
+           red, static_cast<int>(count), static_cast<int>(chunk), static_cast<int>(parts), arg(part_v), arg(part_i));
+    launch(Device::get().kernel("reduce.cl", "reduce_combine", options), NDRange(1, global, local), arg(part_v),
+           arg(part_i), static_cast<int>(parts), arg(first), arg(second), indices.defined() ? 1 : 0, scale);
+    return;
+  }
   const size_t global[1] = {size_t(outputs) * kGroup};
   const size_t local[1] = {kGroup};
   launch(Device::get().kernel("reduce.cl", group ? "reduce_group" : "reduce_item", options),
-         group ? NDRange(1, global, local) : NDRange::linear(size_t(outputs)), arg(self),
-         arg(values.defined() ? values : indices), arg(indices.defined() ? indices : values),
+         group ? NDRange(1, global, local) : NDRange::linear(size_t(outputs)), arg(self), arg(first), arg(second),
          indices.defined() ? 1 : 0, kept, red, static_cast<int>(count), static_cast<int>(outputs), scale);
 }
 
