@@ -366,6 +366,11 @@ def test_zero_dim_cpu_inputs_are_copied_in_for_each_replay(device):
     for i in range(6):
         close(f(x, torch.tensor(i + 0.5)), x.cpu().double() * (i + 0.5) + 1)
     assert counters()["replayed"] >= 3, replays()
+    # A graph with no opencl input at all: the recording's copies go to the current device.
+    h = torch.compile(lambda n: torch.ones(3, device="opencl") * n.to("opencl"))
+    for i in range(4):
+        assert h(torch.tensor(float(i))).cpu().tolist() == [float(i)] * 3
+
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
@@ -433,6 +438,10 @@ def test_dropout_draws_new_masks_each_replay(device):
     for m in masks:
         assert set(m.unique().tolist()) <= {0.0, 2.0} and 0.4 < (m == 0).float().mean().item() < 0.6
     assert not torch.equal(masks[2], masks[3])
+    # A graph with no input at all that draws random numbers records and replays as well.
+    made = torch.compile(lambda: F.dropout(torch.ones(33, 65, device="opencl"), 0.5, training=True))
+    masks = [made().cpu() for _ in range(4)]
+    assert not torch.equal(masks[2], masks[3]) and 0.4 < (masks[3] == 0).float().mean().item() < 0.6
 
 
 @pytest.mark.slow

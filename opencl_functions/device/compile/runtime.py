@@ -430,7 +430,9 @@ class Replayed:
 
     @staticmethod
     def _device(args: list) -> torch.device:
-        return next(a.device for a in args if isinstance(a, torch.Tensor) and a.device.type == "opencl")
+        """The device of the graph's first opencl input (the current device when none is)."""
+        found = next((a.device for a in args if isinstance(a, torch.Tensor) and a.device.type == "opencl"), None)
+        return found if found is not None else torch.device("opencl", int(_ops.current_device()))
 
     @staticmethod
     def _kind(output: Any, call_args: list, rec: _Recording) -> tuple:
