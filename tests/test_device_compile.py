@@ -233,26 +233,35 @@ class Conv1DBlock(nn.Module):
         return x + torch.addmm(self.b2, h.view(-1, h.shape[-1]), self.w2).view(x.shape)
 
 
-@pytest.mark.parametrize("name", ["conv1d_newgelu", "linear_relu", "linear_sigmoid", "linear_leaky_relu"])
+@pytest.mark.parametrize("name", ["conv1d_newgelu", "conv1d_newgelu_half", "linear_relu", "linear_sigmoid",
+                                  "linear_leaky_relu"])
 def test_products_take_the_activation_after_them(device, name):
     """A product with a bias row and the activation after it become one addmm_act call
     (compile/passes.py), whatever way the activation is written (here GPT-2's NewGELU,
-    nn.ReLU, nn.Sigmoid): the graph has no generated kernel for it. An activation the
-    kernels do not have (leaky ReLU) stays a generated kernel. A training step, whose
-    graph saves the product for the backward pass, is not folded and matches eager."""
+    nn.ReLU, nn.Sigmoid), in float32 and float16: the graph has no generated kernel for it.
+    An activation the kernels do not have (leaky ReLU) stays a generated kernel. A training
+    step, whose graph saves the product for the backward pass, is not folded and matches
+    eager."""
     from torch._inductor.utils import run_and_get_code
 
     torch.manual_seed(0)
+    half = name.endswith("_half")
+    name = name.removesuffix("_half")
     model = {"conv1d_newgelu": lambda: Conv1DBlock(),
              "linear_relu": lambda: nn.Sequential(nn.Linear(33, 17), nn.ReLU(), nn.Linear(17, 5)),
              "linear_sigmoid": lambda: nn.Sequential(nn.Linear(33, 17), nn.Sigmoid()),
              "linear_leaky_relu": lambda: nn.Sequential(nn.Linear(33, 17), nn.LeakyReLU())}[name]().eval()
     x = torch.randn(1, 7, 33)
+    if half:  # the float16 model's own weights and input, in float64, decide
+        model, x = model.half(), x.half()
     ref = copy.deepcopy(model).double()(x.double())
     dev = copy.deepcopy(model).to("opencl")
     with torch.no_grad():
         out, code = run_and_get_code(torch.compile(dev), x.to("opencl"))
-    close(out, ref)
+    close(out, ref, tol=5e-3 if half else 1e-5)
+    if half:
+        assert out.dtype == torch.float16 and "torch.ops.oclf.addmm_act" in "".join(code), code
+        return
     source = "\n".join(code)
     if name == "linear_leaky_relu":
         assert "addmm_act" not in source and "GeneratedKernel(" in source

@@ -110,7 +110,7 @@ def test_products_apply_their_activation_as_they_store(plan, monkeypatch):
     """addmm_act against float64: one row (a token) and a few, K long enough to split over
     work-groups, N not a multiple of a vector; the weight as a linear layer stores it (N×K,
     transposed), as transformers' Conv1D does (a K×N parameter: its transposed copy) and K×N
-    contiguous; every activation; the device's own plan and the GPU plan."""
+    contiguous; every activation; the device's own plan and the GPU plan; 16-bit operands."""
     monkeypatch.setenv("OCLF_DEVICE_MATMUL", plan)
     gen = torch.Generator().manual_seed(1)
     for (m, k, n), act in zip(((1, 70, 9), (3, 129, 65), (8, 33, 5), (1, 768, 130), (5, 7, 33)) * 2, ACTIVATIONS):
@@ -119,14 +119,25 @@ def test_products_apply_their_activation_as_they_store(plan, monkeypatch):
         d = (lambda t: t.to("opencl"))
         for w in (d(b.t().contiguous()).t(), nn.Parameter(d(b)), d(b)):
             close(torch.ops.oclf.addmm_act(d(bias), d(a), w, act), want, tol=1e-4)  # float32 sums of K terms
-    # Operands the kernels do not take run as addmm, then the activation: 16 bits, a bias
-    # that is not one row, tensors on the CPU.
+    # 16-bit products apply it as they store (gemm16.cl): float16 and bfloat16, one row and a
+    # few, a linear layer's weight and a K×N one; then float64 of the 16-bit operands decides.
+    for dtype, tol in ((torch.float16, 4e-3), (torch.bfloat16, 2e-2)):
+        for (m, k, n), act in zip(((1, 40, 24), (5, 33, 7), (9, 64, 21)), ("gelu_tanh", "silu", "sigmoid")):
+            a, b, bias = (torch.randn(s, generator=gen).to(dtype) for s in ((m, k), (k, n), (n,)))
+            want = torch.ops.oclf.addmm_act(bias.double(), a.double(), b.double(), act)
+            d = (lambda t: t.to("opencl"))
+            for w in (d(b.t().contiguous()).t(), d(b)):
+                got = torch.ops.oclf.addmm_act(d(bias), d(a), w, act)
+                assert got.dtype == dtype
+                close(got, want, tol=tol)
+    # Operands the kernels do not take run as addmm, then the activation: a bias that is not
+    # one row, tensors on the CPU.
     a, b, bias = torch.randn(3, 8), torch.randn(8, 5), torch.randn(3, 5)
     close(torch.ops.oclf.addmm_act(bias.to("opencl"), a.to("opencl"), b.to("opencl"), "silu"),
           F.silu(torch.addmm(bias, a, b)))
-    half = torch.ops.oclf.addmm_act(bias[0].half().to("opencl"), a.half().to("opencl"), b.half().to("opencl"), "gelu")
+    half = torch.ops.oclf.addmm_act(bias.half().to("opencl"), a.half().to("opencl"), b.half().to("opencl"), "gelu")
     assert half.dtype == torch.float16
-    close(half, F.gelu(torch.addmm(bias[0], a, b)), tol=5e-3)
+    close(half, F.gelu(torch.addmm(bias, a, b)), tol=5e-3)
     close(torch.ops.oclf.addmm_act(bias[0], a, b, "tanh"), torch.tanh(torch.addmm(bias[0], a, b)))
     with pytest.raises(RuntimeError, match="addmm_act: activation must be none, relu"):
         torch.ops.oclf.addmm_act(bias[0].to("opencl"), a.to("opencl"), b.to("opencl"), "mish")

@@ -298,6 +298,9 @@ SCRIPT = textwrap.dedent("""
             for rows in (A[:3], A[:1]):
                 ref = F.linear(rows.cpu().float(), w.to(dt).float(), bias.to(dt).float())
                 assert torch.allclose(F.linear(rows, W, BIAS).cpu().float(), ref, atol=0.1, rtol=0.02)
+                # ... with the activation applied as C is stored (addmm_act's 16-bit builds).
+                got = torch.ops.oclf.addmm_act(BIAS, rows, W.t(), "gelu_tanh").cpu().float()
+                assert torch.allclose(got, F.gelu(ref, approximate="tanh"), atol=0.1, rtol=0.02)
             # Weights whose rows are 16-byte aligned (gemm16_rows_kc on GPUs): k = 40 (A read 8 at
             # a time too) and k = 37 through a slice of 40-wide rows (k's last 5 one at a time).
             v, u = torch.randn(6, 40), torch.randn(3, 40)

@@ -6,8 +6,8 @@ residual and apply the activation as they store each output:
     convolution -> [per-channel affine: an eval batch norm, a bias] -> [+ residual] -> [activation]
 
 and a product with a bias row and the activation after it (a linear layer's or transformers'
-Conv1D's, then GELU in any of its spellings) become one call of torch.ops.oclf.addmm_act,
-whose product kernels apply the activation as they store C:
+Conv1D's, then GELU in any of its spellings; float32, float16 or bfloat16) become one call
+of torch.ops.oclf.addmm_act, whose product kernels apply the activation as they store C:
 
     addmm(bias, x, w) -> [views] -> f, f an activation written as elementwise operations
 
@@ -188,12 +188,17 @@ def _numbers_only(node: torch.fx.Node) -> bool:
                for a in (*node.args, *node.kwargs.values()))
 
 
+# The products whose kernels apply an activation: float32 (reference/matmul.cl) and 16-bit
+# (kernels/gemm16.cl).
+_PRODUCT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
 def _activation_after(root: torch.fx.Node) -> tuple[str, torch.fx.Node, list] | None:
     """The activation that the elementwise operations after `root` compute, the node that ends
     them and the nodes they take (or None): the operations depend on root and numbers only,
     nothing outside them reads root or any of them but the last, and their values match one
     activation the kernels know."""
-    shape = getattr(_val(root), "shape", None)
+    shape, dtype = getattr(_val(root), "shape", None), getattr(_val(root), "dtype", None)
     region: list[torch.fx.Node] = []
     inside = {root}
     node = root.next
@@ -203,7 +208,7 @@ def _activation_after(root: torch.fx.Node) -> tuple[str, torch.fx.Node, list] | 
         v = _val(node)
         if (node.op == "call_function" and node.target in _ELEMENTWISE and _numbers_only(node)
                 and _tensor_args(node) and all(a in inside for a in _tensor_args(node))
-                and isinstance(v, torch.Tensor) and v.shape == shape and v.dtype == torch.float32):
+                and isinstance(v, torch.Tensor) and v.shape == shape and v.dtype == dtype):
             region.append(node)
             inside.add(node)
         node = node.next
@@ -241,8 +246,8 @@ def _fold_activation(graph: torch.fx.Graph, product: torch.fx.Node) -> bool:
         return False
     bias, x, w = product.args
     out, bv = _val(product), _val(bias)
-    if (not isinstance(out, torch.Tensor) or out.dtype != torch.float32 or out.device.type != "opencl"
-            or out.dim() != 2 or not isinstance(bv, torch.Tensor) or bv.dim() != 1 or bv.dtype != torch.float32):
+    if (not isinstance(out, torch.Tensor) or out.dtype not in _PRODUCT_DTYPES or out.device.type != "opencl"
+            or out.dim() != 2 or not isinstance(bv, torch.Tensor) or bv.dim() != 1 or bv.dtype != out.dtype):
         return False
     root, views = product, []
     while len(root.users) == 1 and next(iter(root.users)).target in _VIEWS:

@@ -10,6 +10,15 @@
 // contiguous elements, read when has_bias; C is read only when beta is not 0.
 #include "dtypes.h"
 
+// -DEPI_ACT=n: an activation applied to each value of C as it is stored, after the bias and
+// beta·C (torch.ops.oclf.addmm_act; the reference's epilogue.h names the activations).
+#ifdef EPI_ACT
+#include "../../reference/epilogue.h"
+#define C_ACT(v) epi_float(v)
+#else
+#define C_ACT(v) (v)
+#endif
+
 #define GEMM16_ARGS                                                                                        \
   __global const T *a, int a_off, __global const T *b, int b_off, __global T *c, int c_off,               \
       __global const T *bias, int bias_off, int m, int n, int k, int a_rs, int a_cs, long a_bs, int b_rs, \
@@ -28,7 +37,7 @@ inline void store_c(__global T *c, __global const T *bias, int has_bias, int c_r
   const long at = (long)r * c_rs + col;
   if (beta != 0.0f) v += beta * READ(T, c, at);
   if (has_bias) v += READ(T, bias, col);
-  WRITE(T, c, at, v);
+  WRITE(T, c, at, C_ACT(v));
 }
 
 // Work-groups of 16×16 work-items over 64×64 blocks of C, each work-item 4×4 elements

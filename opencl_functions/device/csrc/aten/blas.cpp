@@ -247,7 +247,7 @@ bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t
 // (B's columns contiguous and aligned) or gemm16_rows_nc (B's rows so), else gemm16_rows;
 // gemm16_tiled for more rows.
 void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
-            const at::Tensor& row = at::Tensor()) {
+            const at::Tensor& row = at::Tensor(), Activation act = Activation::kNone) {
   const bool batched = a.dim() == 3;
   const int64_t batch = batched ? a.size(0) : 1, m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (batch == 0 || m == 0 || n == 0) return;
@@ -265,7 +265,8 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
   const cl_long a_bs = batched ? a.stride(0) : 0, b_bs = batched ? b.stride(0) : 0, c_bs = batched ? c.stride(0) : 0;
   const bool rows = m <= 8;  // MAX_ROWS of gemm16_rows
   const bool bf16 = a.scalar_type() == at::kBFloat16;
-  std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "");
+  std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
+                        (act == Activation::kNone ? "" : " -DEPI_ACT=" + std::to_string(int(act)));
   const char* name = rows ? "gemm16_rows" : "gemm16_tiled";
   size_t global[3], local[3];
   // CPUs: one work-item per few columns (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
@@ -311,18 +312,18 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
          b_cs, b_bs, c_rs, c_bs, alpha, beta, cl_int(row.defined()));
 }
 
-// out (2-D or 3-D, any strides) = alpha · a · b + beta · bias (broadcast), all of one 16-bit
-// dtype; a bias that is one row with beta 1 goes to the kernel, others are copied first.
+// out (2-D or 3-D, any strides) = act(alpha · a · b + beta · bias (broadcast)), all of one
+// 16-bit dtype; a bias that is one row with beta 1 goes to the kernel, others are copied first.
 void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias, float alpha,
-               float beta) {
+               float beta, Activation act = Activation::kNone) {
   const bool direct = out.stride(-1) == 1 || out.size(-1) == 1;
   const at::Tensor result = direct ? out : empty_device(out.sizes(), out.scalar_type());
   const int64_t n = out.size(-1);
   if (bias.defined() && bias_row(bias, out, beta, n)) {
-    gemm16(a, b, result, alpha, 0.0f, bias.reshape({n}));
+    gemm16(a, b, result, alpha, 0.0f, bias.reshape({n}), act);
   } else {
     if (bias.defined() && beta != 0.0f && !bias.is_same(result)) result.copy_(bias.expand(out.sizes()));
-    gemm16(a, b, result, alpha, bias.defined() ? beta : 0.0f);
+    gemm16(a, b, result, alpha, bias.defined() ? beta : 0.0f, at::Tensor(), act);
   }
   if (!result.is_same(out)) out.copy_(result);
 }
@@ -397,10 +398,10 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& m
 
 // torch.ops.oclf.addmm_act(bias, mat1, mat2, activation): act(addmm(bias, mat1, mat2)), what a
 // compiled graph's product and the activation after it become (compile/passes.py). Float32
-// products with a bias row that run on the reference's kernels apply the activation as they
-// store C: one kernel where the product and the activation took two; any other product (a
-// 16-bit one, CLBlast's, another device's) runs addmm and then the activation, which gives
-// the same values.
+// products with a bias row that run on the reference's kernels, and 16-bit products
+// (gemm16.cl), apply the activation as they store C: one kernel where the product and the
+// activation took two; any other product (CLBlast's, another device's) runs addmm and then
+// the activation, which gives the same values.
 at::Tensor addmm_act_separately(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
                                 c10::string_view activation) {
   return activated(at::addmm(bias, mat1, mat2), activation_named(activation, "addmm_act"));
@@ -409,6 +410,14 @@ at::Tensor addmm_act_separately(const at::Tensor& bias, const at::Tensor& mat1, 
 at::Tensor addmm_act(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
                      c10::string_view activation) {
   const Activation act = activation_named(activation, "addmm_act");
+  if (all_16bit({&bias, &mat1, &mat2}) && multipliable(mat1, mat2, 2)) {
+    const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
+    DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: addmm_act: bias of shape ", bias.sizes(),
+                 " does not broadcast to ", at::IntArrayRef(shape));
+    at::Tensor out = empty_device(shape, mat1.scalar_type());
+    product16(mat1, mat2, out, bias, 1.0f, 1.0f, act);
+    return out;
+  }
   if (mat1.scalar_type() == at::kFloat && mat2.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat &&
       mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(1) == mat2.size(0) && is_device(bias) && is_device(mat1) &&
       is_device(mat2)) {
