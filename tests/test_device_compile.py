@@ -392,6 +392,29 @@ def test_zero_dim_cpu_inputs_are_copied_in_for_each_replay(device):
     assert counters()["replayed"] == 0 and counters()["plain"] == 5, replays()
 
 
+def test_a_state_read_in_place_then_fed_back_stays_right(device):
+    """A graph that read its state in place for a few calls (replayed) and is then fed its
+    own last result: the result is not read where the replay writes (the recording is not
+    pointed at its own memory), and the results a caller holds survive the recording made
+    again (moved off the old recording's memory first)."""
+    torch.manual_seed(0)
+    w = torch.randn(33, 33) / 6
+    f = torch.compile(lambda s, w: torch.tanh(w @ s + s.flip(0)))
+    wd, s0 = w.to("opencl"), torch.randn(33, 5)
+    sd = s0.to("opencl")
+    ref = torch.tanh(w.double() @ s0.double() + s0.double().flip(0))
+    for _ in range(3):  # the same state tensor each call: read in place, replayed
+        out = f(sd, wd)
+    close(out, ref)
+    held = [out]
+    for _ in range(4):  # now fed its own result
+        held.append(f(held[-1], wd))
+        ref = torch.tanh(w.double() @ ref + ref.flip(0))
+        close(held[-1], ref)
+    close(held[0], torch.tanh(w.double() @ s0.double() + s0.double().flip(0)))
+    assert counters()["rebound"] == 0, replays()
+
+
 def test_results_fed_back_stay_right_and_stop_recording(device):
     """A graph fed its own last result (a recurrent state), and two graphs feeding each other
     across a graph break: every call right, and the recordings settle (a result handed out

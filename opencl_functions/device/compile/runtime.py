@@ -335,13 +335,18 @@ class Replayed:
         """Points the recording at inputs it reads in place that moved, after replays, to new
         storages laid out as the old ones (a key/value cache each generate() makes anew): the
         same bytes at the same offset of their buffers, with nothing derived from the old
-        storages (a transposed weight in the recording would stay the old one's) and no other
-        input sharing an old buffer. False (nothing changed) where that does not hold, or where
-        the recording holds a library call; the caller then records again."""
+        storages (a transposed weight in the recording would stay the old one's), no other
+        input sharing an old buffer, and none in the recording's own results. False (nothing
+        changed) where that does not hold, or where the recording holds a library call; the
+        caller then records again."""
         olds = [rec.locations.get(i) for i in moved]
         if any(old is None or old[3] for old in olds):
             return False
         kept = {loc[0] for j, loc in rec.locations.items() if j not in moved}
+        # Its own results fed back (a recurrent state) would be read where the replay writes.
+        own = {_storage(o) for o, kind in zip(rec.outputs, rec.output_kind) if kind[0] == "memory"}
+        if any(_storage(args[i]) in own for i in moved):
+            return False
         found = _ops.storage_locations([args[i] for i in moved])
         moves: dict[int, int] = {}
         for n, (i, old) in enumerate(zip(moved, olds)):
@@ -366,6 +371,9 @@ class Replayed:
             _local.replayed = None
 
     def _drop(self, rec: _Recording) -> None:
+        # Results a caller still holds live in the memory given back below: moved first (a
+        # graph recorded again, or fed its own last result, reads them after this).
+        self._move_held_outputs(rec)
         for output, kind in zip(rec.outputs, rec.output_kind):
             if kind[0] == "memory":
                 where = _storage(output)
