@@ -80,6 +80,11 @@ enum class Activation : int {
   kNone = 0, kRelu = 1, kRelu6 = 2, kSilu = 3, kGelu = 4, kHardswish = 5, kGeluTanh = 6, kSigmoid = 7, kTanh = 8
 };
 
+// The build option of a kernel that applies `act` as it stores ("" for none).
+inline std::string activation_option(Activation act) {
+  return act == Activation::kNone ? "" : " -DEPI_ACT=" + std::to_string(int(act));
+}
+
 struct Epilogue {
   cl_mem residual = nullptr;
   Activation act = Activation::kNone;

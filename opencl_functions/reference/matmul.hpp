@@ -44,10 +44,6 @@ struct Epilogue {
   float beta = 0.0f;
   Activation act = Activation::kNone;
   bool any() const { return row != nullptr || beta != 0.0f; }
-  // The build option of a kernel that applies the activation ("" for none).
-  std::string act_option() const {
-    return act == Activation::kNone ? "" : " -DEPI_ACT=" + std::to_string(int(act));
-  }
 };
 
 inline std::string options_of(const std::string& config) {
@@ -61,7 +57,7 @@ inline std::string options_of(const std::string& config) {
 
 // c = the sum of `splits` partial products (splits × m × n in parts) + e's row + beta · c.
 inline void launch_sum(Launcher& l, cl_mem parts, int splits, const Operands& o, const Epilogue& e) {
-  cl_kernel sum = l.kernel(kMatmulFile, "gemm_sum_splits", e.act_option());
+  cl_kernel sum = l.kernel(kMatmulFile, "gemm_sum_splits", activation_option(e.act));
   const int total = o.m * o.n, has_row = e.row != nullptr;
   set_args(sum, parts, o.c, splits, total, o.n, e.row ? e.row : parts, e.row_offset, has_row, e.beta);
   const size_t global[1] = {size_t(total)};
@@ -74,7 +70,7 @@ inline void launch_rows(Launcher& l, const std::string& config, const Operands& 
   const int rn = config_value(config, "RN", 4), lx = config_value(config, "LX", 1), ly = config_value(config, "LY", 1);
   std::string options = options_of(config);
   if (config_value(config, "KF", 0)) options += " -DKFIX=" + std::to_string(o.k);
-  if (e.beta == 0.0f) options += e.act_option();
+  if (e.beta == 0.0f) options += activation_option(e.act);
   Scratch product;
   if (e.beta != 0.0f) product = l.scratch(size_t(o.m) * o.n * sizeof(float));
   const cl_mem out = e.beta != 0.0f ? product.get() : o.c;
@@ -110,7 +106,7 @@ inline void launch_cols(Launcher& l, const std::string& config, const Operands& 
   Scratch parts;
   if (summed) parts = l.scratch(size_t(splits) * o.m * o.n * sizeof(float));
   // Stored as it is computed: the activation in gemm_cols; else in gemm_sum_splits.
-  cl_kernel kernel = l.kernel(kMatmulFile, "gemm_cols", options_of(config) + (summed ? "" : e.act_option()));
+  cl_kernel kernel = l.kernel(kMatmulFile, "gemm_cols", options_of(config) + (summed ? "" : activation_option(e.act)));
   set_args(kernel, o.m, o.n, o.k, o.a, o.sam, o.sak, o.b, o.ldb, summed ? parts.get() : o.c, k_chunk);
   const size_t global[3] = {col_groups * lx, size_t(ly), size_t(splits)};
   size_t local[3] = {size_t(lx), size_t(ly), 1};

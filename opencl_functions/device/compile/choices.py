@@ -13,11 +13,10 @@ at, become one kernel a layer.
 """
 from __future__ import annotations
 
-import hashlib
-import pathlib
 from typing import Any
 
 from torch._inductor.choices import InductorChoices
+from torch._inductor.custom_graph_pass import get_hash_for_files
 
 
 def _opencl_pointwise(node1: Any, node2: Any) -> bool:
@@ -35,7 +34,7 @@ class OpenCLChoices(InductorChoices):
 
     def uuid(self) -> str:
         """Inductor's cache key: this file's hash, so a changed heuristic compiles anew."""
-        return hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()
+        return get_hash_for_files((__file__,), extra="opencl_functions.device.compile.choices").hex()
 
 
 def choices() -> OpenCLChoices:

@@ -171,8 +171,8 @@ class _Recording:
         self.failed = False
         self.private: dict[int, torch.Tensor] = {}     # input index -> the recording's copy
         self.input_ptrs: list[int | None] = []         # addresses the recording read
-        # input index -> (buffer, byte offset, storage bytes, derived buffers kept) of the inputs
-        # read in place, as storage_locations gives them: what _follow checks a moved one against
+        # input index -> _locations() of the inputs read in place: what _follow checks a moved
+        # one against
         self.locations: dict[int, tuple[int, int, int, bool]] = {}
         self.replays = 0                               # since it was recorded
         self.times_recorded = 0
@@ -212,6 +212,15 @@ def _ptr(a: Any) -> int | None:
     """Where an input's elements start: the same address means the same memory (None for
     other arguments and CPU tensors)."""
     return a.data_ptr() if isinstance(a, torch.Tensor) and a.device.type == "opencl" else None
+
+
+def _locations(tensors: list) -> list[tuple[int, int, int, bool]]:
+    """(buffer, byte offset of the first element, storage bytes, buffers derived from the
+    storage kept) of each opencl tensor: what a recording that reads it in place checks a
+    moved one against (Replayed._follow)."""
+    found = _ops.storage_locations(tensors) if tensors else []
+    return [(found[3 * n], found[3 * n + 1], t.untyped_storage().nbytes(), bool(found[3 * n + 2]))
+            for n, t in enumerate(tensors)]
 
 
 def _on_cpu(a: Any) -> bool:
@@ -347,17 +356,15 @@ class Replayed:
         own = {_storage(o) for o, kind in zip(rec.outputs, rec.output_kind) if kind[0] == "memory"}
         if any(_storage(args[i]) in own for i in moved):
             return False
-        found = _ops.storage_locations([args[i] for i in moved])
+        news = _locations([args[i] for i in moved])
         moves: dict[int, int] = {}
-        for n, (i, old) in enumerate(zip(moved, olds)):
-            mem, offset = found[4 * n], found[4 * n + 1]
-            if (offset != old[1] or args[i].untyped_storage().nbytes() != old[2] or old[0] in kept
-                    or moves.setdefault(old[0], mem) != mem):
+        for old, new in zip(olds, news):
+            if new[1:3] != old[1:3] or old[0] in kept or moves.setdefault(old[0], new[0]) != new[0]:
                 return False
         if not rec.graph._rebind(moves):
             return False
-        for n, i in enumerate(moved):
-            rec.locations[i] = (found[4 * n], found[4 * n + 1], rec.locations[i][2], bool(found[4 * n + 3]))
+        for i, new in zip(moved, news):
+            rec.locations[i] = new
             rec.input_ptrs[i] = ptrs[i]
             rec.versions[i] = _version(args[i])
             rec.first_versions[i] = None  # changes: never a reason to record again
@@ -427,9 +434,7 @@ class Replayed:
                 _span(args[i]).copy_(rec.private[i])
         counters["recorded"] += 1
         read_in_place = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in rec.private]
-        found = _ops.storage_locations([args[i] for i in read_in_place]) if read_in_place else []
-        rec.locations = {i: (found[4 * n], found[4 * n + 1], args[i].untyped_storage().nbytes(),
-                             bool(found[4 * n + 3])) for n, i in enumerate(read_in_place)}
+        rec.locations = dict(zip(read_in_place, _locations([args[i] for i in read_in_place])))
         rec.outputs = list(outputs)
         rec.output_kind = [self._kind(o, call_args, rec) for o in rec.outputs]
         _recorded_memory.update(_storage(o) for o, kind in zip(rec.outputs, rec.output_kind) if kind[0] == "memory")

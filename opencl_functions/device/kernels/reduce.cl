@@ -14,7 +14,7 @@
 //   reduce_parts, then reduce_combine: R very large and outputs too few to fill the device
 //                 (a sum over a whole tensor, an argmax over a vocabulary): `parts` work-groups
 //                 per output each reduce a slice of r into part_v/part_i (the accumulator
-//                 and its position in r), then one work-group per output merges its PARTS
+//                 and its position in r), then one work-group per output merges its `parts`
 //                 partial results and stores as reduce_group does.
 //
 // Build options: -DOP_<sum|prod|max|min|argmax|argmin|all|any|norm2>, -DTI= input type,
@@ -124,6 +124,16 @@ inline int offset_of(int index, const Dims d) {
       const int idx_off, const int with_index, const Dims kept, const Dims red, const int R,        \
       const int outputs, const ACC scale
 
+// (*acc, *ai) combined with the inputs r = begin, begin + step, ... < end of the output whose
+// first input is x[base].
+inline void accumulate(__global const TI *x, const int base, const Dims red, const int begin, const int end,
+                       const int step, ACC *acc, int *ai) {
+  for (int r = begin; r < end; r += step) {
+    const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
+    COMBINE(*acc, *ai, v, r);
+  }
+}
+
 // The work-group's GROUP accumulators merged through local memory into (*acc, *ai) of
 // work-item 0 (every work-item of the group calls it).
 inline void merge_group(ACC* acc, int* ai, __local ACC* part, __local int* part_i) {
@@ -151,10 +161,7 @@ __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_group(AR
   const int base = x_off + offset_of(o, kept);
   ACC acc = INIT;
   int ai = 0x7fffffff;
-  for (int r = lid; r < R; r += GROUP) {
-    const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
-    COMBINE(acc, ai, v, r);
-  }
+  accumulate(x, base, red, lid, R, GROUP, &acc, &ai);
   __local ACC part[GROUP];
   __local int part_i[GROUP];
   merge_group(&acc, &ai, part, part_i);
@@ -169,13 +176,9 @@ __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1))) void reduce_parts(
   const int o = g / parts, p = g % parts;
   const int lid = get_local_id(0);
   const int base = x_off + offset_of(o, kept);
-  const int end = min(R, (p + 1) * chunk);
   ACC acc = INIT;
   int ai = 0x7fffffff;
-  for (int r = p * chunk + lid; r < end; r += GROUP) {
-    const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
-    COMBINE(acc, ai, v, r);
-  }
+  accumulate(x, base, red, p * chunk + lid, min(R, (p + 1) * chunk), GROUP, &acc, &ai);
   __local ACC part[GROUP];
   __local int part_ix[GROUP];
   merge_group(&acc, &ai, part, part_ix);
@@ -208,9 +211,6 @@ __kernel void reduce_item(ARGS) {
   const int base = x_off + offset_of(o, kept);
   ACC acc = INIT;
   int ai = 0x7fffffff;
-  for (int r = 0; r < R; ++r) {
-    const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
-    COMBINE(acc, ai, v, r);
-  }
+  accumulate(x, base, red, 0, R, 1, &acc, &ai);
   STORE(o, acc, ai);
 }

@@ -266,7 +266,7 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
   const bool rows = m <= 8;  // MAX_ROWS of gemm16_rows
   const bool bf16 = a.scalar_type() == at::kBFloat16;
   std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
-                        (act == Activation::kNone ? "" : " -DEPI_ACT=" + std::to_string(int(act)));
+                        activation_option(act);
   const char* name = rows ? "gemm16_rows" : "gemm16_tiled";
   size_t global[3], local[3];
   // CPUs: one work-item per few columns (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
@@ -419,8 +419,7 @@ at::Tensor addmm_act(const at::Tensor& bias, const at::Tensor& mat1, const at::T
     return out;
   }
   if (mat1.scalar_type() == at::kFloat && mat2.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat &&
-      mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(1) == mat2.size(0) && is_device(bias) && is_device(mat1) &&
-      is_device(mat2)) {
+      multipliable(mat1, mat2, 2) && is_device(bias) && is_device(mat1) && is_device(mat2)) {
     const int64_t m = mat1.size(0), k = mat1.size(1), n = mat2.size(1);
     at::Tensor out = empty_device({m, n}, at::kFloat);
     if (m > 0 && n > 0 && k > 0 && bias_row(bias, out, 1.0f, n) &&

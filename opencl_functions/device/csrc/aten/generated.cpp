@@ -29,8 +29,8 @@
 // and one more lets a recording follow an input to a new storage (graph_rebind):
 //
 //   torch.ops.oclf.storage_locations(tensors) -> int[]
-//       for each tensor, its storage's buffer, its first element's byte offset there, the
-//       buffer's bytes and whether buffers derived from it are kept (see below).
+//       for each tensor, its storage's buffer, its first element's byte offset there and
+//       whether buffers derived from it are kept (see below).
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -145,20 +145,17 @@ void storage_relocate(const at::Tensor& t) {
   storage->set_allocator(allocator);
 }
 
-// Where each tensor's elements lie, four numbers a tensor: its storage's buffer (the handle),
-// the byte offset of its first element in that buffer, the buffer's bytes, and 1 when the
-// device keeps buffers derived from the storage (a packed or transposed weight), else 0.
+// Where each tensor's elements lie, three numbers a tensor: its storage's buffer (the
+// handle), the byte offset of its first element in that buffer, and 1 when the device keeps
+// buffers derived from the storage (a packed or transposed weight), else 0.
 std::vector<int64_t> storage_locations(const std::vector<at::Tensor>& tensors) {
   std::vector<int64_t> out;
-  out.reserve(4 * tensors.size());
+  out.reserve(3 * tensors.size());
   for (const at::Tensor& t : tensors) {
     DEVICE_CHECK(is_device(t), "opencl: storage_locations: expected opencl tensors, got one on ", t.device());
     const Location at = Allocator::get().locate(t.data_ptr());
-    size_t bytes = 0;
-    CL_CHECK(clGetMemObjectInfo(at.mem, CL_MEM_SIZE, sizeof(bytes), &bytes, nullptr));
     out.push_back(int64_t(reinterpret_cast<uintptr_t>(at.mem)));
     out.push_back(int64_t(at.offset));
-    out.push_back(int64_t(bytes));
     out.push_back(has_derived(t.data_ptr()) ? 1 : 0);
   }
   return out;

@@ -89,7 +89,7 @@ Graph::Graph() : device_(Device::get().index()), pool_(Allocator::get().memory(d
 Graph::~Graph() {
   clFinish(Device::at(device_).queue());  // a replay's writes read the bytes this graph holds
   for (cl_kernel k : kernels_) clReleaseKernel(k);
-  for (void* b : buffers_) command_buffers().release(static_cast<cl_command_buffer_khr>(b));
+  release_command_buffers();
   Allocator::get().memory(device_).close_pool(pool_);
 }
 
@@ -164,6 +164,13 @@ void Graph::add_call(std::function<void()> call) {
 
 bool Graph::command_buffers_available() { return command_buffers().usable; }
 
+void Graph::release_command_buffers() {
+  for (void* b : buffers_) command_buffers().release(static_cast<cl_command_buffer_khr>(b));
+  buffers_.clear();
+  plan_.clear();
+  counts_.command_buffers = 0;
+}
+
 bool Graph::rebind(const std::vector<std::pair<cl_mem, cl_mem>>& moves) {
   if (counts_.calls > 0) return false;
   Device& dev = Device::at(device_);
@@ -202,10 +209,7 @@ bool Graph::rebind(const std::vector<std::pair<cl_mem, cl_mem>>& moves) {
   if (!buffers_.empty()) {
     // Command buffers hold the commands as they were made: made again from the commands.
     CL_CHECK(clFinish(queue));
-    for (void* b : buffers_) command_buffers().release(static_cast<cl_command_buffer_khr>(b));
-    buffers_.clear();
-    plan_.clear();
-    counts_.command_buffers = 0;
+    release_command_buffers();
     finish();
   }
   return true;

@@ -86,6 +86,9 @@ class Graph {
     size_t begin, end;
   };
   void issue(const Command& c, cl_command_queue queue) const;
+  // Releases the command buffers finish() made: replays issue commands one by one until
+  // finish() makes them again.
+  void release_command_buffers();
   // Every command, as replay() enqueues them (on the calling or the submission thread).
   void issue_all(cl_command_queue queue) const;
   std::vector<Command> commands_;
