@@ -103,6 +103,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "the opencl device: 1 enqueues launches, copies, library calls and replays from a thread of the "
             "device's own while the program goes on; 0 enqueues each where it is made (errors then surface at the "
             "operator that caused them)", "opencl_functions.device", staff=True),
+    Setting("DEVICE_INDEX_CHECKS", "device",
+            "the opencl device's index range checks: device checks indices on the device and raises an index out of "
+            "range at the next wait for it (as CUDA does); call waits for the check at the operator", "opencl_functions.device",
+            staff=True),
     Setting("GRAPH_COMMAND_BUFFERS", "1",
             "the opencl device's recorded steps: 0 replays them as plain enqueues where the device has "
             "cl_khr_command_buffer", "opencl_functions.device", staff=True),

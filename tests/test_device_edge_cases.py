@@ -122,6 +122,9 @@ def test_out_of_range_indices_are_index_errors(call, bad):
     i = torch.tensor([0, bad], device="opencl")
     with pytest.raises(IndexError, match="out of bounds|out of range"):
         call(x, i)
+        torch.opencl.synchronize()  # checked on the device: raised at the next wait
+    # found once, then cleared: the device goes on
+    assert torch.equal(x.index_select(0, torch.tensor([3, 0], device="opencl")).cpu(), x.cpu()[[3, 0]])
 
 
 def test_negative_indices_count_from_the_end_where_torch_allows_them():

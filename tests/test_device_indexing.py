@@ -129,12 +129,64 @@ def test_isin(invert):
 def test_out_of_range_index_raises():
     x = X.to(D)
     with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 1 with size 7"):
-        x[:, torch.tensor([0, 7]).to(D)]
+        x[:, torch.tensor([0, 7]).to(D)].cpu()
     with pytest.raises(IndexError, match="index -6 is out of bounds for dimension 0 with size 5"):
         x[torch.tensor([-6]).to(D)] = 1.0
+        torch.opencl.synchronize()
     with pytest.raises(IndexError, match="shape of the mask"):
         x[torch.ones(4, dtype=torch.bool).to(D)]
     with pytest.raises(IndexError, match="could not be broadcast"):
         x[torch.tensor([0, 1]).to(D), torch.tensor([0, 1, 2]).to(D)]
     with pytest.raises(IndexError, match="long, int, byte or bool"):
         x[torch.tensor([0.0]).to(D)]
+
+
+def test_index_checks_raise_at_the_next_wait_and_never_touch_memory_outside(monkeypatch):
+    """Indices are checked on the device: the operator returns at once, an index out of range
+    raises at the next wait for the device (a read or synchronize), naming the operator, the
+    index and the dimension; meanwhile no kernel reads or writes outside its tensors (a
+    scatter's neighbour keeps its values). With OCLF_DEVICE_INDEX_CHECKS=call the check
+    waits at the call instead."""
+    store = torch.arange(12.0).to(D)
+    x, neighbour = store[:6].view(2, 3), store[6:]
+    bad = torch.tensor([[0, 5, 1]]).to(D)
+    x.scatter_(0, bad, -1.0)  # row 5 of a 2-row tensor: skipped
+    y = x.index_select(0, torch.tensor([1, 9]).to(D))  # returns: nothing waited for
+    with pytest.raises(IndexError, match=r"opencl: scatter: index 5 is out of bounds for a dimension of size 2 "
+                                         r"\(checked on the device, raised at the first wait"):
+        y.cpu()
+    # the first one found is raised, then the record is cleared and the device goes on
+    torch.opencl.synchronize()
+    assert torch.equal(neighbour.cpu(), torch.arange(6.0, 12.0))
+    assert torch.equal(x.index_select(0, torch.tensor([1, 0]).to(D)).cpu(), x.cpu()[[1, 0]])
+    # int32 indices, checked alike
+    with pytest.raises(IndexError, match="index_select: index -1 is out of bounds"):
+        x.index_select(0, torch.tensor([0, -1], dtype=torch.int32).to(D))
+        torch.opencl.synchronize()
+    monkeypatch.setenv("OCLF_DEVICE_INDEX_CHECKS", "call")
+    with pytest.raises(IndexError, match=r"gather: index 2 is out of bounds for a dimension of size 2$"):
+        torch.gather(x, 0, torch.tensor([[2, 0, 0]]).to(D))
+    monkeypatch.setenv("OCLF_DEVICE_INDEX_CHECKS", "later")
+    with pytest.raises(RuntimeError, match="OCLF_DEVICE_INDEX_CHECKS must be 'device' or 'call'"):
+        x.index_select(0, torch.tensor([0]).to(D))
+    monkeypatch.delenv("OCLF_DEVICE_INDEX_CHECKS")
+    torch.opencl.synchronize()
+
+
+def test_a_replayed_step_checks_its_indices_too():
+    """A recorded graph keeps its check kernels: an index out of range written into its input
+    before a replay raises at the next wait, as in an eager run."""
+    from opencl_functions.device import graph, Graph
+    table = torch.randn(5, 4).to(D)
+    ids = torch.tensor([0, 3]).to(D)
+    g = Graph()
+    with graph(g):
+        rows = table.index_select(0, ids)
+    ids.copy_(torch.tensor([4, 1]))
+    g.replay()
+    assert torch.equal(rows.cpu(), table.cpu()[[4, 1]])
+    ids.copy_(torch.tensor([2, 5]))
+    g.replay()
+    with pytest.raises(IndexError, match="index_select: index 5 is out of bounds"):
+        torch.opencl.synchronize()
+    torch.opencl.synchronize()

@@ -178,11 +178,23 @@ SCRIPT = textwrap.dedent("""
                   x.clone().index_put_((k, m), v, accumulate=True))
             close(d(x).index_put_((d(torch.tensor([2, 0])),), d(torch.tensor(1.5))).cpu(),
                   x.clone().index_put_((torch.tensor([2, 0]),), torch.tensor(1.5)))
-            # the bounds check of index_select and embeddings (index_bounds.cl): int64 and int32
-            # indices, 70 of them, so each work-item of its group reads one or two
+            # the range check on the device (index_check.cl): int64 and int32 indices, 70 of them;
+            # indices out of range are clamped (index_select, gather) or skipped (scatter, index_add)
+            # by the operator's kernel, so nothing reads or writes outside, and raised at the wait
             r = torch.randint(0, 6, (70,))
             close(d(x).index_select(2, d(r)).cpu(), x.index_select(2, r))
             close(d(x).index_select(1, d(r.int() % 5)).cpu(), x.index_select(1, r.int() % 5))
+            bad = r.clone()
+            bad[33], bad[50] = 6, -1
+            for use in (lambda t, i: t.index_select(2, i), lambda t, i: t.index_add(2, i, d(torch.ones(4, 5, 70))),
+                        lambda t, i: torch.gather(t, 2, i.view(1, 1, 70).expand(4, 5, 70)),
+                        lambda t, i: t.scatter(2, i.view(1, 1, 70).expand(4, 5, 70), 1.0)):
+                try:
+                    use(d(x), d(bad))
+                    torch.opencl.synchronize()
+                    raise AssertionError("an index out of range was not raised")
+                except IndexError as err:
+                    assert "is out of bounds" in str(err), err
             e = torch.randint(0, 9, (3, 7))
             assert torch.equal(torch.isin(d(e), d(torch.tensor([2, 5]))).cpu(), torch.isin(e, torch.tensor([2, 5])))
             q, kk, vv = torch.randn(2, 6, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 3)

@@ -48,6 +48,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ... import settings
+from .. import _C
 from ..graphs import Graph, graph
 
 _ops = torch.ops.oclf
@@ -133,11 +134,20 @@ def seeds(out: torch.Tensor, low: int, high: int, size: Any) -> None:
         out.copy_(torch.randint(low, high, tuple(out.shape), dtype=out.dtype))
 
 
-def _survey(args: list, cpu_scalars: bool = False) -> tuple[tuple, list[int | None]] | None:
+def _survey(args: list, cpu_scalars: bool = False) -> tuple[Any, list[int | None], list[int | None]] | None:
     """The arguments' signature (shapes, strides, dtypes and devices of the tensors, values of
-    the rest) and where each tensor's elements start, in one pass (it runs before every
-    replay); None when a tensor is on another device than opencl, but for 0-dim CPU tensors
-    where `cpu_scalars` (their place is then None: they are copied in)."""
+    the rest), where each tensor's elements start and each one's version counter, in one pass
+    (it runs before every replay: _C.survey, with this module's Python as the fallback for
+    arguments it does not know); None when a tensor is on another device than opencl, but for
+    0-dim CPU tensors where `cpu_scalars` (their place is then None: they are copied in)."""
+    if type(args) is list:
+        found = _C.survey(args, cpu_scalars)
+        if found is not NotImplemented:
+            return found
+    return _survey_in_python(args, cpu_scalars)
+
+
+def _survey_in_python(args: list, cpu_scalars: bool) -> tuple[tuple, list[int | None], list[int | None]] | None:
     key, ptrs = [], []
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -153,7 +163,7 @@ def _survey(args: list, cpu_scalars: bool = False) -> tuple[tuple, list[int | No
         else:
             key.append((type(a), a))
             ptrs.append(None)
-    return tuple(key), ptrs
+    return tuple(key), ptrs, [_version(a) for a in args]
 
 
 def _replay_enabled() -> bool:
@@ -167,6 +177,9 @@ class _Recording:
         self.first_ptrs: list[int | None] | None = None
         self.first_versions: list[int | None] = []     # version counters at the first call
         self.versions: list[int | None] = []           # and when recorded
+        # inputs read in place whose version had not moved by the recording: one that moves
+        # after it (a parameter loaded anew) makes the graph record again
+        self.watched: list[int] = []
         self.graph: Graph | None = None
         self.failed = False
         self.private: dict[int, torch.Tensor] = {}     # input index -> the recording's copy
@@ -295,7 +308,7 @@ class Replayed:
         if survey is None:
             counters["plain"] += 1
             return self.call(args)
-        key, ptrs = survey
+        key, ptrs, versions = survey
         rec = self.recordings.get(key)
         if rec is None:
             rec = self.recordings[key] = _Recording()
@@ -307,7 +320,7 @@ class Replayed:
             return self.call(args)
         if rec.first_ptrs is None:
             rec.first_ptrs = ptrs
-            rec.first_versions = [_version(a) for a in args]
+            rec.first_versions = versions
             counters["plain"] += 1
             return self._run_noting_seeds(rec, args)
         if rec.graph is None:
@@ -327,8 +340,7 @@ class Replayed:
             counters["moved"] += 1
             self._drop(rec)
             return self._record(rec, args)
-        changed = [i for i, a in enumerate(args) if i not in rec.private and rec.versions[i] is not None
-                   and rec.first_versions[i] == rec.versions[i] and _version(a) != rec.versions[i]]
+        changed = [i for i in rec.watched if versions[i] != rec.versions[i]]
         if changed:
             # An input that had not changed before the recording has now (a parameter loaded
             # anew): what the device derived from it then (packed weights) may be in the
@@ -368,6 +380,7 @@ class Replayed:
             rec.input_ptrs[i] = ptrs[i]
             rec.versions[i] = _version(args[i])
             rec.first_versions[i] = None  # changes: never a reason to record again
+        rec.watched = [i for i in rec.watched if i not in moved]
         return True
 
     def _run_noting_seeds(self, rec: _Recording, args: list) -> Any:
@@ -433,6 +446,8 @@ class Replayed:
             if i in rec.private:
                 _span(args[i]).copy_(rec.private[i])
         counters["recorded"] += 1
+        rec.watched = [i for i, v in enumerate(rec.versions)
+                       if i not in rec.private and v is not None and rec.first_versions[i] == v]
         read_in_place = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in rec.private]
         rec.locations = dict(zip(read_in_place, _locations([args[i] for i in read_in_place])))
         rec.outputs = list(outputs)

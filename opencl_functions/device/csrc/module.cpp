@@ -1,6 +1,7 @@
 // The Python module opencl_functions.device._C. Importing it registers the device (the
 // static registrations of runtime/ and aten/); the helpers below are torch operators
-// (torch.ops.oclf.*), so no Python binding library is needed.
+// (torch.ops.oclf.*), so no Python binding library is needed, but for survey() (survey.cpp),
+// a plain function of the module: it runs before every replay of a compiled graph.
 #include <Python.h>
 #include <torch/library.h>
 
@@ -20,6 +21,7 @@
 #include "runtime/device.h"
 #include "runtime/generator.h"
 #include "runtime/graph.h"
+#include "survey.h"
 
 namespace oclf::device {
 
@@ -268,8 +270,14 @@ TORCH_LIBRARY(oclf, m) {
 
 }  // namespace oclf::device
 
+// The module's own functions: those called too often for an operator's boxing.
+static PyMethodDef module_methods[] = {
+    {"survey", oclf::device::survey, METH_VARARGS,
+     "survey(args, cpu_scalars): a compiled graph's arguments' signature, addresses and versions (survey.cpp)"},
+    {nullptr, nullptr, 0, nullptr}};
+
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C",
                                         "The opencl device's native part (operators in torch.ops.oclf).", -1,
-                                        nullptr};
+                                        module_methods};
 
 PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&module_def); }

@@ -9,6 +9,8 @@
 //                 targets within a line add up deterministically (no atomics); lines never share
 //                 targets. src is a tensor (strides L.stride_src), or the number `value`
 //                 (-DVALUE).
+//   Their indices are checked by another kernel (index_check.cl) that does not stop these:
+//   one outside x's D rows along dim is clamped (gather) or skipped (scatter).
 //   cumsum        y (outer, D, inner) contiguous: y[o, j, k] = Σ_{j' <= j} x[o, j', k]; one
 //                 work-item per (o, k).
 //   random_fill   y (n) contiguous: uniform in [a, b) (mode 0), normal with mean a and standard
@@ -34,7 +36,7 @@ typedef struct {
 } Coords;
 
 __kernel void gather(__global const T* x, const int x_off, __global const long* idx, const int idx_off,
-                     __global T* y, const int y_off, const Coords L, const int dim, const int total) {
+                     __global T* y, const int y_off, const Coords L, const int dim, const int D, const int total) {
   const int i = get_global_id(0);
   if (i >= total) return;
   int rest = i, at = x_off, ia = idx_off;
@@ -44,12 +46,13 @@ __kernel void gather(__global const T* x, const int x_off, __global const long* 
     ia += c * L.stride_idx[d];
     if (d != dim) at += c * L.stride_x[d];
   }
-  y[y_off + i] = x[at + (int)idx[ia] * L.stride_x[dim]];
+  const int row = (int)clamp(idx[ia], 0L, (long)D - 1);  // checked apart (index_check.cl)
+  y[y_off + i] = x[at + row * L.stride_x[dim]];
 }
 
 __kernel void scatter(__global T* x, const int x_off, __global const long* idx, const int idx_off,
                       __global const T* src, const int src_off, const T value, const Coords L, const int dim,
-                      const int lines) {
+                      const int D, const int lines) {
   const int line = get_global_id(0);
   if (line >= lines) return;
   int rest = line, at = x_off, ia = idx_off, is = src_off;
@@ -62,7 +65,9 @@ __kernel void scatter(__global T* x, const int x_off, __global const long* idx, 
     is += c * L.stride_src[d];
   }
   for (int k = 0; k < L.size[dim]; ++k) {
-    const int target = at + (int)idx[ia + k * L.stride_idx[dim]] * L.stride_x[dim];
+    const long row = idx[ia + k * L.stride_idx[dim]];
+    if (row < 0 || row >= D) continue;  // out of range: checked apart (index_check.cl)
+    const int target = at + (int)row * L.stride_x[dim];
 #ifdef VALUE
     const T v = value;
 #else

@@ -7,6 +7,9 @@
 //   embedding_backward dy (n, E), idx (n), dw (V, E) zeroed before: one work-item per column
 //                      e sums dy[j, e] into dw[idx[j], e] for j = 0 .. n-1 in order (no atomics),
 //                      skipping padding_idx.
+//   Indices of index_select, index_add and embedding_backward are checked by another kernel
+//   (index_check.cl) that does not stop these: here one out of range is clamped (reads) or
+//   skipped (writes), never an access outside the tensor.
 //   arange             y[i] = start + i·step, one work-item per element.
 //   dropout            y = x·scale where a random number u_i ≥ p (mask[i] = 1), else 0 (mask 0);
 //                      u_i in [0, 1) hashes (seed, i), so a draw depends on its seed alone.
@@ -61,18 +64,18 @@ __kernel void index_select(__global const T* x, const int x_off, __global const 
   const int i = get_global_id(0);
   if (i >= total) return;
   const int k = i % inner, j = (i / inner) % n, o = i / (inner * n);
-  const long row = idx[idx_off + j];
+  const long row = clamp(idx[idx_off + j], 0L, (long)D - 1);  // checked apart (index_check.cl)
   y[y_off + i] = x[x_off + ((size_t)o * D + row) * inner + k];
 }
 
 __kernel void embedding_backward(__global const float* dy, const int dy_off, __global const long* idx,
                                  const int idx_off, __global float* dw, const int dw_off, const int n, const int E,
-                                 const int padding_idx) {
+                                 const int padding_idx, const int V) {
   const int e = get_global_id(0);
   if (e >= E) return;
   for (int j = 0; j < n; ++j) {
     const long row = idx[idx_off + j];
-    if (row == padding_idx) continue;
+    if (row == padding_idx || row < 0 || row >= V) continue;  // out of range: checked apart
     dw[dw_off + row * E + e] += dy[dy_off + (size_t)j * E + e];
   }
 }
@@ -126,6 +129,7 @@ __kernel void index_add(__global T* y, const int y_off, __global const long* idx
   const int k = i % inner, o = i / inner;
   for (int j = 0; j < n; ++j) {
     const long row = idx[idx_off + j];
+    if (row < 0 || row >= D) continue;  // out of range: checked apart (index_check.cl)
     y[y_off + ((size_t)o * D + row) * inner + k] += alpha * src[src_off + ((size_t)o * n + j) * inner + k];
   }
 }

@@ -94,7 +94,8 @@ at::Tensor embedding_backward(const at::Tensor& grad_output, const at::Tensor& i
   at::Tensor dw = empty_device({V, E}, at::kFloat);
   dw.zero_();
   launch(Device::get().kernel("index.cl", "embedding_backward", ""), NDRange::linear(size_t(E)),
-         arg(contiguous(grad_output)), arg(idx), arg(dw), int(idx.numel()), int(E), int(padding_idx.expect_int()));
+         arg(contiguous(grad_output)), arg(idx), arg(dw), int(idx.numel()), int(E), int(padding_idx.expect_int()),
+         int(V));
   return dw;
 }
 
@@ -156,7 +157,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     const at::Tensor i = idx.dim() == 0 ? idx.view({1}) : idx;
     const Coords c = coords(i, x, at::Tensor(), d, "gather");
     launch(Device::get().kernel("gather.cl", "gather", move_type_option(x)), NDRange::linear(size_t(y.numel())), arg(x),
-           arg(i), arg(y), c, int(d), int(y.numel()));
+           arg(i), arg(y), c, int(d), int(x.size(d)), int(y.numel()));
   }
   if (!y.is_same(out)) out.copy_(y);
   return out;
@@ -185,7 +186,7 @@ at::Tensor& scatter_into(at::Tensor& self, int64_t dim, const at::Tensor& index,
   const ScalarArg v(value.toDouble(), x.scalar_type());
   const int64_t lines = idx.numel() / (idx.dim() == 0 ? 1 : idx.size(d));
   launch(Device::get().kernel("gather.cl", "scatter", options), NDRange::linear(size_t(lines)), arg(x), arg(idx),
-         arg(s.defined() ? s : x), v, c, int(d), int(lines));
+         arg(s.defined() ? s : x), v, c, int(d), int(one_d(x).size(d)), int(lines));
   if (!x.is_same(self)) self.copy_(x);
   return self;
 }

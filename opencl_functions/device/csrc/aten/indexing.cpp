@@ -4,7 +4,7 @@
 // masks and argwhere), masked_select and isin. Kernels: kernels/index.cl.
 //
 // The index tensors are broadcast together to J positions; their offsets into x
-// (Σ_k wrap(i_k)·stride_k, after one bounds check) are one int64 tensor of J elements, so a
+// (Σ_k wrap(i_k)·stride_k, each index tensor checked on the device) are one int64 tensor of J elements, so a
 // single kernel reads or writes x through its own strides, without copying it. As in torch,
 // the result has the broadcast index dimensions in place of the indexed ones when those are
 // adjacent, else first.
@@ -104,7 +104,7 @@ std::vector<at::Tensor> expand_masks(const at::Tensor& x, const c10::List<std::o
   return out;
 }
 
-// The selection of x by these indices; throws IndexError for an index out of range.
+// The selection of x by these indices (an index out of range: check_index_range).
 Selection select(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices, const char* op) {
   const std::vector<at::Tensor> expanded = expand_masks(x, indices, op);
   Selection s;
@@ -125,31 +125,16 @@ Selection select(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>
   const bool adjacent = s.dims.back() - s.dims.front() + 1 == int64_t(s.dims.size());
   s.block = adjacent ? s.dims.front() : 0;
 
-  // Offsets, and one check (one read) that every index is within its dimension. While a
-  // graph records, nothing may wait for the device: the check is left out there (the
-  // offsets wrap into the dimension, so no kernel reads or writes outside x).
-  const bool check = Device::get().recording() == nullptr;
-  at::Tensor offsets, bad;
+  // Offsets, wrapped into each dimension (no kernel reads or writes outside x, whatever the
+  // indices), and each index tensor's range checked on the device (check_index_range: an
+  // index out of range raises at the next wait for the device).
+  at::Tensor offsets;
   for (size_t k = 0; k < index.size(); ++k) {
     const int64_t size = x.size(s.dims[k]);
     const at::Tensor& i = index[k];
-    if (check) {
-      const at::Tensor out_of_range = at::logical_or(i.lt(-size), i.ge(size));
-      bad = bad.defined() ? at::logical_or(bad, out_of_range) : out_of_range;
-    }
+    check_index_range(op, i, size, /*negative=*/true, s.dims[k]);
     const at::Tensor term = i.remainder(std::max<int64_t>(size, 1)).mul(x.stride(s.dims[k]));
     offsets = offsets.defined() ? offsets.add(term) : term;
-  }
-  if (check && bad.numel() > 0 && bad.any().item<bool>()) {
-    for (size_t k = 0; k < index.size(); ++k) {
-      const at::Tensor host = index[k].cpu();
-      const int64_t size = x.size(s.dims[k]);
-      const at::Tensor wrong = at::logical_or(host.lt(-size), host.ge(size));
-      if (!wrong.any().item<bool>()) continue;
-      const int64_t value = host.masked_select(wrong)[0].item<int64_t>();
-      DEVICE_CHECK_INDEX(false, "opencl: ", op, ": index ", value, " is out of bounds for dimension ", s.dims[k],
-                        " with size ", size);
-    }
   }
   s.offsets = offsets.expand(s.index_shape).contiguous().reshape({-1});
   return s;

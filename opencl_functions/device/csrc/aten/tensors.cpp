@@ -3,6 +3,7 @@
 
 #include <ATen/EmptyTensor.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "kernel_launch.h"
@@ -77,31 +78,25 @@ DeviceSpan span(const at::Tensor& t) {
   return DeviceSpan{where.mem, static_cast<int>(where.offset / item)};
 }
 
-bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative) {
+void check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative, int64_t dim) {
   DEVICE_CHECK_INDEX(at::isIntegralType(index.scalar_type(), /*includeBool=*/false), "opencl: ", op,
                     ": indices must be an integer tensor, got ", index.scalar_type());
-  // While a graph records nothing may wait for the device: a recorded step's indices are
-  // not checked (graph.h). Otherwise one read brings both bounds back.
-  if (index.numel() == 0 || Device::get().recording() != nullptr) return false;
+  if (index.numel() == 0) return;
   const at::ScalarType type = index.scalar_type();
   const at::Tensor idx = contiguous(type == at::kLong || type == at::kInt ? index : index.to(at::kLong));
   DEVICE_CHECK(idx.numel() <= INT_MAX, "opencl: ", op, ": more than 2^31 indices");
-  // One kernel and one read of its two values: the check runs before nearly every indexing
-  // operator (embeddings each step), where min, max, stack and a copy cost four operators.
-  const at::Tensor bounds = empty_device({2}, at::kLong);
-  constexpr size_t group = 64;  // one work-group; the kernel's BOUNDS_GROUP (a power of two)
-  const std::string options = std::string(idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long") +
-                              " -DBOUNDS_GROUP=" + std::to_string(group);
-  launch(Device::get().kernel("index_bounds.cl", "index_bounds", options), NDRange(1, &group, &group), arg(idx),
-         int(idx.numel()), arg(bounds));
-  int64_t low_high[2];
-  const DeviceSpan where = span(bounds);
-  Device::get().read(where.mem, size_t(where.offset) * sizeof(int64_t), low_high, sizeof low_high);
-  const int64_t low = low_high[0], high = low_high[1];
-  const int64_t floor = negative ? -size : 0;
-  DEVICE_CHECK_INDEX(low >= floor && high < size, "opencl: ", op, ": index ", low < floor ? low : high,
-                    " is out of bounds for a dimension of size ", size);
-  return low < 0;
+  // Checked on the device, without waiting: one kernel writes the first index out of range
+  // to the device's record, which its next wait reads back (Device::index_record). A
+  // check read back here made every embedding and x[i] a wait for the whole queue.
+  Device& dev = Device::get();
+  const TensorArg record{dev.index_record(), 0};
+  const int64_t n = idx.numel();
+  const size_t group = dev.is_cpu() ? 64 : 256;
+  const size_t items = std::min<size_t>(size_t(n), group * 64);
+  launch(dev.kernel("index_check.cl", "index_check", idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long"),
+         NDRange::linear(items, group), arg(idx), int(n), cl_long(negative ? -size : 0), cl_long(size), record, record,
+         Device::index_op_code(op), int(dim));
+  if (dev.index_checks_at_call() && dev.recording() == nullptr) dev.synchronize();
 }
 
 std::tuple<int64_t, int64_t, int64_t> around(const at::Tensor& x, int64_t dim) {

@@ -64,12 +64,16 @@ struct DeviceSpan {
 };
 DeviceSpan span(const at::Tensor& t);
 
-// Integer index values addressing a dimension of `size` elements: throws an IndexError naming
-// `op` unless every value lies in [-size, size) where `negative` ones count from the end, else
-// in [0, size). Returns whether a negative one was found. Reads the smallest and largest
-// value back (one wait for the queue): kernels must not read or write outside a tensor.
-// Not while a graph records (no wait is possible there): recorded indices go unchecked.
-bool check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative = false);
+// Integer index values addressing a dimension of `size` elements (`dim` of the indexed
+// tensor, or -1 unnamed): every value must lie in [-size, size) where `negative` ones count
+// from the end, else in [0, size). An integer type is checked here; the values are checked
+// on the device (kernels/index_check.cl), and one out of range raises IndexError naming `op`
+// at the next wait for the device (Device::index_record), or here with
+// OCLF_DEVICE_INDEX_CHECKS=call. So the operator's kernel runs with the indices unchecked:
+// it must keep every access inside its tensors (clamped or skipped). Recorded graphs
+// check at each replay alike.
+void check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative = false,
+                       int64_t dim = -1);
 
 // x as (outer, D, inner) around dimension `dim`: the product of the sizes before it, its
 // own size, the product of those after it (a 0-d x is (1, 1, 1)).

@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <vector>
+
+#include <c10/util/Exception.h>
 
 #include "../../../runtime/launch_log.hpp"
 #include "graph.h"
@@ -357,7 +361,84 @@ void Device::synchronize() {
   refuse_in_forked_child();
   refuse_wait("synchronize()");
   if (submitter_) submitter_->settle(true);  // a command that failed on the thread is raised here
-  CL_CHECK(clFinish(queue()));
+  if (index_record_ == nullptr) {
+    CL_CHECK(clFinish(queue()));
+    return;
+  }
+  // Reading the index record back waits for everything queued before it, as clFinish would.
+  int64_t record[kIndexRecordWords];
+  {
+    std::lock_guard<std::recursive_mutex> lock(mutex());
+    CL_CHECK(clEnqueueReadBuffer(queue(), index_record_, CL_TRUE, 0, sizeof record, record, 0, nullptr, nullptr));
+  }
+  raise_index_error(record);
+}
+
+namespace {
+std::mutex index_ops_mutex;
+std::vector<std::string>& index_ops() {
+  static std::vector<std::string> names{"an indexing operator"};  // code 0: none named
+  return names;
+}
+}  // namespace
+
+bool Device::index_checks_at_call() const {
+  if (sync_each_) return true;
+  const std::string checks = setting("DEVICE_INDEX_CHECKS");  // read at each check: a program may set it late
+  if (checks != "" && checks != "device" && checks != "call")
+    throw Error("opencl: " + setting_variable("DEVICE_INDEX_CHECKS") + " must be 'device' or 'call', got '" + checks +
+                    "'",
+                CL_INVALID_VALUE);
+  return checks == "call";
+}
+
+int Device::index_op_code(const char* op) {
+  std::lock_guard<std::mutex> lock(index_ops_mutex);
+  std::vector<std::string>& names = index_ops();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == op) return int(i);
+  names.emplace_back(op);
+  return int(names.size() - 1);
+}
+
+cl_mem Device::index_record() {
+  std::lock_guard<std::recursive_mutex> lock(mutex());
+  if (index_record_ == nullptr) {
+    const int64_t zeros[kIndexRecordWords] = {0};
+    cl_int status = CL_SUCCESS;
+    cl_mem made = clCreateBuffer(context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zeros,
+                                 const_cast<int64_t*>(zeros), &status);
+    CL_CHECK(status);
+    index_record_ = made;  // never released, as the device itself
+  }
+  return index_record_;
+}
+
+// The record read at a wait: when a check found an index out of range, the record is zeroed
+// for the next one and the error raised here.
+void Device::raise_index_error(const int64_t* record) {
+  int32_t flag = 0;
+  std::memcpy(&flag, record, sizeof flag);
+  if (flag == 0) return;
+  static const int64_t zeros[kIndexRecordWords] = {0};
+  {
+    std::lock_guard<std::recursive_mutex> lock(mutex());
+    CL_CHECK(clEnqueueWriteBuffer(queue(), index_record_, CL_TRUE, 0, sizeof zeros, zeros, 0, nullptr, nullptr));
+  }
+  std::string op;
+  {
+    std::lock_guard<std::mutex> lock(index_ops_mutex);
+    const std::vector<std::string>& names = index_ops();
+    op = record[1] >= 0 && size_t(record[1]) < names.size() ? names[size_t(record[1])] : names[0];
+  }
+  const std::string where = record[4] >= 0 ? "dimension " + std::to_string(record[4]) + " with size " +
+                                                 std::to_string(record[3])
+                                           : "a dimension of size " + std::to_string(record[3]);
+  TORCH_CHECK_INDEX(false, "opencl: ", op, ": index ", record[2], " is out of bounds for ", where,
+                    index_checks_at_call() ? ""
+                                           : " (checked on the device, raised at the first wait for it after the "
+                                             "operator: " + setting_variable("DEVICE_INDEX_CHECKS") +
+                                                 "=call raises at the call)");
 }
 
 cl_event Device::marker() {
@@ -406,9 +487,18 @@ void Device::read(cl_mem mem, size_t offset, void* host, size_t bytes) {
   refuse_in_forked_child();
   refuse_wait("a read to the host");
   if (submitter_) submitter_->settle(true);
-  std::lock_guard<std::recursive_mutex> lock(mutex());
-  CL_CHECK(clEnqueueReadBuffer(queue(), mem, CL_TRUE, offset, bytes, host, 0, nullptr, nullptr));
+  int64_t record[kIndexRecordWords] = {0};
+  {
+    std::lock_guard<std::recursive_mutex> lock(mutex());
+    // The index record first: the in-order queue has read it when the blocking read returns.
+    if (index_record_ != nullptr)
+      CL_CHECK(clEnqueueReadBuffer(queue(), index_record_, CL_FALSE, 0, sizeof record, record, 0, nullptr, nullptr));
+    const cl_int status = clEnqueueReadBuffer(queue(), mem, CL_TRUE, offset, bytes, host, 0, nullptr, nullptr);
+    if (status != CL_SUCCESS && index_record_ != nullptr) clFinish(queue());  // the record's read writes `record`
+    CL_CHECK(status);
+  }
   bytes_to_host_ += bytes;
+  raise_index_error(record);
 }
 
 }  // namespace oclf::device

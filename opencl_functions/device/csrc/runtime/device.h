@@ -124,6 +124,17 @@ class Device {
   // Reads bytes of a buffer into host memory, after everything queued before (blocking).
   void read(cl_mem mem, size_t offset, void* host, size_t bytes);
 
+  // Index checks on the device (kernels/index_check.cl, aten's check_index_range): the
+  // first index found out of range is written to this buffer (made, zeroed, at first use),
+  // and the next wait for the device (synchronize(), read()) reads it back and raises
+  // IndexError naming the operator, the index and the dimension. index_op_code() numbers an
+  // operator's name for the record. With OCLF_DEVICE_INDEX_CHECKS=call (or OCLF_DEVICE_SYNC=1)
+  // the check waits for the device at the call instead, as on the CPU.
+  static constexpr int kIndexRecordWords = 8;  // int64s: flag, operator, index, size, dim, unused
+  cl_mem index_record();
+  static int index_op_code(const char* op);
+  bool index_checks_at_call() const;
+
   // Queues a copy between two buffers without waiting.
   void copy(cl_mem from, cl_mem to, size_t from_offset, size_t to_offset, size_t bytes);
   // Runs a library call that enqueues on queue() by itself (CLBlast), recording it too.
@@ -156,6 +167,8 @@ class Device {
   bool is_cpu_ = false;
   bool has_fp64_ = false;
   bool sync_each_ = false;
+  cl_mem index_record_ = nullptr;  // see index_record(); read at every wait once made
+  void raise_index_error(const int64_t* record);
   Graph* recording_ = nullptr;
   std::map<cl_kernel, std::vector<KernelArg>> args_;  // as set while recording
   std::unique_ptr<Submitter> submitter_;               // see submits_async()
