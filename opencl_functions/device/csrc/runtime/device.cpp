@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include <c10/util/Exception.h>
 
 #include "../../../runtime/launch_log.hpp"
+#include "../check.h"
 #include "graph.h"
 #include "submitter.h"
 
@@ -434,7 +434,7 @@ void Device::raise_index_error(const int64_t* record) {
   const std::string where = record[4] >= 0 ? "dimension " + std::to_string(record[4]) + " with size " +
                                                  std::to_string(record[3])
                                            : "a dimension of size " + std::to_string(record[3]);
-  TORCH_CHECK_INDEX(false, "opencl: ", op, ": index ", record[2], " is out of bounds for ", where,
+  DEVICE_CHECK_INDEX(false, "opencl: ", op, ": index ", record[2], " is out of bounds for ", where,
                     index_checks_at_call() ? ""
                                            : " (checked on the device, raised at the first wait for it after the "
                                              "operator: " + setting_variable("DEVICE_INDEX_CHECKS") +
