@@ -256,3 +256,15 @@ def test_copy_onto_itself_changes_nothing_and_partial_overlap_is_refused():
     flat = torch.arange(10.0).to("opencl")
     with pytest.raises(RuntimeError, match="refer to a single memory location"):
         flat[1:].copy_(flat[:-1])
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_integer_clamp_with_one_bound_and_wrapping_scalars(dtype):
+    """clamp's missing bound stands in as ±infinity, which an integer kernel takes as its type's
+    limit (converted as it was, +infinity made every int64 clamp(min=0) -2^63); finite numbers
+    still wrap as torch's do (uint8 + (-1))."""
+    y = torch.tensor([0, 2, 100, 7, 1]).to(dtype) - (0 if dtype == torch.uint8 else 50)
+    d = y.to("opencl")
+    for f in (lambda t: t.clamp(min=0), lambda t: t.clamp(max=3), lambda t: t.clamp(-5, 5),
+              lambda t: t.clamp_min(1), lambda t: t.clamp_max(-1), lambda t: t + (-1)):
+        assert torch.equal(f(d).cpu(), f(y)), (f(d).cpu(), f(y))

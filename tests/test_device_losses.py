@@ -117,14 +117,20 @@ def test_margin_losses(reduction):
 
 def test_margin_loss_errors():
     x = randn(3, 4).to("opencl")
-    with pytest.raises(RuntimeError, match="target is out of range"):
+    with pytest.raises(IndexError, match="multi_margin_loss: target 4 is out of bounds for a dimension of size 4"):
         F.multi_margin_loss(x, torch.tensor([0, 4, 1], device="opencl"))
+        torch.opencl.synchronize()  # checked on the device: raised at the next wait
     with pytest.raises((RuntimeError, ValueError), match="only p == 1 and p == 2"):
         F.multi_margin_loss(x, torch.tensor([0, 3, 1], device="opencl"), p=3)
     with pytest.raises(RuntimeError, match="inconsistent target size"):
         F.multilabel_margin_loss(x, torch.zeros(3, 3, dtype=torch.long, device="opencl"))
-    with pytest.raises(RuntimeError, match="out of range"):
-        F.multilabel_margin_loss(x, torch.full((3, 4), -2, device="opencl"))
+    with pytest.raises(IndexError, match="multilabel_margin_loss: target -2 is out of bounds"):
+        F.multilabel_margin_loss(x, torch.full((3, 4), -2, device="opencl")).cpu()
+    # nll_loss (so cross_entropy) as torch's "Target 5 is out of bounds", ignore_index aside
+    logits, y = x.log_softmax(1), torch.tensor([0, -100, 3], device="opencl")
+    assert torch.allclose(F.nll_loss(logits, y).cpu(), F.nll_loss(logits.cpu(), y.cpu()), atol=1e-6)
+    with pytest.raises(IndexError, match="nll_loss: target 5 is out of bounds for a dimension of size 4"):
+        F.cross_entropy(x, torch.tensor([0, 5, 1], device="opencl")).item()
 
 
 def log_probs(T, N, C, seed=0, dtype=torch.float32):

@@ -195,6 +195,15 @@ SCRIPT = textwrap.dedent("""
                     raise AssertionError("an index out of range was not raised")
                 except IndexError as err:
                     assert "is out of bounds" in str(err), err
+            # loss targets alike (nll_loss skips one out of range, multi_margin_loss clamps it)
+            logits, y = torch.randn(5, 3), torch.tensor([0, 2, -100, 7, 1])
+            for use in (lambda a, t: F.cross_entropy(a, t), lambda a, t: F.multi_margin_loss(a, t.clamp(min=0))):
+                try:
+                    use(d(logits), d(y))
+                    torch.opencl.synchronize()
+                    raise AssertionError("a target out of range was not raised")
+                except IndexError as err:
+                    assert "target 7 is out of bounds" in str(err), err
             e = torch.randint(0, 9, (3, 7))
             assert torch.equal(torch.isin(d(e), d(torch.tensor([2, 5]))).cpu(), torch.isin(e, torch.tensor([2, 5])))
             q, kk, vv = torch.randn(2, 6, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 3)

@@ -1,5 +1,6 @@
 // The range check of an index tensor, made on the device: the first index found outside
-// [floor, size) is written to the device's index record (Device::index_record in
+// [floor, size) (values equal to `ignore` aside where has_ignore: a loss's ignore_index) is
+// written to the device's index record (Device::index_record in
 // csrc/runtime/device.cpp), which the host reads at its next wait for the device and raises
 // from (check_index_range in csrc/aten/tensors.cpp). The operator's own kernel keeps every
 // access inside its tensor whatever the indices, so a wrong index costs a wrong value until
@@ -14,10 +15,11 @@
 
 __kernel void index_check(__global const INDEX* idx, const int idx_off, const int n, const long floor,
                           const long size, __global int* flag, const int flag_off, __global long* rec,
-                          const int rec_off, const int code, const int dim) {
+                          const int rec_off, const int code, const int dim, const long ignore,
+                          const int has_ignore) {
   for (int i = get_global_id(0); i < n; i += get_global_size(0)) {
     const long v = idx[idx_off + i];
-    if (v < floor || v >= size) {
+    if ((v < floor || v >= size) && !(has_ignore && v == ignore)) {
       if (atomic_cmpxchg(flag + flag_off, 0, 1) == 0) {
         rec[rec_off + 1] = code;
         rec[rec_off + 2] = v;

@@ -28,7 +28,7 @@ __kernel void multi_margin_forward(IN(x), TARGET, IN(w), const int has_w, OUT(lo
   const int n = get_global_id(0);
   if (n >= N) return;
   const int row = x_off + n * C;
-  const int y = (int)target[target_off + n];
+  const int y = clamp((int)target[target_off + n], 0, C - 1);  // checked apart (index_check.cl)
   const T xy = x[row + y];
   const T wy = has_w ? w[w_off + y] : (T)1;
   T sum = 0;
@@ -45,7 +45,7 @@ __kernel void multi_margin_backward(IN(go), const int go_per_row, IN(x), TARGET,
   const int n = get_global_id(0);
   if (n >= N) return;
   const int row = x_off + n * C, out = dx_off + n * C;
-  const int y = (int)target[target_off + n];
+  const int y = clamp((int)target[target_off + n], 0, C - 1);  // checked apart (index_check.cl)
   const T xy = x[row + y];
   const T wy = has_w ? w[w_off + y] : (T)1;
   const T g = go_per_row ? go[go_off + n] : go[go_off];
@@ -72,12 +72,14 @@ __kernel void multilabel_margin_forward(IN(x), TARGET, OUT(is_target), OUT(loss)
   for (int j = 0; j < C; ++j) {
     const long y = target[target_off + row + j];
     if (y < 0) break;
+    if (y >= C) continue;  // out of range: checked apart (index_check.cl)
     listed[y] = 1;
   }
   T sum = 0;
   for (int j = 0; j < C; ++j) {
     const long y = target[target_off + row + j];
     if (y < 0) break;
+    if (y >= C) continue;  // out of range: checked apart (index_check.cl)
     const T xy = x[x_off + row + y];
     for (int i = 0; i < C; ++i) {
       if (listed[i] != 0) continue;
@@ -99,6 +101,7 @@ __kernel void multilabel_margin_backward(IN(go), const int go_per_row, IN(x), TA
   for (int j = 0; j < C; ++j) {
     const long y = target[target_off + row + j];
     if (y < 0) break;
+    if (y >= C) continue;  // out of range: checked apart (index_check.cl)
     const T xy = x[x_off + row + y];
     for (int i = 0; i < C; ++i) {
       if (listed[i] != 0) continue;

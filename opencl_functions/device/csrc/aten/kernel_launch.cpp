@@ -1,9 +1,28 @@
 // Kernel arguments and NDRanges of the device's launches (see kernel_launch.h).
 #include "kernel_launch.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace oclf::device {
+
+namespace {
+
+// A number as an integer of the kernel's type: ±infinity saturates to the type's limits (the
+// open bounds of clamp(min=...)); finite values go through int64 and wrap as torch's
+// integer conversions do (uint8 + (-1) adds 255), past int64's range saturating first.
+template <typename I>
+I to_integer(double v) {
+  if (std::isnan(v)) return 0;
+  if (std::isinf(v)) return v > 0 ? std::numeric_limits<I>::max() : std::numeric_limits<I>::min();
+  if (v >= 9223372036854775807.0) return static_cast<I>(std::numeric_limits<int64_t>::max());
+  if (v <= -9223372036854775808.0) return static_cast<I>(std::numeric_limits<int64_t>::min());
+  return static_cast<I>(static_cast<int64_t>(v));
+}
+
+}  // namespace
 
 TensorArg arg(const at::Tensor& t) {
   if (t.numel() == 0 || t.storage().data() == nullptr) return {};  // nothing is read or written
@@ -41,19 +60,19 @@ ScalarArg::ScalarArg(double value, at::ScalarType type) {
       break;
     }
     case at::kLong: {
-      const cl_long v = static_cast<cl_long>(value);
+      const cl_long v = to_integer<cl_long>(value);
       std::memcpy(bytes, &v, sizeof(v));
       size = sizeof(v);
       break;
     }
     case at::kInt: {
-      const cl_int v = static_cast<cl_int>(value);
+      const cl_int v = to_integer<cl_int>(value);
       std::memcpy(bytes, &v, sizeof(v));
       size = sizeof(v);
       break;
     }
     case at::kShort: {
-      const cl_short v = static_cast<cl_short>(value);
+      const cl_short v = to_integer<cl_short>(value);
       std::memcpy(bytes, &v, sizeof(v));
       size = sizeof(v);
       break;
@@ -61,7 +80,9 @@ ScalarArg::ScalarArg(double value, at::ScalarType type) {
     case at::kBool:
     case at::kByte:
     case at::kChar: {
-      const unsigned char v = static_cast<unsigned char>(type == at::kBool ? value != 0 : value);
+      const unsigned char v = type == at::kBool   ? (value != 0)
+                              : type == at::kByte ? to_integer<uint8_t>(value)
+                                                  : static_cast<unsigned char>(to_integer<int8_t>(value));
       bytes[0] = v;
       size = 1;
       break;

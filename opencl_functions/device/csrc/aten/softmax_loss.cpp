@@ -105,6 +105,8 @@ std::tuple<at::Tensor&, at::Tensor&> nll_out(const at::Tensor& self, const at::T
                                              c10::SymInt ignore_index, at::Tensor& output, at::Tensor& total_weight) {
   check_nll(self, target);
   const int64_t N = self.dim() == 2 ? self.size(0) : 1, C = self.size(-1);
+  // As torch's "Target 5 is out of bounds": raised at the next wait (the kernels skip it).
+  check_values_on_device("nll_loss", "target", target, 0, C, -1, ignore_index.expect_int());
   at::native::resize_output(output, reduction == 0 && self.dim() == 2 ? at::IntArrayRef{N} : at::IntArrayRef{});
   at::native::resize_output(total_weight, {});
   const bool has_w = weight && weight->defined();

@@ -81,6 +81,11 @@ DeviceSpan span(const at::Tensor& t) {
 void check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative, int64_t dim) {
   DEVICE_CHECK_INDEX(at::isIntegralType(index.scalar_type(), /*includeBool=*/false), "opencl: ", op,
                     ": indices must be an integer tensor, got ", index.scalar_type());
+  check_values_on_device(op, "index", index, negative ? -size : 0, size, dim);
+}
+
+void check_values_on_device(const char* op, const char* noun, const at::Tensor& index, int64_t low, int64_t high,
+                            int64_t dim, std::optional<int64_t> ignore) {
   if (index.numel() == 0) return;
   const at::ScalarType type = index.scalar_type();
   const at::Tensor idx = contiguous(type == at::kLong || type == at::kInt ? index : index.to(at::kLong));
@@ -94,8 +99,8 @@ void check_index_range(const char* op, const at::Tensor& index, int64_t size, bo
   const size_t group = dev.is_cpu() ? 64 : 256;
   const size_t items = std::min<size_t>(size_t(n), group * 64);
   launch(dev.kernel("index_check.cl", "index_check", idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long"),
-         NDRange::linear(items, group), arg(idx), int(n), cl_long(negative ? -size : 0), cl_long(size), record, record,
-         Device::index_op_code(op), int(dim));
+         NDRange::linear(items, group), arg(idx), int(n), cl_long(low), cl_long(high), record, record,
+         Device::index_op_code(op, noun), int(dim), cl_long(ignore.value_or(0)), int(ignore.has_value()));
   if (dev.index_checks_at_call() && dev.recording() == nullptr) dev.synchronize();
 }
 

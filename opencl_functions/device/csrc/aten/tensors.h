@@ -74,6 +74,10 @@ DeviceSpan span(const at::Tensor& t);
 // check at each replay alike.
 void check_index_range(const char* op, const at::Tensor& index, int64_t size, bool negative = false,
                        int64_t dim = -1);
+// The same check of integer values against [low, high), values equal to `ignore` aside (a
+// loss's ignore_index); the error names them by `noun` ("target 5 is out of bounds ...").
+void check_values_on_device(const char* op, const char* noun, const at::Tensor& values, int64_t low, int64_t high,
+                            int64_t dim = -1, std::optional<int64_t> ignore = std::nullopt);
 
 // x as (outer, D, inner) around dimension `dim`: the product of the sizes before it, its
 // own size, the product of those after it (a 0-d x is (1, 1, 1)).

@@ -377,7 +377,7 @@ void Device::synchronize() {
 namespace {
 std::mutex index_ops_mutex;
 std::vector<std::string>& index_ops() {
-  static std::vector<std::string> names{"an indexing operator"};  // code 0: none named
+  static std::vector<std::string> names{"an indexing operator: index"};  // code 0: none named
   return names;
 }
 }  // namespace
@@ -392,12 +392,13 @@ bool Device::index_checks_at_call() const {
   return checks == "call";
 }
 
-int Device::index_op_code(const char* op) {
+int Device::index_op_code(const char* op, const char* noun) {
+  const std::string name = std::string(op) + ": " + noun;
   std::lock_guard<std::mutex> lock(index_ops_mutex);
   std::vector<std::string>& names = index_ops();
   for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == op) return int(i);
-  names.emplace_back(op);
+    if (names[i] == name) return int(i);
+  names.push_back(name);
   return int(names.size() - 1);
 }
 
@@ -434,7 +435,7 @@ void Device::raise_index_error(const int64_t* record) {
   const std::string where = record[4] >= 0 ? "dimension " + std::to_string(record[4]) + " with size " +
                                                  std::to_string(record[3])
                                            : "a dimension of size " + std::to_string(record[3]);
-  DEVICE_CHECK_INDEX(false, "opencl: ", op, ": index ", record[2], " is out of bounds for ", where,
+  DEVICE_CHECK_INDEX(false, "opencl: ", op, " ", record[2], " is out of bounds for ", where,
                     index_checks_at_call() ? ""
                                            : " (checked on the device, raised at the first wait for it after the "
                                              "operator: " + setting_variable("DEVICE_INDEX_CHECKS") +

@@ -128,11 +128,11 @@ class Device {
   // first index found out of range is written to this buffer (made, zeroed, at first use),
   // and the next wait for the device (synchronize(), read()) reads it back and raises
   // IndexError naming the operator, the index and the dimension. index_op_code() numbers an
-  // operator's name for the record. With OCLF_DEVICE_INDEX_CHECKS=call (or OCLF_DEVICE_SYNC=1)
+  // operator's name, and what its values are called ("index", "target"), for the record. With OCLF_DEVICE_INDEX_CHECKS=call (or OCLF_DEVICE_SYNC=1)
   // the check waits for the device at the call instead, as on the CPU.
   static constexpr int kIndexRecordWords = 8;  // int64s: flag, operator, index, size, dim, unused
   cl_mem index_record();
-  static int index_op_code(const char* op);
+  static int index_op_code(const char* op, const char* noun = "index");
   bool index_checks_at_call() const;
 
   // Queues a copy between two buffers without waiting.
