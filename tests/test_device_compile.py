@@ -462,6 +462,33 @@ def test_dtypes_and_integer_rounding(device):
         assert out.dtype == ref.dtype and torch.equal(out.cpu(), ref)
 
 
+def test_indices_read_through_tensors_are_checked_as_eager_ones_are(device):
+    """A generated kernel reading through indices (an embedding, x[i] with negative i, an
+    index_put) keeps each inside its tensor and writes one out of range to the device's index
+    record: the next wait raises IndexError naming the kernel, in a plain call and in a
+    replay, and later calls run right."""
+    table = torch.randn(10, 4).to("opencl")
+    emb = torch.nn.Embedding(7, 3).to("opencl")
+    gather = torch.compile(lambda t, i: (t[i] * 2).sum(1))
+    lookup = torch.compile(lambda i: emb(i) + 1)
+    put = torch.compile(lambda t, i, v: t.index_put((i,), v, accumulate=True))
+    good = torch.tensor([1, -3, 9]).to("opencl")
+    for _ in range(3):  # as written, recorded, replayed
+        close(gather(table, good), (table.cpu()[good.cpu()] * 2).sum(1))
+        close(lookup(good.abs() % 7), F.embedding(good.cpu().abs() % 7, emb.weight.detach().cpu()) + 1)
+        close(put(table, good, torch.ones(3, 4).to("opencl")),
+              table.cpu().index_put((good.cpu(),), torch.ones(3, 4), accumulate=True))
+    assert counters()["replayed"] >= 3, replays()
+    for call, bad in ((lambda: gather(table, torch.tensor([1, 12, 9]).to("opencl")), 12),
+                      (lambda: lookup(torch.tensor([3, 0, 7]).to("opencl")), 7),
+                      (lambda: put(table, torch.tensor([0, -11, 2]).to("opencl"), torch.ones(3, 4).to("opencl")),
+                       -1)):
+        with pytest.raises(IndexError, match=r"compiled kernel opencl_kernel_\d+: index -?\d+ is out of bounds"):
+            call()
+            torch.opencl.synchronize()
+    close(gather(table, good), (table.cpu()[good.cpu()] * 2).sum(1))
+
+
 def test_dropout_draws_new_masks_each_replay(device):
     cf = torch.compile(lambda t: F.dropout(t, 0.5, training=True))
     x = torch.ones(33, 65).to("opencl")

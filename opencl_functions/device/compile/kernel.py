@@ -65,6 +65,8 @@ class OpenCLKernel(SIMDKernel):
         self.scratch: list[str] = []          # __local arrays, at kernel scope
         self.kept: set[CSEVariable] = set()   # variables at kernel scope (outlive loops)
         self.uses_double = False
+        self.checks_indices = False           # check_bounds used: the kernel takes the index record
+        self.kept_indices: set[tuple[str, str]] = set()  # (variable, size) checked in the open scope
         self.variables: dict[str, CSEVariable] = {}  # every CSE variable by name (for its C type)
         self.is_cpu = device_kind() == "cpu"
         self.mode, self.rblock = self._choose_mode()
@@ -107,9 +109,18 @@ class OpenCLKernel(SIMDKernel):
         return compute_type(dtype)
 
     def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
-        # A kernel cannot raise; indices read through tensors are not checked on the device
-        # (as a recorded graph's are not: graphs.py).
-        return
+        """An index read through a tensor: kept inside [0, size) before the access that uses
+        it (indirect loads and stores come after it, in compute), one outside written to the
+        device's index record and raised at the next wait for the device, as the eager
+        operators' checks are (kernels/compiled.h: OCLF_KEEP_INDEX)."""
+        name = str(expr)
+        if not (lower or upper) or not isinstance(expr, sympy.Symbol) or name not in self.variables:
+            return  # only a plain index variable can be kept in range
+        self.checks_indices = True
+        size_text = self.index_to_str(self.rename_indexing(size))
+        if (name, size_text) not in self.kept_indices:  # each access through it asks again
+            self.kept_indices.add((name, size_text))
+            self.compute.writeline(f"OCLF_KEEP_INDEX({name}, ({size_text}));")
 
     def device_assert_async(self, cond: CSEVariable, msg: str) -> None:
         return
@@ -244,6 +255,7 @@ class OpenCLKernel(SIMDKernel):
         for buffer in (self.loads, self.compute, self.stores, self.loop_prefix, self.loop_indexing,
                        self.loop_suffix):
             buffer.clear()
+        self.kept_indices.clear()
 
     def _cached_vars(self) -> set[CSEVariable]:
         cache = getattr(self.cse, "_cache", {})
@@ -273,6 +285,8 @@ class OpenCLKernel(SIMDKernel):
                 params.append(f"long {inner}")
         for tree in self._symbolic_numels():
             params.append(f"long {tree.prefix}numel")
+        if self.checks_indices:  # appended by generated_launch (csrc/aten/generated.cpp)
+            params.append("__global long* oclf_record, long oclf_code")
         code.writeline(f"__kernel void {name or KERNEL_NAME}(")
         with code.indent():
             for i, p in enumerate(params):

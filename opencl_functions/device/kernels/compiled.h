@@ -15,6 +15,12 @@
 //                                           numbers (Philox 4x32-10): the value at `offset`
 //                                           of the stream `seed`, so every work-item draws
 //                                           its own without shared state
+//   OCLF_KEEP_INDEX(var, n)                 an index read through a tensor (an embedding's
+//                                           ids) kept inside [0, n): one outside is written
+//                                           to the device's index record (oclf_record,
+//                                           oclf_code: parameters the generator adds), raised
+//                                           at the next wait for the device, and clamped so
+//                                           that no access leaves the tensor
 #ifndef DEVICE_COMPILED_H
 #define DEVICE_COMPILED_H
 
@@ -22,6 +28,20 @@
 
 #define PY_FLOORDIV(a, b) (((a) / (b)) - ((((a) % (b)) != 0) && (((a) < 0) != ((b) < 0))))
 #define PY_MOD(a, b) ((((a) % (b)) != 0 && ((((a) % (b)) < 0) != ((b) < 0))) ? ((a) % (b)) + (b) : ((a) % (b)))
+
+inline void oclf_index_error(__global long* rec, const long code, const long v, const long n) {
+  if (atomic_cmpxchg((__global int*)rec, 0, 1) == 0) {
+    rec[1] = code;
+    rec[2] = v;
+    rec[3] = n;
+    rec[4] = -1;
+  }
+}
+#define OCLF_KEEP_INDEX(var, n)                                  \
+  if ((var) < 0 || (var) >= (n)) {                               \
+    oclf_index_error(oclf_record, oclf_code, (long)(var), (long)(n)); \
+    var = clamp((long)(var), 0L, max((long)(n) - 1L, 0L));       \
+  }
 
 inline long oclf_ipow(long base, long exp) {
   long result = 1;

@@ -9,8 +9,11 @@
 //   torch.ops.oclf.generated_launch(handle, tensors, scalars, global_size, local_size)
 //       sets the kernel's arguments in order: each tensor as two arguments (its buffer,
 //       then its first element's offset in elements, as every kernel of the device takes
-//       tensors), then each scalar as a 64-bit integer; and enqueues it over global_size
-//       (1 to 3 dimensions) in work-groups of local_size (empty: the driver picks).
+//       tensors), then each scalar as a 64-bit integer, then, for a kernel that checks
+//       indices read through tensors (two parameters more: compile/kernel.py's
+//       check_bounds), the device's index record and the kernel's code in it; and enqueues
+//       it over global_size (1 to 3 dimensions) in work-groups of local_size (empty: the
+//       driver picks).
 //
 // Launches go through the device's queue like every other kernel, so a graph recording
 // (graph.h) keeps them, and replaying it issues them with no Python or dispatcher.
@@ -51,6 +54,8 @@ struct Built {
   int device = 0;
   cl_kernel kernel = nullptr;
   std::string name;
+  cl_uint num_args = 0;  // two more than the launch sets: the kernel checks indices (check_bounds)
+  int64_t code = 0;      // the kernel's name in the device's index record
 };
 
 std::mutex registry_mutex;
@@ -74,7 +79,10 @@ int64_t generated_kernel(const std::string& path, const std::string& name) {
   for (size_t i = 0; i < built.size(); ++i) {
     if (built[i].kernel == kernel && built[i].device == dev.index()) return static_cast<int64_t>(i);
   }
-  built.push_back(Built{dev.index(), kernel, name});
+  cl_uint num_args = 0;
+  CL_CHECK(clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof num_args, &num_args, nullptr));
+  built.push_back(Built{dev.index(), kernel, name, num_args,
+                        Device::index_op_code(("compiled kernel " + name).c_str(), "index")});
   return static_cast<int64_t>(built.size() - 1);
 }
 
@@ -116,6 +124,12 @@ void generated_launch(int64_t handle, at::TensorList tensors, at::IntArrayRef sc
   for (int64_t value : scalars) {
     const cl_long v = value;
     set_arg(target.kernel, index++, sizeof(v), &v);
+  }
+  if (index + 2 == target.num_args) {  // indices read through tensors are checked: the record
+    cl_mem record = dev.index_record();
+    const cl_long code = target.code;
+    set_arg(target.kernel, index++, sizeof(record), &record);
+    set_arg(target.kernel, index++, sizeof(code), &code);
   }
   dev.launch(target.kernel, dims, global, local_size.empty() ? nullptr : local);
 }
