@@ -35,6 +35,7 @@ Replayed(call)
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import hashlib
 import logging
@@ -281,6 +282,19 @@ def release_recordings() -> None:
         for rec in wrapper.recordings.values():
             wrapper._drop(rec)
         wrapper.recordings.clear()
+
+
+# At exit, before the interpreter's teardown: recordings hold OpenCL objects (kernels, memory)
+# that Python may never free at shutdown, and a driver torn down with them still referenced
+# can fail in its own destructors (Oclgrind corrupted its heap after a recorded training step).
+def _release_at_exit() -> None:
+    try:
+        release_recordings()
+    except Exception:  # a forked child, or a device already failed: nothing more to give back
+        pass
+
+
+atexit.register(_release_at_exit)
 
 
 class Replayed:

@@ -296,7 +296,15 @@ std::vector<KernelTime> Device::stop_timing() {
     timing_ = false;
     timed.swap(timed_);
   }
-  synchronize();
+  try {
+    synchronize();  // may raise an index found out of range (index_record)
+  } catch (...) {
+    for (Timed& t : timed) {
+      if (t.begin) clReleaseEvent(t.begin);
+      clReleaseEvent(t.end);
+    }
+    throw;
+  }
   std::vector<KernelTime> out;
   out.reserve(timed.size());
   for (Timed& t : timed) {
