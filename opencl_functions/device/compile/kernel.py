@@ -112,7 +112,7 @@ class OpenCLKernel(SIMDKernel):
         """An index read through a tensor: kept inside [0, size) before the access that uses
         it (indirect loads and stores come after it, in compute), one outside written to the
         device's index record and raised at the next wait for the device, as the eager
-        operators' checks are (kernels/compiled.h: OCLF_KEEP_INDEX)."""
+        operators' checks are (kernels/compiled.h: KEEP_INDEX_IN)."""
         name = str(expr)
         if not (lower or upper) or not isinstance(expr, sympy.Symbol) or name not in self.variables:
             return  # only a plain index variable can be kept in range
@@ -120,7 +120,7 @@ class OpenCLKernel(SIMDKernel):
         size_text = self.index_to_str(self.rename_indexing(size))
         if (name, size_text) not in self.kept_indices:  # each access through it asks again
             self.kept_indices.add((name, size_text))
-            self.compute.writeline(f"OCLF_KEEP_INDEX({name}, ({size_text}));")
+            self.compute.writeline(f"KEEP_INDEX_IN({name}, ({size_text}));")
 
     def device_assert_async(self, cond: CSEVariable, msg: str) -> None:
         return

@@ -15,7 +15,7 @@
 //                                           numbers (Philox 4x32-10): the value at `offset`
 //                                           of the stream `seed`, so every work-item draws
 //                                           its own without shared state
-//   OCLF_KEEP_INDEX(var, n)                 an index read through a tensor (an embedding's
+//   KEEP_INDEX_IN(var, n)                   an index read through a tensor (an embedding's
 //                                           ids) kept inside [0, n): one outside is written
 //                                           to the device's index record (oclf_record,
 //                                           oclf_code: parameters the generator adds), raised
@@ -37,10 +37,10 @@ inline void oclf_index_error(__global long* rec, const long code, const long v, 
     rec[4] = -1;
   }
 }
-#define OCLF_KEEP_INDEX(var, n)                                  \
-  if ((var) < 0 || (var) >= (n)) {                               \
-    oclf_index_error(oclf_record, oclf_code, (long)(var), (long)(n)); \
-    var = clamp((long)(var), 0L, max((long)(n) - 1L, 0L));       \
+#define KEEP_INDEX_IN(var, n)                                          \
+  if ((var) < 0 || (var) >= (n)) {                                     \
+    oclf_index_error(oclf_record, oclf_code, (long)(var), (long)(n));  \
+    var = clamp((long)(var), 0L, max((long)(n) - 1L, 0L));             \
   }
 
 inline long oclf_ipow(long base, long exp) {

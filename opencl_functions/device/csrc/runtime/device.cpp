@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-
 #include "../../../runtime/launch_log.hpp"
 #include "../check.h"
 #include "graph.h"
@@ -443,11 +442,12 @@ void Device::raise_index_error(const int64_t* record) {
   const std::string where = record[4] >= 0 ? "dimension " + std::to_string(record[4]) + " with size " +
                                                  std::to_string(record[3])
                                            : "a dimension of size " + std::to_string(record[3]);
+  // (The setting read as is: a wrong value must not hide this error behind its own.)
+  const bool at_call = sync_each_ || setting("DEVICE_INDEX_CHECKS") == "call";
   DEVICE_CHECK_INDEX(false, "opencl: ", op, " ", record[2], " is out of bounds for ", where,
-                    index_checks_at_call() ? ""
-                                           : " (checked on the device, raised at the first wait for it after the "
-                                             "operator: " + setting_variable("DEVICE_INDEX_CHECKS") +
-                                                 "=call raises at the call)");
+                     at_call ? ""
+                             : " (checked on the device, raised at the first wait for it after the operator: " +
+                                   setting_variable("DEVICE_INDEX_CHECKS") + "=call raises at the call)");
 }
 
 cl_event Device::marker() {
