@@ -25,22 +25,15 @@
 #define DEVICE_COMPILED_H
 
 #include "dtypes.h"
+#include "index_record.h"
 
 #define PY_FLOORDIV(a, b) (((a) / (b)) - ((((a) % (b)) != 0) && (((a) < 0) != ((b) < 0))))
 #define PY_MOD(a, b) ((((a) % (b)) != 0 && ((((a) % (b)) < 0) != ((b) < 0))) ? ((a) % (b)) + (b) : ((a) % (b)))
 
-inline void oclf_index_error(__global long* rec, const long code, const long v, const long n) {
-  if (atomic_cmpxchg((__global int*)rec, 0, 1) == 0) {
-    rec[1] = code;
-    rec[2] = v;
-    rec[3] = n;
-    rec[4] = -1;
-  }
-}
-#define KEEP_INDEX_IN(var, n)                                          \
-  if ((var) < 0 || (var) >= (n)) {                                     \
-    oclf_index_error(oclf_record, oclf_code, (long)(var), (long)(n));  \
-    var = clamp((long)(var), 0L, max((long)(n) - 1L, 0L));             \
+#define KEEP_INDEX_IN(var, n)                                                  \
+  if ((var) < 0 || (var) >= (n)) {                                             \
+    index_record_error(oclf_record, oclf_code, (long)(var), (long)(n), -1L);   \
+    var = clamp((long)(var), 0L, max((long)(n) - 1L, 0L));                     \
   }
 
 inline long oclf_ipow(long base, long exp) {

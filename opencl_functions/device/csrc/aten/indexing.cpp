@@ -4,10 +4,10 @@
 // masks and argwhere), masked_select and isin. Kernels: kernels/index.cl.
 //
 // The index tensors are broadcast together to J positions; their offsets into x
-// (Σ_k wrap(i_k)·stride_k, each index tensor checked on the device) are one int64 tensor of J elements, so a
-// single kernel reads or writes x through its own strides, without copying it. As in torch,
-// the result has the broadcast index dimensions in place of the indexed ones when those are
-// adjacent, else first.
+// (Σ_k wrap(i_k)·stride_k, each index tensor checked on the device) are one int64 tensor of
+// J elements, so a single kernel reads or writes x through its own strides, without copying
+// it. As in torch, the result has the broadcast index dimensions in place of the indexed ones
+// when those are adjacent, else first.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/native/CPUFallback.h>

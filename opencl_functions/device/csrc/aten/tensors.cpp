@@ -99,7 +99,7 @@ void check_values_on_device(const char* op, const char* noun, const at::Tensor& 
   const size_t group = dev.is_cpu() ? 64 : 256;
   const size_t items = std::min<size_t>(size_t(n), group * 64);
   launch(dev.kernel("index_check.cl", "index_check", idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long"),
-         NDRange::linear(items, group), arg(idx), int(n), cl_long(low), cl_long(high), record, record,
+         NDRange::linear(items, group), arg(idx), int(n), cl_long(low), cl_long(high), record,
          Device::index_op_code(op, noun), int(dim), cl_long(ignore.value_or(0)), int(ignore.has_value()));
   if (dev.index_checks_at_call() && dev.recording() == nullptr) dev.synchronize();
 }

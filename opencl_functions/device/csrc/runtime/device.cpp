@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../../../runtime/launch_log.hpp"
@@ -382,10 +383,16 @@ void Device::synchronize() {
 }
 
 namespace {
-std::mutex index_ops_mutex;
-std::vector<std::string>& index_ops() {
-  static std::vector<std::string> names{"an indexing operator: index"};  // code 0: none named
-  return names;
+// The names in the index record by code (code 0: none named), and the codes by name: looked
+// up on every indexing operator, and every generated kernel that checks indices adds one.
+struct IndexOps {
+  std::mutex mutex;
+  std::vector<std::string> names{"an indexing operator: index"};
+  std::unordered_map<std::string, int> codes{{names[0], 0}};
+};
+IndexOps& index_ops() {
+  static IndexOps ops;
+  return ops;
 }
 }  // namespace
 
@@ -400,13 +407,12 @@ bool Device::index_checks_at_call() const {
 }
 
 int Device::index_op_code(const char* op, const char* noun) {
-  const std::string name = std::string(op) + ": " + noun;
-  std::lock_guard<std::mutex> lock(index_ops_mutex);
-  std::vector<std::string>& names = index_ops();
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name) return int(i);
-  names.push_back(name);
-  return int(names.size() - 1);
+  std::string name = std::string(op) + ": " + noun;
+  IndexOps& ops = index_ops();
+  std::lock_guard<std::mutex> lock(ops.mutex);
+  const auto [at, added] = ops.codes.try_emplace(name, int(ops.names.size()));
+  if (added) ops.names.push_back(std::move(name));
+  return at->second;
 }
 
 cl_mem Device::index_record() {
@@ -435,9 +441,9 @@ void Device::raise_index_error(const int64_t* record) {
   }
   std::string op;
   {
-    std::lock_guard<std::mutex> lock(index_ops_mutex);
-    const std::vector<std::string>& names = index_ops();
-    op = record[1] >= 0 && size_t(record[1]) < names.size() ? names[size_t(record[1])] : names[0];
+    IndexOps& ops = index_ops();
+    std::lock_guard<std::mutex> lock(ops.mutex);
+    op = record[1] >= 0 && size_t(record[1]) < ops.names.size() ? ops.names[size_t(record[1])] : ops.names[0];
   }
   const std::string where = record[4] >= 0 ? "dimension " + std::to_string(record[4]) + " with size " +
                                                  std::to_string(record[3])

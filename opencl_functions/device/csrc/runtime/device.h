@@ -130,7 +130,7 @@ class Device {
   // IndexError naming the operator, the index and the dimension. index_op_code() numbers an
   // operator's name, and what its values are called ("index", "target"), for the record. With OCLF_DEVICE_INDEX_CHECKS=call (or OCLF_DEVICE_SYNC=1)
   // the check waits for the device at the call instead, as on the CPU.
-  static constexpr int kIndexRecordWords = 8;  // int64s: flag, operator, index, size, dim, unused
+  static constexpr int kIndexRecordWords = 8;  // int64s, laid out as kernels/index_record.h writes them
   cl_mem index_record();
   static int index_op_code(const char* op, const char* noun = "index");
   bool index_checks_at_call() const;
