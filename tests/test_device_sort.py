@@ -2,7 +2,9 @@
 OCLF_FALLBACK=error: sort (stable: equal keys keep their order; NaN largest), argsort, topk
 on awkward sizes and dtypes along any dimension, and multinomial draws (with and without
 replacement) whose frequencies follow the probabilities and never pick a category of
-probability 0; bad distributions raise."""
+probability 0; bad distributions raise (at the next wait, as torch CUDA's)."""
+import re
+
 import pytest
 import torch
 
@@ -85,9 +87,29 @@ def test_multinomial_without_replacement():
     assert all(sorted(row.tolist()) == [j for j in range(33) if j != 7] for row in draws)
     first = torch.multinomial(torch.tensor([1.0, 1.0, 8.0]).to(D).expand(3000, 3), 1).cpu()
     assert abs((first == 2).double().mean().item() - 0.8) < 0.03
-    with pytest.raises(RuntimeError, match="not enough"):
-        torch.multinomial(p.to(D), 33, replacement=False)
-    with pytest.raises(RuntimeError, match="inf"):
-        torch.multinomial(torch.tensor([0.5, -0.1]).to(D), 1)
-    with pytest.raises(RuntimeError, match="sum of probabilities"):
-        torch.multinomial(torch.zeros(2, 3).to(D), 1, replacement=True)
+    # More draws than categories of nonzero probability: as torch, those of probability 0 come last.
+    every = torch.multinomial(p.to(D), 33, replacement=False).cpu()
+    assert (every[:, -1] == 7).all() and (torch.multinomial(p, 33, replacement=False)[:, -1] == 7).all()
+
+
+# The distribution's checks run on the device and raise at the next wait for it (a sampling
+# loop need not wait for every draw), or at the call with OCLF_DEVICE_INDEX_CHECKS=call.
+@pytest.mark.parametrize("probs, replacement, message", [
+    ([[0.5, 0.5], [0.0, 0.0]], True, "sum of probabilities <= 0"),
+    ([[0.5, -0.1]], True, "contains either `inf`, `nan` or element < 0"),
+    ([[0.5, float("nan")]], True, "contains either `inf`, `nan` or element < 0"),
+    ([[1.0, 1.0], [0.0, 0.0]], False, "sum of probabilities <= 0"),
+    ([[1.0, 1.0], [0.0, float("inf")]], False, "contains either `inf`, `nan` or element < 0"),
+    ([[-1.0, 0.0, 0.0]], True, "contains either `inf`, `nan` or element < 0"),  # torch's first check wins
+])
+def test_multinomial_rejects_bad_distributions_at_the_next_wait(probs, replacement, message, monkeypatch):
+    p = torch.tensor(probs)
+    with pytest.raises(RuntimeError, match="multinomial distribution|probability tensor"):
+        torch.multinomial(p, 2, replacement=replacement)  # torch rejects it too (in words that vary by path)
+    draws = torch.multinomial(p.to(D), 2, replacement=replacement)  # queued, not waited for
+    with pytest.raises(RuntimeError, match=re.escape(message) + ".*raised at the first wait"):
+        draws.cpu()
+    assert torch.multinomial(torch.tensor([[0.2, 0.8]]).to(D), 1).cpu().item() in (0, 1)  # the record was reset
+    monkeypatch.setenv("OCLF_DEVICE_INDEX_CHECKS", "call")
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        torch.multinomial(p.to(D), 2, replacement=replacement)

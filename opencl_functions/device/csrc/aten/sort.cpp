@@ -105,18 +105,17 @@ at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replace
               num_samples, " > ", n, ") samples without replacement");
   DEVICE_CHECK(n < INT_MAX && rows * num_samples < INT_MAX, "opencl: multinomial: too many categories or samples");
   const at::Tensor p = self.to(at::kFloat).reshape({rows, n});
-  // One read for the checks torch makes: no negative, infinite or NaN probability, each row
-  // a positive sum, and enough categories of nonzero probability to draw without replacement.
-  const at::Tensor checks = at::stack({at::logical_or(p.lt(0), p.isfinite().logical_not()).any(),
-                                       p.sum(1).le(0).any(),
-                                       p.gt(0).sum(1).lt(replacement ? 1 : num_samples).any()})
-                                .cpu();
-  DEVICE_CHECK(!checks[0].item<bool>(), "opencl: multinomial: probability tensor contains either `inf`, `nan` or "
-              "element < 0");
-  DEVICE_CHECK(!checks[1].item<bool>(), "opencl: multinomial: invalid multinomial distribution (sum of probabilities "
-              "<= 0)");
-  DEVICE_CHECK(!checks[2].item<bool>(), "opencl: multinomial: invalid multinomial distribution (with replacement="
-              "False, not enough non-negative category to sample)");
+  // The checks torch makes, on the device (raised at the next wait, as the indexing
+  // operators' are: a sampling loop does not wait for each step's draw): each row a positive
+  // sum (failure 1), no negative, infinite or NaN probability (2); a row's failure is the
+  // last of these it fails, torch's first. Bad probabilities meanwhile draw some category in
+  // range (the search stays inside its row). As torch, drawing without replacement takes the
+  // categories of probability 0 last rather than refusing more draws than nonzero categories.
+  const at::Tensor failures =
+      at::maximum(p.sum(1).le(0).to(at::kLong),
+                  at::logical_or(p.lt(0), p.isfinite().logical_not()).any(1).to(at::kLong).mul(2));
+  check_on_device(failures, {"opencl: multinomial: invalid multinomial distribution (sum of probabilities <= 0)",
+                             "opencl: multinomial: probability tensor contains either `inf`, `nan` or element < 0"});
   at::Tensor draws;
   if (replacement) {
     const at::Tensor cdf = p.cumsum(1).contiguous();

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "../check.h"
 #include "../runtime/allocator.h"
@@ -78,6 +79,10 @@ void check_index_range(const char* op, const at::Tensor& index, int64_t size, bo
 // loss's ignore_index); the error names them by `noun` ("target 5 is out of bounds ...").
 void check_values_on_device(const char* op, const char* noun, const at::Tensor& values, int64_t low, int64_t high,
                             int64_t dim = -1, std::optional<int64_t> ignore = std::nullopt);
+// A check of any other condition, made on the device alike: `failures` holds integers, 0
+// where the condition holds and k (1, 2, ...) where it fails the way messages[k - 1] says;
+// the first failure found raises RuntimeError with its message at the next wait.
+void check_on_device(const at::Tensor& failures, const std::vector<std::string>& messages);
 
 // x as (outer, D, inner) around dimension `dim`: the product of the sizes before it, its
 // own size, the product of those after it (a 0-d x is (1, 1, 1)).

@@ -385,10 +385,22 @@ void Device::synchronize() {
 namespace {
 // The names in the index record by code (code 0: none named), and the codes by name: looked
 // up on every indexing operator, and every generated kernel that checks indices adds one.
+// A value check's entry holds its messages instead (failure k: messages[k - 1]).
 struct IndexOps {
   std::mutex mutex;
   std::vector<std::string> names{"an indexing operator: index"};
+  std::vector<std::vector<std::string>> messages{{}};
   std::unordered_map<std::string, int> codes{{names[0], 0}};
+
+  int code(std::string key, std::vector<std::string> failures) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto [at, added] = codes.try_emplace(key, int(names.size()));
+    if (added) {
+      names.push_back(std::move(key));
+      messages.push_back(std::move(failures));
+    }
+    return at->second;
+  }
 };
 IndexOps& index_ops() {
   static IndexOps ops;
@@ -407,12 +419,13 @@ bool Device::index_checks_at_call() const {
 }
 
 int Device::index_op_code(const char* op, const char* noun) {
-  std::string name = std::string(op) + ": " + noun;
-  IndexOps& ops = index_ops();
-  std::lock_guard<std::mutex> lock(ops.mutex);
-  const auto [at, added] = ops.codes.try_emplace(name, int(ops.names.size()));
-  if (added) ops.names.push_back(std::move(name));
-  return at->second;
+  return index_ops().code(std::string(op) + ": " + noun, {});
+}
+
+int Device::value_check_code(const std::vector<std::string>& messages) {
+  std::string key = "\n";  // no operator's name starts so: the keys of the two kinds never meet
+  for (const std::string& m : messages) key += m + "\n";
+  return index_ops().code(std::move(key), messages);
 }
 
 cl_mem Device::index_record() {
@@ -440,20 +453,28 @@ void Device::raise_index_error(const int64_t* record) {
     CL_CHECK(clEnqueueWriteBuffer(queue(), index_record_, CL_TRUE, 0, sizeof zeros, zeros, 0, nullptr, nullptr));
   }
   std::string op;
+  std::vector<std::string> failures;
   {
     IndexOps& ops = index_ops();
     std::lock_guard<std::mutex> lock(ops.mutex);
-    op = record[1] >= 0 && size_t(record[1]) < ops.names.size() ? ops.names[size_t(record[1])] : ops.names[0];
+    const size_t code = record[1] >= 0 && size_t(record[1]) < ops.names.size() ? size_t(record[1]) : 0;
+    op = ops.names[code];
+    failures = ops.messages[code];
+  }
+  // (The setting read as is: a wrong value must not hide this error behind its own.)
+  const bool at_call = sync_each_ || setting("DEVICE_INDEX_CHECKS") == "call";
+  const std::string deferred =
+      at_call ? ""
+              : " (checked on the device, raised at the first wait for it after the operator: " +
+                    setting_variable("DEVICE_INDEX_CHECKS") + "=call raises at the call)";
+  if (!failures.empty()) {
+    const size_t k = record[2] >= 1 && size_t(record[2]) <= failures.size() ? size_t(record[2]) : 1;
+    DEVICE_CHECK(false, failures[k - 1], deferred);
   }
   const std::string where = record[4] >= 0 ? "dimension " + std::to_string(record[4]) + " with size " +
                                                  std::to_string(record[3])
                                            : "a dimension of size " + std::to_string(record[3]);
-  // (The setting read as is: a wrong value must not hide this error behind its own.)
-  const bool at_call = sync_each_ || setting("DEVICE_INDEX_CHECKS") == "call";
-  DEVICE_CHECK_INDEX(false, "opencl: ", op, " ", record[2], " is out of bounds for ", where,
-                     at_call ? ""
-                             : " (checked on the device, raised at the first wait for it after the operator: " +
-                                   setting_variable("DEVICE_INDEX_CHECKS") + "=call raises at the call)");
+  DEVICE_CHECK_INDEX(false, "opencl: ", op, " ", record[2], " is out of bounds for ", where, deferred);
 }
 
 cl_event Device::marker() {

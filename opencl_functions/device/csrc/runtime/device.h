@@ -133,6 +133,10 @@ class Device {
   static constexpr int kIndexRecordWords = 8;  // int64s, laid out as kernels/index_record.h writes them
   cl_mem index_record();
   static int index_op_code(const char* op, const char* noun = "index");
+  // The code of a check of values other than indices (a distribution's probabilities): its
+  // kernel records failure k (1, 2, ...) as the value, and the wait raises RuntimeError with
+  // messages[k - 1].
+  static int value_check_code(const std::vector<std::string>& messages);
   bool index_checks_at_call() const;
 
   // Queues a copy between two buffers without waiting.
