@@ -177,6 +177,8 @@ class Device {
   std::map<cl_kernel, std::vector<KernelArg>> args_;  // as set while recording
   std::unique_ptr<Submitter> submitter_;               // see submits_async()
   static void settle_hook(int index);
+  // At the process's exit: every open device's waiting commands enqueued and its queue finished.
+  static void finish_at_exit();
   std::map<std::string, std::string> library_hashes_;  // by path: library_source_hash
   std::map<std::string, bool> library_builds_;         // by file, name and options: library_kernel_builds
   static void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
