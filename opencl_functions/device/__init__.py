@@ -28,6 +28,7 @@ graph (compile/), and importing the device registers its torch.distributed backe
 """
 from __future__ import annotations
 
+import atexit
 import sys
 import types
 
@@ -44,6 +45,10 @@ except ImportError as err:
     raise ImportError(f"opencl_functions.device cannot load its native module ({err}); it must be built "
                       f"against the torch it runs with ({torch.__version__}): make device in a source tree, "
                       f"or pip install --no-build-isolation . (README.md: Install as a package)") from err
+# Commands a program never waited for run to the end at its exit, before the interpreter frees
+# their tensors and the driver is torn down (both crashed such exits now and then, on PoCL and
+# under Oclgrind).
+atexit.register(_C.finish_at_exit)
 from . import amp, devices, events, profiling, rng, stats
 from .amp import get_amp_supported_dtype, is_bf16_supported
 from .devices import current_device, device, device_count, get_device_name, set_device

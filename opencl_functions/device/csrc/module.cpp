@@ -270,10 +270,25 @@ TORCH_LIBRARY(oclf, m) {
 
 }  // namespace oclf::device
 
-// The module's own functions: those called too often for an operator's boxing.
+// At the interpreter's exit: no errors to raise any more, and the GIL let go while the
+// queues finish (the submission thread may need it for nothing, but a callback might).
+static PyObject* finish_at_exit(PyObject*, PyObject*) {
+  Py_BEGIN_ALLOW_THREADS
+  try {
+    oclf::device::Device::finish_at_exit();
+  } catch (...) {
+  }
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// The module's own functions: those called too often for an operator's boxing, and the one
+// the interpreter's exit calls.
 static PyMethodDef module_methods[] = {
     {"survey", oclf::device::survey, METH_VARARGS,
      "survey(args, cpu_scalars): a compiled graph's arguments' signature, addresses and versions (survey.cpp)"},
+    {"finish_at_exit", finish_at_exit, METH_NOARGS,
+     "finish_at_exit(): every open device's waiting commands enqueued and run to the end (atexit)"},
     {nullptr, nullptr, 0, nullptr}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C",

@@ -116,12 +116,12 @@ Device::Device(Runtime& rt) : rt_(rt) {
   cl_device_type type = 0;
   CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_TYPE, sizeof(type), &type, nullptr));
   const bool gpu = (type & CL_DEVICE_TYPE_GPU) != 0 && (type & CL_DEVICE_TYPE_CPU) == 0;
-  // A program may end with commands still waiting, in the submission thread's list or the
-  // driver's queue: they are enqueued and run to the end before the exit handlers and static
-  // destructors registered before this one (the driver's) tear the driver down under them.
-  static std::once_flag at_exit;
-  std::call_once(at_exit, [] { std::atexit(&Device::finish_at_exit); });
   if (async == "1" || (async == "" && gpu)) {
+    // A program may end with commands still in the thread's list: they are enqueued before
+    // the process's exit handlers and static destructors run (the driver is still there).
+    // (Python's exit runs them to the end earlier: finish_at_exit.)
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] { std::atexit([] { oclf::Device::settle_all(); }); });
     oclf::Device::set_queue_hook(&Device::settle_hook);
     defer_kernel_args(true);
     submitter_ = std::make_unique<Submitter>(rt.index(), rt.raw_queue());

@@ -64,6 +64,10 @@ class Device {
   // throws in such a child, as CUDA refuses a forked child.
   static void refuse_in_forked_child();
   static bool in_forked_child();
+  // At the interpreter's exit, before it frees the tensors (a Python exit handler, _C's
+  // finish_at_exit): every open device's waiting commands enqueued and its queue finished, so
+  // no command runs while buffers are freed or the driver is torn down under it.
+  static void finish_at_exit();
 
   Runtime& runtime() const { return rt_; }
   int index() const { return rt_.index(); }
@@ -177,8 +181,6 @@ class Device {
   std::map<cl_kernel, std::vector<KernelArg>> args_;  // as set while recording
   std::unique_ptr<Submitter> submitter_;               // see submits_async()
   static void settle_hook(int index);
-  // At the process's exit: every open device's waiting commands enqueued and its queue finished.
-  static void finish_at_exit();
   std::map<std::string, std::string> library_hashes_;  // by path: library_source_hash
   std::map<std::string, bool> library_builds_;         // by file, name and options: library_kernel_builds
   static void note_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
