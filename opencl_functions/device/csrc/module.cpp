@@ -270,8 +270,8 @@ TORCH_LIBRARY(oclf, m) {
 
 }  // namespace oclf::device
 
-// At the interpreter's exit: no errors to raise any more, and the GIL let go while the
-// queues finish (the submission thread may need it for nothing, but a callback might).
+// At the interpreter's exit (an atexit handler of the package): nothing to raise to any more,
+// and the GIL let go while the queues finish, so that no thread left running waits on it.
 static PyObject* finish_at_exit(PyObject*, PyObject*) {
   Py_BEGIN_ALLOW_THREADS
   try {
