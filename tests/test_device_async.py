@@ -198,8 +198,8 @@ def test_a_forked_child_gets_an_error_not_a_hang():
 
 def test_a_program_may_end_with_commands_still_waiting():
     # Work never waited for, in the thread's list or the driver's queue: enqueued and run to
-    # the end before the exit handlers and destructors registered before the device's (the
-    # driver's) run, and the process ends cleanly. (It once crashed in one run of three
+    # the end by the package's exit handler, before the interpreter frees the tensors and the
+    # driver is torn down, and the process ends cleanly. (It once crashed in one run of three
     # under the parallel suite, when the driver was torn down with PoCL still at work.)
     code = """
     import torch, opencl_functions.device

@@ -117,9 +117,9 @@ Device::Device(Runtime& rt) : rt_(rt) {
   CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_TYPE, sizeof(type), &type, nullptr));
   const bool gpu = (type & CL_DEVICE_TYPE_GPU) != 0 && (type & CL_DEVICE_TYPE_CPU) == 0;
   if (async == "1" || (async == "" && gpu)) {
-    // A program may end with commands still in the thread's list: they are enqueued before
-    // the process's exit handlers and static destructors run (the driver is still there).
-    // (Python's exit runs them to the end earlier: finish_at_exit.)
+    // The package's exit handler (finish_at_exit) runs the thread's list to the end; Python
+    // exit handlers that run after it may queue more, which this one enqueues before the
+    // static destructors run (the driver is still there).
     static std::once_flag at_exit;
     std::call_once(at_exit, [] { std::atexit([] { oclf::Device::settle_all(); }); });
     oclf::Device::set_queue_hook(&Device::settle_hook);
