@@ -11,6 +11,7 @@ from __future__ import annotations
 import sympy
 import torch
 from torch._inductor.codegen.common import CSEVariable, OpOverrides
+from torch._inductor.codegen.triton import _materialize_trunc_to_float_expr
 from torch._inductor.utils import get_bounds_index_expr
 from torch._inductor.virtualized import V, ops
 
@@ -77,15 +78,31 @@ class OpenCLOverrides(OpOverrides):
 
     @staticmethod
     def index_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
+        """An index expression as a value of `dtype`. Integer dtypes compute it in the
+        kernel's index type; a floating one takes the expression's own value, cast once (a
+        symbolic 1/(N·H·W), a batch norm's mean factor under dynamic shapes, must not pass
+        through an integer on the way), as Inductor's Triton kernels do."""
         kernel = V.kernel
+        expr = _materialize_trunc_to_float_expr(expr, dtype)
         text = kernel.index_to_str(kernel.prepare_indexing(expr))
-        var = kernel.cse.generate(kernel.compute, text, bounds=get_bounds_index_expr(expr),
-                                  dtype=kernel.get_index_dtype_as_torch_dtype())
+        bounds = get_bounds_index_expr(expr)
+        if is_float(dtype):
+            computed = torch.float64 if dtype == torch.float64 else torch.float32
+            return kernel.cse.generate(kernel.compute, OpenCLOverrides.to_dtype(text, dtype), bounds=bounds,
+                                       dtype=computed)
+        var = kernel.cse.generate(kernel.compute, text, bounds=bounds, dtype=kernel.get_index_dtype_as_torch_dtype())
         return ops.to_dtype(var, dtype)
 
     @staticmethod
     def value_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
-        return OpenCLOverrides.index_expr(expr, dtype)
+        """Like index_expr, with an integer `dtype` honoured from the start: the value is
+        computed in that type, not in the kernel's (possibly 32-bit) index type."""
+        if is_float(dtype) or dtype == torch.bool:
+            return OpenCLOverrides.index_expr(expr, dtype)
+        kernel = V.kernel
+        text = kernel.index_to_str(kernel.prepare_indexing(expr))
+        return kernel.cse.generate(kernel.compute, OpenCLOverrides.to_dtype(text, dtype),
+                                   bounds=get_bounds_index_expr(expr), dtype=dtype)
 
     @staticmethod
     def masked(mask, body, other) -> str:
