@@ -124,6 +124,9 @@ inline void pixel_offsets(int* xoff, const int p0, const int hw_out, const int W
 #ifndef NS
 #define NS 1
 #endif
+#ifndef SUM_TAPS
+#define SUM_TAPS 64
+#endif
 
 __kernel void conv2d_cpu(__global const float* restrict x, __global const float* restrict wp,
                          __global const float* restrict bias, __global float* restrict y,
@@ -163,32 +166,51 @@ __kernel void conv2d_cpu(__global const float* restrict x, __global const float*
 #endif
       int xoff[PX];
       pixel_offsets(xoff, p0, hw_out, W_out, W, stride_h, stride_w);
-      floatv acc[PX];
+      // Two-level sums: each run of SUM_TAPS multiply-adds accumulates from zero, then adds
+      // to the block's total (one long accumulator over C_in·K_h·K_w products drifted to
+      // 3-6x torch's float32 error against float64; torch's own products sum in blocks).
+      floatv total[PX];
 #pragma unroll
-      for (int j = 0; j < PX; ++j) acc[j] = ACC_START(j);
+      for (int j = 0; j < PX; ++j) total[j] = ACC_START(j);
+      const int run = max(1, SUM_TAPS / taps);  // input channels per partial sum
       __global const float* xc = x_img + (size_t)c0 * H * W;
       __global const float* wc = w_blk + (size_t)c0 * taps * COV;
-      for (int ci = c0; ci < c1; ++ci, xc += H * W) {
-        TAP_UNROLL
-        for (int kh = 0; kh < KH_; ++kh) {
-          __global const float* xr = xc + kh * dilation_h * W;
-          TAP_UNROLL
-          for (int kw = 0; kw < KW_; ++kw, wc += COV) {
-            const floatv wv = VLOAD(COV)(0, wc);
-            __global const float* xs = xr + kw * dilation_w;
+      for (int cr = c0; cr < c1; cr += run) {
+        floatv acc[PX];
 #pragma unroll
-            for (int j = 0; j < PX; ++j) acc[j] = fma(wv, (floatv)(xs[xoff[j]]), acc[j]);
+        for (int j = 0; j < PX; ++j) acc[j] = (floatv)(0.0f);
+        const int ce = min(c1, cr + run);
+        for (int ci = cr; ci < ce; ++ci, xc += H * W) {
+          TAP_UNROLL
+          for (int kh = 0; kh < KH_; ++kh) {
+            __global const float* xr = xc + kh * dilation_h * W;
+            TAP_UNROLL
+            for (int kw = 0; kw < KW_; ++kw, wc += COV) {
+              const floatv wv = VLOAD(COV)(0, wc);
+              __global const float* xs = xr + kw * dilation_w;
+#pragma unroll
+              for (int j = 0; j < PX; ++j) acc[j] = fma(wv, (floatv)(xs[xoff[j]]), acc[j]);
+            }
+            if (taps > SUM_TAPS) {  // a long kernel (a weight gradient's: an image's taps): a sum per row
+#pragma unroll
+              for (int j = 0; j < PX; ++j) {
+                total[j] += acc[j];
+                acc[j] = (floatv)(0.0f);
+              }
+            }
           }
         }
+#pragma unroll
+        for (int j = 0; j < PX; ++j) total[j] += acc[j];
       }
 #ifdef KC
       if (c1 < cin_g) {
 #pragma unroll
-        for (int j = 0; j < PX; ++j) part[s][j] = acc[j];
+        for (int j = 0; j < PX; ++j) part[s][j] = total[j];
         continue;
       }
 #endif
-      store_block(y, bias, has_bias, acc, b, g, cb * COV, p0, C_out, cout_g, hw_out EPI_ARGS);
+      store_block(y, bias, has_bias, total, b, g, cb * COV, p0, C_out, cout_g, hw_out EPI_ARGS);
     }
   }
 #undef ACC_START

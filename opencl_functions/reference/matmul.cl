@@ -56,6 +56,9 @@
 #ifndef LY
 #define LY 1
 #endif
+#ifndef SUM_K
+#define SUM_K 64
+#endif
 
 #define VEC_(n) float##n
 #define VEC(n) VEC_(n)
@@ -120,54 +123,67 @@ void gemm_cols(const int M, const int N, const int K, __global const float* rest
 #endif
 
   for (int m0 = 0; m0 < M; m0 += MR) {
-    floatv acc[MR][CPW];
+    // Two-level sums: each run of SUM_K products accumulates from zero into acc, then adds to
+    // total (one accumulator over all of K drifted to 3-8x torch's float32 error).
+    floatv acc[MR][CPW], total[MR][CPW];
 #pragma unroll
     for (int i = 0; i < MR; ++i)
 #pragma unroll
-      for (int j = 0; j < CPW; ++j) acc[i][j] = (floatv)(0.0f);
+      for (int j = 0; j < CPW; ++j) total[i][j] = (floatv)(0.0f);
     // Rows past M read row m0 again (valid memory) and are not stored.
     int a_row[MR];
 #pragma unroll
     for (int i = 0; i < MR; ++i) a_row[i] = min(m0 + i, M - 1) * sam;
 
-    if (whole) {
-      for (int k = k_begin; k < k_end; k += LY) {
-        __global const float* b_row = b + (size_t)k * ldb + n_first;
-        floatv bv[CPW];
+    for (int k_run = k_begin; k_run < k_end; k_run += SUM_K * LY) {
+      const int k_stop = min(k_end, k_run + SUM_K * LY);
 #pragma unroll
-        for (int j = 0; j < CPW; ++j) bv[j] = VLOAD(VW)(0, b_row + j * LX * VW);
+      for (int i = 0; i < MR; ++i)
 #pragma unroll
-        for (int i = 0; i < MR; ++i) {
-          const floatv av = (floatv)(a[a_row[i] + k * sak]);
+        for (int j = 0; j < CPW; ++j) acc[i][j] = (floatv)(0.0f);
+      if (whole) {
+        for (int k = k_run; k < k_stop; k += LY) {
+          __global const float* b_row = b + (size_t)k * ldb + n_first;
+          floatv bv[CPW];
 #pragma unroll
-          for (int j = 0; j < CPW; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+          for (int j = 0; j < CPW; ++j) bv[j] = VLOAD(VW)(0, b_row + j * LX * VW);
+#pragma unroll
+          for (int i = 0; i < MR; ++i) {
+            const floatv av = (floatv)(a[a_row[i] + k * sak]);
+#pragma unroll
+            for (int j = 0; j < CPW; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+          }
+        }
+      } else {
+        for (int k = k_run; k < k_stop; k += LY) {
+          __global const float* b_row = b + (size_t)k * ldb + n_first;
+          floatv bv[CPW];
+          for (int j = 0; j < CPW; ++j) {
+            const int left = N - (n_first + j * LX * VW);
+            bv[j] = left >= VW ? VLOAD(VW)(0, b_row + j * LX * VW)
+                               : left > 0 ? load_part(b_row + j * LX * VW, left) : (floatv)(0.0f);
+          }
+          for (int i = 0; i < MR; ++i) {
+            const floatv av = (floatv)(a[a_row[i] + k * sak]);
+            for (int j = 0; j < CPW; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+          }
         }
       }
-    } else {
-      for (int k = k_begin; k < k_end; k += LY) {
-        __global const float* b_row = b + (size_t)k * ldb + n_first;
-        floatv bv[CPW];
-        for (int j = 0; j < CPW; ++j) {
-          const int left = N - (n_first + j * LX * VW);
-          bv[j] = left >= VW ? VLOAD(VW)(0, b_row + j * LX * VW)
-                             : left > 0 ? load_part(b_row + j * LX * VW, left) : (floatv)(0.0f);
-        }
-        for (int i = 0; i < MR; ++i) {
-          const floatv av = (floatv)(a[a_row[i] + k * sak]);
-          for (int j = 0; j < CPW; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
-        }
-      }
+#pragma unroll
+      for (int i = 0; i < MR; ++i)
+#pragma unroll
+        for (int j = 0; j < CPW; ++j) total[i][j] += acc[i][j];
     }
 
 #pragma unroll
     for (int i = 0; i < MR; ++i) {
 #if LY > 1
       // Work-item (tx, 0) adds the LY partial sums of its columns.
-      for (int j = 0; j < CPW; ++j) partial[ty][tx][j] = acc[i][j];
+      for (int j = 0; j < CPW; ++j) partial[ty][tx][j] = total[i][j];
       barrier(CLK_LOCAL_MEM_FENCE);
       if (ty == 0)
         for (int r = 1; r < LY; ++r)
-          for (int j = 0; j < CPW; ++j) acc[i][j] += partial[r][tx][j];
+          for (int j = 0; j < CPW; ++j) total[i][j] += partial[r][tx][j];
       barrier(CLK_LOCAL_MEM_FENCE);  // partial is free again for the next row
       if (ty != 0) continue;
 #endif
@@ -176,10 +192,10 @@ void gemm_cols(const int M, const int N, const int K, __global const float* rest
       for (int j = 0; j < CPW; ++j) {
         const int left = N - (n_first + j * LX * VW);
         if (left >= VW) {
-          VSTORE(VW)(MM_ACTV(acc[i][j]), 0, c_row + j * LX * VW);
+          VSTORE(VW)(MM_ACTV(total[i][j]), 0, c_row + j * LX * VW);
         } else if (left > 0) {
           float tmp[VW];
-          VSTORE(VW)(MM_ACTV(acc[i][j]), 0, tmp);
+          VSTORE(VW)(MM_ACTV(total[i][j]), 0, tmp);
           for (int v = 0; v < left; ++v) c_row[j * LX * VW + v] = tmp[v];
         }
       }
