@@ -11,11 +11,17 @@ from __future__ import annotations
 import sympy
 import torch
 from torch._inductor.codegen.common import CSEVariable, OpOverrides
-from torch._inductor.codegen.triton import _materialize_trunc_to_float_expr
 from torch._inductor.utils import get_bounds_index_expr
 from torch._inductor.virtualized import V, ops
 
 from .printer import compute_type, constant, is_float
+
+
+try:  # torch releases that keep a float truncation as one when it is materialized
+    from torch._inductor.codegen.triton import _materialize_trunc_to_float_expr
+except ImportError:
+    def _materialize_trunc_to_float_expr(expr: sympy.Expr, dtype: torch.dtype) -> sympy.Expr:
+        return expr
 
 
 def _unwrap(x):
