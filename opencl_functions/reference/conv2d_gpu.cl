@@ -59,6 +59,11 @@
 #ifndef GTK
 #define GTK 16
 #endif
+// float32 sums: products over SUM_K values of k at a time (a multiple of GTK), then added
+// to the work-item's totals; 0 keeps one accumulator.
+#ifndef SUM_K
+#define SUM_K 256
+#endif
 #define GLX (GTN / GWN)
 #define GLY (GTM / GWM)
 #define G_THREADS (GLX * GLY)
@@ -290,6 +295,13 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
   float acc[GWM][GWN];
   for (int i = 0; i < GWM; ++i)
     for (int j = 0; j < GWN; ++j) acc[i][j] = 0.0f;
+#if SUM_K > 0
+  // Two-level sums: acc holds the products of the last SUM_K values of k, added to total
+  // after them (one accumulator over all of K drifted to 3-6x torch's float32 error).
+  float total[GWM][GWN];
+  for (int i = 0; i < GWM; ++i)
+    for (int j = 0; j < GWN; ++j) total[i][j] = 0.0f;
+#endif
 #endif
 
 #ifdef VEC_W
@@ -438,6 +450,17 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
 #pragma unroll
         for (int j = 0; j < GWN; ++j) acc[i][j] = mad(a[i], bv[j], acc[i][j]);
     }
+#if SUM_K > 0
+    if ((k0 - k_begin + GTK) % SUM_K == 0) {
+#pragma unroll
+      for (int i = 0; i < GWM; ++i)
+#pragma unroll
+        for (int j = 0; j < GWN; ++j) {
+          total[i][j] += acc[i][j];
+          acc[i][j] = 0.0f;
+        }
+    }
+#endif
 #endif
     if (more) {
       STORE_A(buf ^ 1)
@@ -477,6 +500,12 @@ void conv2d_gpu(__global const IO_T* restrict x, __global const IO_T* restrict w
     }
   }
 #else
+#if SUM_K > 0
+#pragma unroll
+  for (int i = 0; i < GWM; ++i)
+#pragma unroll
+    for (int j = 0; j < GWN; ++j) acc[i][j] += total[i][j];
+#endif
 #pragma unroll
   for (int i = 0; i < GWM; ++i) {
     const int m = m0 + 4 * (ty + (i / 4) * GLY) + i % 4;

@@ -126,12 +126,30 @@ inline int offset_of(int index, const Dims d) {
 
 // (*acc, *ai) combined with the inputs r = begin, begin + step, ... < end of the output whose
 // first input is x[base].
+// Sums add runs of SUM_RUN inputs, each from zero, to the accumulator (a cascade of two
+// levels, as torch's CPU sums: one long accumulator drifted to 3x torch's float32 error).
+#ifndef SUM_RUN
+#define SUM_RUN 16
+#endif
 inline void accumulate(__global const TI *x, const int base, const Dims red, const int begin, const int end,
                        const int step, ACC *acc, int *ai) {
+#if defined(OP_sum) || defined(OP_norm2)
+  for (int first = begin; first < end;) {
+    const int stop = end - first > SUM_RUN * step ? first + SUM_RUN * step : end;
+    ACC run = (ACC)0;
+    for (int r = first; r < stop; r += step) {
+      const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
+      COMBINE(run, *ai, v, r);
+    }
+    *acc += run;
+    first = stop;
+  }
+#else
   for (int r = begin; r < end; r += step) {
     const ACC v = LOAD(READ(TI, x, base + offset_of(r, red)));
     COMBINE(*acc, *ai, v, r);
   }
+#endif
 }
 
 // The work-group's GROUP accumulators merged through local memory into (*acc, *ai) of
