@@ -120,3 +120,27 @@ def test_resnet18_training_step_gradients(opencl_device, seed):
     rows = resnet18_step_errors(seed)
     worse = [f"{name}: device {dev:.2e}, torch float32 {cpu:.2e}" for dev, cpu, name in rows if dev > 2 * cpu + 1e-7]
     assert not worse, "\n".join(worse)
+
+
+def test_op_db_and_module_db_pinned_selection(opencl_device):
+    """The long sums of torch's OpInfo and ModuleInfo databases (extras/validation/accuracy.py's
+    pinned ops and modules: reductions, norms, products, convolutions, losses, scatter-adds,
+    attention, recurrent layers), outputs and gradients, each within the bound."""
+    from extras.validation import accuracy
+
+    results = accuracy.run(accuracy.select_ops(accuracy.PINNED_OPS), accuracy.select_modules(accuracy.PINNED_MODULES))
+    print(accuracy.table(results))
+    compared = {r.name for r in results}
+    assert len(compared) >= 40, f"only {sorted(compared)} compared"
+    failed = [r for r in results if r.failed]
+    assert not failed, "\n".join(map(str, failed))
+
+
+@pytest.mark.slow
+def test_op_db_and_module_db_whole(opencl_device):
+    from extras.validation import accuracy
+
+    results = accuracy.run(accuracy.select_ops(None), accuracy.select_modules(None), max_samples=0)
+    print(accuracy.table(results))
+    failed = [r for r in results if r.failed]
+    assert not failed, "\n".join(map(str, failed))
