@@ -19,7 +19,7 @@ TEST_NEEDS     := device
 .PHONY: help setup build device run check grade test test-slow info sanity resnet gpt bird bird-model networks bench \
         clblast-tune wheel clean
 # BEGIN STAFF
-.PHONY: calibrate handout autograder
+.PHONY: calibrate handout autograder accuracy
 # END STAFF
 
 help:
@@ -42,6 +42,8 @@ help:
 	@echo "make tune        staff: sweep the reference's kernels over ResNet-50, MobileNet and GPT-2 shapes"
 	@echo "                 on this device into the tuning cache (bench.tune; ARGS=\"--models gpt2\")"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
+	@echo "make accuracy    staff: the device's float32 error against float64 beside torch's, every op_db"
+	@echo "                 and module_db sample (extras/validation/accuracy.py; ARGS=\"--ops sum -v\")"
 # END STAFF
 	@echo "make wheel       a wheel of the package into dist/, built against .venv's torch (pip install dist/*.whl)"
 	@echo "make clean       remove build outputs (keeps .venv)"
@@ -142,6 +144,9 @@ networks: build
 	$(PY) -m extras.validation.networks $(ARGS)
 
 # BEGIN STAFF
+accuracy: build $(TEST_NEEDS)
+	$(PY) -m extras.validation.accuracy $(or $(ARGS),--all)
+
 handout: .venv/.requirements
 	$(PY) -m grading.handout --out build/handout
 
