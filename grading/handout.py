@@ -50,6 +50,7 @@ STAFF_ONLY = (
     "tests/test_device_accelerator.py",
     "tests/test_device_accuracy.py",
     "tests/test_device_amp.py",
+    "tests/test_device_async.py",
     "tests/test_device_autograd.py",
     "tests/test_device_autoload.py",
     "tests/test_device_compile.py",

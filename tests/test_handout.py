@@ -183,3 +183,13 @@ def test_handout_documents_and_help_speak_to_students(handout):
         assert not found, f"{name} names {found}"
         for module in re.findall(r"python -m ([a-z_]+(?:\.[a-z_]+)+)", text):
             assert (handout / (module.replace(".", "/") + ".py")).is_file(), f"{name}: {module}"
+
+
+def test_every_device_test_stays_with_the_staff():
+    """The handout has no device: a device test shipped in it fails there (test_device_async.py
+    once did, six failures in the handout's own make test)."""
+    from grading.handout import is_staff_only, project_files
+
+    shipped = [f for f in project_files() if f.startswith("tests/") and Path(f).name.startswith(("test_device_", "device_"))
+               and not is_staff_only(f)]
+    assert not shipped, shipped
