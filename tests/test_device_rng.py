@@ -64,6 +64,16 @@ def test_element_i_is_counter_offset_plus_i():
     assert torch.equal(torch.rand(5, device="opencl").cpu(), whole[12:17])
 
 
+def test_numbers_are_philox_4x32_10():
+    """Random123's known answer for Philox 4x32-10 with key 0 and counter 0 is the words
+    6627e8d5 e169c58d bc57ac4c 9b00dbd8; random_() on int64 takes words 2 and 3 as one
+    number below 2^63."""
+    state = torch.zeros(16, dtype=torch.uint8)   # seed 0, offset 0
+    torch.opencl.set_rng_state(state)
+    drawn = torch.empty(1, dtype=torch.int64, device="opencl").random_().item()
+    assert drawn == 0xBC57AC4C9B00DBD8 & (2**63 - 1)
+
+
 def test_state_round_trip_and_refusals():
     torch.manual_seed(3)
     torch.randn(10, device="opencl")

