@@ -57,7 +57,7 @@ def test_seeded_randn_repeats(opencl_device):
 
     assert torch.equal(draw(11), draw(11))
     assert not torch.equal(draw(11), draw(12))
-    torch.opencl.manual_seed(0)  # accepted as on other backends (the CPU generator serves)
+    torch.opencl.manual_seed(0)  # the current device's generator alone, as torch.cuda.manual_seed
 
 
 # --- torch.save / torch.load ----------------------------------------------------------

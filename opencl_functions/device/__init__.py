@@ -10,7 +10,7 @@ Torch's PrivateUse1 backend, renamed "opencl", with `torch.opencl.is_available()
 `device_count()`, `current_device()`, `set_device()`, `with torch.opencl.device(i)`,
 `synchronize()`, memory statistics per device (`memory_allocated()`,
 `max_memory_allocated()`, `memory_summary()`, `reset_peak_memory_stats()`, ...),
-`empty_cache()` and `Event(enable_timing=True)` as for other backends (stats.py,
+`empty_cache()`, `Event(enable_timing=True)` and `Stream()` as for other backends (stats.py,
 events.py). Operators without an OpenCL kernel run on the CPU (copied to the host and
 back) with one UserWarning per operator; OCLF_FALLBACK=error (or
 OCL_FALLBACK) turns that into a NotImplementedError, OCLF_FALLBACK=silent drops the
@@ -52,7 +52,7 @@ atexit.register(_C.finish_at_exit)
 from . import amp, devices, events, profiling, rng, stats
 from .amp import get_amp_supported_dtype, is_bf16_supported
 from .devices import current_device, device, device_count, get_device_name, set_device
-from .events import Event, current_stream, default_stream
+from .events import Event, Stream, current_stream, default_stream, stream
 from .fusion import fuse
 from .graphs import Graph, graph
 from .profiling import KernelLaunch, KernelProfile, kernel_profile
@@ -117,6 +117,11 @@ def _register() -> None:
         module = types.ModuleType(f"torch.{NAME}", __doc__.split("\n\n")[0])
         for name in [*__all__, "is_initialized", "_is_in_bad_fork"]:
             setattr(module, name, globals()[name])
+        # torch.utils.checkpoint saves and restores a device's random state around a
+        # checkpointed region (so the recomputed forward draws the forward's dropout masks)
+        # only where the device module's _initialized is true, as torch.cuda's is once CUDA
+        # is in use.
+        module._initialized = is_available()
         torch._register_device_module(NAME, module)
         torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
         sys.modules[f"torch.{NAME}"] = module

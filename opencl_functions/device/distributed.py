@@ -3,6 +3,7 @@
     import torch.distributed as dist
     import opencl_functions.device                 # registers "oclf" for the opencl device
     dist.init_process_group("cpu:gloo,opencl:oclf")  # or init_process_group(): the same default
+    dist.init_process_group(device_id=torch.device("opencl", rank))  # "oclf", bound to one device
     model = torch.nn.parallel.DistributedDataParallel(model.to("opencl"))
 
 OpenCL has no standard way for two devices (or two processes) to exchange buffers, so each
@@ -102,6 +103,22 @@ class _Staging:
         self._gloo.barrier(opts).wait()
         return _done([])
 
+    # What the backend supports. torch's Backend reads these from a Python subclass's class
+    # (its C++ side looks them up there); one left to torch's own property calls back into
+    # that lookup without end (init_process_group(device_id=...) asked supports_splitting and
+    # ended in a RecursionError).
+    supports_splitting = property(lambda self: False, doc="new groups are made anew, not split from this one")
+    supports_coalescing = property(lambda self: False, doc="no coalesced collectives")
+    supports_time_estimate = property(lambda self: False, doc="no time estimates")
+    supports_shrinking = property(lambda self: False, doc="groups are not shrunk")
+    supports_reconfigure = property(lambda self: False, doc="groups are not reconfigured")
+    supports_window = property(lambda self: False, doc="no one-sided windows")
+
+    @property
+    def options(self):
+        """The options of the gloo group underneath (its timeout)."""
+        return self._gloo.options
+
 
 def _base() -> type:
     """torch's Backend where Python may derive from it (recent torch); else ProcessGroup,
@@ -139,4 +156,7 @@ def register() -> None:
     """Registers the "oclf" backend for the opencl device (once; import of the device does it)."""
     if not dist.is_available() or NAME.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(NAME, _create, devices=[DEVICE])
+    # For opencl tensors, and host tensors too (gloo's), so that a group made with the
+    # backend alone (init_process_group(device_id=torch.device("opencl", rank)) chooses "oclf")
+    # runs collectives and object collectives on CPU tensors; gloo stays the CPU's default.
+    dist.Backend.register_backend(NAME, _create, devices=[DEVICE, "cpu"])

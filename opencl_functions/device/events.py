@@ -9,6 +9,10 @@ An event is an OpenCL marker on a device's one in-order queue (csrc/runtime/guar
 it completes when everything queued before it has, and its CL_PROFILING_COMMAND_END is that
 moment. Each device has one stream, its queue; current_stream() and default_stream() return
 it as a torch.Stream, for code that passes a stream to Event.record() or Stream.record_event().
+Code written for several streams (FSDP2's all-gather and reduce-scatter streams) runs as it
+is: Stream() gives the device's queue again and `with torch.opencl.stream(s):` makes the
+stream's device current for the block, so its work runs in order with the rest, which is
+what the waits between such streams ask for.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import torch
 
 from .devices import device_index
 
-__all__ = ["Event", "current_stream", "default_stream"]
+__all__ = ["Event", "Stream", "stream", "current_stream", "default_stream"]
 
 
 def _stream(device) -> torch.Stream:
@@ -32,6 +36,34 @@ def current_stream(device=None) -> torch.Stream:
 def default_stream(device=None) -> torch.Stream:
     """A device's queue (the current device's by default; each has one stream)."""
     return _stream(device)
+
+
+def Stream(device=None, priority: int = 0) -> torch.Stream:
+    """A stream of a device (the current one by default), as torch.cuda.Stream(priority=...)
+    makes one: the device's one in-order queue, whatever the priority."""
+    return _stream(device)
+
+
+class stream:
+    """`with torch.opencl.stream(s):` runs the block on `s` (None: the current stream stays),
+    as torch.cuda.stream does: the stream's device is current inside the block."""
+
+    def __init__(self, stream):
+        if stream is not None and stream.device.type != "opencl":
+            raise ValueError(f"opencl: stream() takes a stream of an opencl device, got one of {stream.device}")
+        self.stream = stream
+        self.previous = -1
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = torch.ops.oclf.current_device()
+            torch.ops.oclf.set_device(self.stream.device_index)
+        return self.stream
+
+    def __exit__(self, *exc) -> bool:
+        if self.previous >= 0:
+            torch.ops.oclf.set_device(self.previous)
+        return False
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:

@@ -5,9 +5,14 @@
     g = torch.Generator(device="opencl")     # a generator of its own: torch.randn(..., generator=g)
     state = torch.opencl.get_rng_state()     # saved and restored (torch.random.fork_rng uses these)
 
-Each device has a default generator (csrc/runtime/generator.h): an MT19937 engine on the
-host from which each random kernel draws its seed, so seeding repeats dropout, rand, randn
-and the initialisations on the device.
+The device's random numbers are a stream of their own, as CUDA's are, not the CPU
+generator's: the same seed gives other numbers on the CPU and on the device. Each device has
+a default generator (csrc/runtime/generator.h): a Philox 4x32-10 key (the seed) and counter
+(the offset), its state 16 bytes in CUDA's layout, the seed (uint64) then the offset (int64),
+which torch's distributed RNG tracker (DTensor) reads and writes. A random kernel drawing n
+numbers computes element i from the counter offset + i and moves the offset on by n rounded
+up to a multiple of 4, so seeding repeats dropout, rand, randn and the initialisations, and a
+saved state repeats what follows it (fork_rng, activation checkpointing's recomputed forward).
 """
 from __future__ import annotations
 
@@ -53,12 +58,13 @@ def initial_seed() -> int:
 
 
 def get_rng_state(device=None) -> torch.Tensor:
-    """A device's default generator's state (a uint8 CPU tensor)."""
+    """A device's default generator's state: 16 bytes (a uint8 CPU tensor), the seed then the
+    offset, as torch.cuda.get_rng_state() gives."""
     return _ops.get_rng_state(device_index(device))
 
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
-    """Restores a state from get_rng_state()."""
+    """Restores a state from get_rng_state() (16 bytes; a state of another size is refused)."""
     _ops.set_rng_state(device_index(device), new_state)
 
 

@@ -12,9 +12,10 @@
 //   oclf_atomic_add_float(p, v), oclf_atomic_add_int(p, v)   *p += v for stores that
 //                                           accumulate (index_put with accumulate=True)
 //   oclf_rand(seed, offset), oclf_randn(...), oclf_randint64(...)   counter-based random
-//                                           numbers (Philox 4x32-10): the value at `offset`
-//                                           of the stream `seed`, so every work-item draws
-//                                           its own without shared state
+//                                           numbers (Philox 4x32-10, philox.h): the
+//                                           value at `offset` of the stream `seed`, so
+//                                           every work-item draws its own without shared
+//                                           state
 //   KEEP_INDEX_IN(var, n)                   an index read through a tensor (an embedding's
 //                                           ids) kept inside [0, n): one outside is written
 //                                           to the device's index record (oclf_record,
@@ -26,6 +27,7 @@
 
 #include "dtypes.h"
 #include "index_record.h"
+#include "philox.h"
 
 #define PY_FLOORDIV(a, b) (((a) / (b)) - ((((a) % (b)) != 0) && (((a) < 0) != ((b) < 0))))
 #define PY_MOD(a, b) ((((a) % (b)) != 0 && ((((a) % (b)) < 0) != ((b) < 0))) ? ((a) % (b)) + (b) : ((a) % (b)))
@@ -68,34 +70,16 @@ inline void oclf_atomic_add_float(volatile __global float* p, const float v) {
 
 inline void oclf_atomic_add_int(volatile __global int* p, const int v) { atomic_add(p, v); }
 
-// Philox 4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
-inline uint4 oclf_philox(uint2 key, uint4 counter) {
-  for (int round = 0; round < 10; ++round) {
-    const uint hi0 = mul_hi(0xD2511F53u, counter.x), lo0 = 0xD2511F53u * counter.x;
-    const uint hi1 = mul_hi(0xCD9E8D57u, counter.z), lo1 = 0xCD9E8D57u * counter.z;
-    counter = (uint4)(hi1 ^ counter.y ^ key.x, lo1, hi0 ^ counter.w ^ key.y, lo0);
-    key += (uint2)(0x9E3779B9u, 0xBB67AE85u);
-  }
-  return counter;
-}
-
-inline uint4 oclf_random_bits(const long seed, const long offset) {
-  const ulong s = (ulong)seed, o = (ulong)offset;
-  return oclf_philox((uint2)((uint)s, (uint)(s >> 32)), (uint4)((uint)o, (uint)(o >> 32), 0u, 0u));
-}
+// The Philox numbers of the device's random kernels (philox.h).
+inline uint4 oclf_random_bits(const long seed, const long offset) { return philox_bits((ulong)seed, (ulong)offset); }
 
 // Uniform in [0, 1): the top 24 bits of one word, so every value is a float exactly.
 inline float oclf_rand(const long seed, const long offset) {
   return (float)(oclf_random_bits(seed, offset).x >> 8) * 0x1.0p-24f;
 }
 
-// Standard normal, by Box-Muller on two words (u1 in (0, 1] keeps the log finite).
-inline float oclf_randn(const long seed, const long offset) {
-  const uint4 bits = oclf_random_bits(seed, offset);
-  const float u1 = ((float)(bits.x >> 8) + 1.0f) * 0x1.0p-24f;
-  const float u2 = (float)(bits.y >> 8) * 0x1.0p-24f;
-  return sqrt(-2.0f * log(u1)) * cospi(2.0f * u2);
-}
+// Standard normal, by Box-Muller on two words.
+inline float oclf_randn(const long seed, const long offset) { return philox_normal(oclf_random_bits(seed, offset)); }
 
 // An integer in [low, high).
 inline long oclf_randint64(const long seed, const long offset, const long low, const long high) {

@@ -1,4 +1,4 @@
-// Gather, scatter, cumulative sums and random numbers of the opencl device. Tensor
+// Gather, scatter, cumulative sums and linspace of the opencl device. Tensor
 // arguments are a buffer and an offset in elements; -DT= is the element type.
 //
 //   gather        y (the index's shape, contiguous) = x along dimension `dim`: element i of
@@ -13,13 +13,6 @@
 //   one outside x's D rows along dim is clamped (gather) or skipped (scatter).
 //   cumsum        y (outer, D, inner) contiguous: y[o, j, k] = Σ_{j' <= j} x[o, j', k]; one
 //                 work-item per (o, k).
-//   random_fill   y (n) contiguous: uniform in [a, b) (mode 0), normal with mean a and standard
-//                 deviation b (mode 1, Box-Muller), 1 with probability a, else 0 (mode 2),
-//                 exponential of rate a (mode 3), log-normal of a normal (a, b) (mode 4), Cauchy
-//                 of median a and scale b (mode 5), geometric of success probability a, from 1
-//                 (mode 6); numbers hash (seed, i), so a draw depends on its seed alone.
-//   random_range  y (n) contiguous, of type T: from + (a 64-bit hash of (seed, i)) mod range,
-//                 range 0 standing for 2^64 (random_ and randint on every computing type).
 //   linspace      y[i] = a + i·step for i < n/2, else b - (n-1-i)·step (as torch: exact ends).
 
 #ifndef T
@@ -92,56 +85,6 @@ __kernel void cumsum(__global const T* x, const int x_off, __global T* y, const 
     s += x[x_off + base + (size_t)j * inner];
     y[y_off + base + (size_t)j * inner] = s;
   }
-}
-
-// A 32-bit integer hash (lowbias32, by C. Wellons).
-inline uint mix32(uint x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
-// A number in (0, 1] from (seed, i, stream).
-inline float unit(const uint lo, const uint hi, const uint i, const uint stream) {
-  const uint h = mix32(mix32(i ^ lo) + hi + stream * 0x9e3779b9U);
-  return ((float)(h >> 8) + 1.0f) * (1.0f / 16777216.0f);
-}
-
-__kernel void random_fill(__global float* y, const int y_off, const uint seed_lo, const uint seed_hi, const int mode,
-                          const float a, const float b, const int total) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  const float u = unit(seed_lo, seed_hi, (uint)i, 0);
-  float v;
-  if (mode == 0) {
-    v = a + (b - a) * (1.0f - u);  // [a, b)
-  } else if (mode == 1 || mode == 4) {
-    const float u2 = unit(seed_lo, seed_hi, (uint)i, 1);
-    v = a + b * sqrt(-2.0f * log(u)) * cos(6.283185307179586f * u2);
-    if (mode == 4) v = exp(v);
-  } else if (mode == 2) {
-    v = (1.0f - u) < a ? 1.0f : 0.0f;
-  } else if (mode == 3) {
-    v = -log(u) / a;
-  } else if (mode == 5) {
-    v = a + b * tan(3.141592653589793f * (u - 0.5f));
-  } else {
-    v = ceil(log(u) / log1p(-a));  // mode 6
-    v = v < 1.0f ? 1.0f : v;
-  }
-  y[y_off + i] = v;
-}
-
-__kernel void random_range(__global T* y, const int y_off, const uint seed_lo, const uint seed_hi, const long from,
-                           const ulong range, const int total) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  const uint base = mix32((uint)i ^ seed_lo) + seed_hi;
-  const ulong h = ((ulong)mix32(base + 2u * 0x9e3779b9U) << 32) | mix32(base + 3u * 0x9e3779b9U);
-  y[y_off + i] = (T)(from + (long)(range ? h % range : h));
 }
 
 __kernel void linspace(__global T* y, const int y_off, const float a, const float b, const float step,

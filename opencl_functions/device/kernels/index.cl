@@ -11,8 +11,6 @@
 //   (index_check.cl) that does not stop these: here one out of range is clamped (reads) or
 //   skipped (writes), never an access outside the tensor.
 //   arange             y[i] = start + i·step, one work-item per element.
-//   dropout            y = x·scale where a random number u_i ≥ p (mask[i] = 1), else 0 (mask 0);
-//                      u_i in [0, 1) hashes (seed, i), so a draw depends on its seed alone.
 //   index_add          y (outer, D, inner) += alpha · src (outer, n, inner) at rows idx (n): one
 //                      work-item per (o, k) adds the n rows in order (no atomics).
 //   pad2d              y (P, H + 2·PH, W + 2·PW) contiguous = x (B, C, H, W) with any strides,
@@ -97,28 +95,6 @@ __kernel void arange(__global T* y, const int y_off, const T start, const T step
   const int i = get_global_id(0);
   if (i >= total) return;
   y[y_off + i] = start + (T)i * step;
-}
-
-// A 32-bit integer hash (lowbias32, by C. Wellons) of the element index and the seed.
-inline uint hash32(uint x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
-__kernel void dropout(__global const float* x, const int x_off, __global float* y, const int y_off,
-                      __global uchar* mask, const int mask_off, const uint seed_lo, const uint seed_hi,
-                      const float p, const float scale, const int total) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  const uint h = hash32(hash32((uint)i ^ seed_lo) + seed_hi);
-  const float u = (float)(h >> 8) * (1.0f / 16777216.0f);
-  const uchar keep = u >= p;
-  mask[mask_off + i] = keep;
-  y[y_off + i] = keep ? x[x_off + i] * scale : 0.0f;
 }
 
 __kernel void index_add(__global T* y, const int y_off, __global const long* idx, const int idx_off,

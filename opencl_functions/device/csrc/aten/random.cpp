@@ -1,10 +1,10 @@
 // Random numbers on the opencl device: dropout (forward and backward), uniform_, normal_
 // (so rand, randn and the initialisations), bernoulli_ (with one probability or a tensor of
 // them), random_ (randint, integer draws), exponential_, log_normal_, cauchy_, geometric_ and
-// normal with tensors of means or standard deviations, randperm. Each launch takes a seed drawn
-// from the generator given (an opencl or a CPU one), else from the device's default
-// generator, which torch.manual_seed seeds (runtime/generator.h). Kernels:
-// kernels/index.cl, kernels/gather.cl.
+// normal with tensors of means or standard deviations, randperm. Each launch takes the (seed,
+// offset) of the generator given (an opencl one; a CPU one gives a seed), else of the
+// device's default generator, which torch.manual_seed seeds, and moves its offset past the
+// numbers it draws (runtime/generator.h). Kernels: kernels/random.cl.
 #include <torch/library.h>
 
 #include <limits>
@@ -21,7 +21,7 @@ namespace oclf::device {
 
 namespace {
 
-// Dropout with a seed drawn from the device's default generator.
+// Dropout with the numbers of the device's default generator.
 std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, std::optional<bool> train) {
   check_float(input, "input");
   const at::Tensor x = contiguous(input);
@@ -31,11 +31,10 @@ std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, st
     mask.fill_(true);
     return {y, mask};
   }
-  const uint64_t seed = draw_seed(std::nullopt);
-  const cl_uint lo = cl_uint(seed), hi = cl_uint(seed >> 32);
+  const PhiloxInputs rng = draw_philox(std::nullopt, uint64_t(x.numel()));
   const float scale = p >= 1 ? 0.0f : float(1.0 / (1.0 - p));
-  launch(Device::get().kernel("index.cl", "dropout", ""), NDRange::linear(size_t(x.numel())), arg(x), arg(y),
-         arg(mask), lo, hi, float(p), scale, int(x.numel()));
+  launch(Device::get().kernel("random.cl", "dropout", ""), NDRange::linear(size_t(x.numel())), arg(x), arg(y),
+         arg(mask), cl_ulong(rng.seed), cl_ulong(rng.offset), float(p), scale, int(x.numel()));
   return {y, mask};
 }
 
@@ -43,15 +42,14 @@ at::Tensor dropout_backward(const at::Tensor& grad_output, const at::Tensor& mas
   return apply("dropout_backward", Out::Same, {grad_output, mask}, scale);
 }
 
-// Fills self (float) from a seed drawn from `gen` or the device's default generator.
+// Fills self (float) with numbers of `gen` or the device's default generator.
 at::Tensor& random_fill(at::Tensor& self, int mode, double a, double b, const std::optional<at::Generator>& gen) {
   check_float(self, "self");
   if (self.numel() == 0) return self;
-  const uint64_t seed = draw_seed(gen);
+  const PhiloxInputs rng = draw_philox(gen, uint64_t(self.numel()));
   at::Tensor y = self.is_contiguous() ? self : empty_device(self.sizes(), at::kFloat);
-  const cl_uint lo = cl_uint(seed), hi = cl_uint(seed >> 32);
-  launch(Device::get().kernel("gather.cl", "random_fill", ""), NDRange::linear(size_t(y.numel())), arg(y), lo, hi,
-         int(mode), float(a), float(b), int(y.numel()));
+  launch(Device::get().kernel("random.cl", "random_fill", ""), NDRange::linear(size_t(y.numel())), arg(y),
+         cl_ulong(rng.seed), cl_ulong(rng.offset), int(mode), float(a), float(b), int(y.numel()));
   if (!y.is_same(self)) self.copy_(y);
   return self;
 }
@@ -136,8 +134,8 @@ int64_t random_top(at::ScalarType dtype) {
   return 0;
 }
 
-// Fills self with integers in [from, from + range) (range 0: 2^64), drawn from a seed of
-// `gen` or the device's default generator. Float16, bfloat16 and float64 are filled through
+// Fills self with integers in [from, from + range) (range 0: 2^64), numbers of `gen` or the
+// device's default generator. Float16, bfloat16 and float64 are filled through
 // a float32 or int64 tensor, which holds each of their draws exactly.
 at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const std::optional<at::Generator>& gen) {
   if (self.numel() == 0) return self;
@@ -146,10 +144,10 @@ at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const s
                               : dtype == at::kDouble                      ? at::kLong
                                                                           : dtype;
   at::Tensor y = self.is_contiguous() && fill == dtype ? self : empty_device(self.sizes(), fill);
-  const uint64_t seed = draw_seed(gen);
-  const cl_uint lo = cl_uint(seed), hi = cl_uint(seed >> 32);
-  launch(Device::get().kernel("gather.cl", "random_range", std::string("-DT=") + cl_type(fill, "self")),
-         NDRange::linear(size_t(y.numel())), arg(y), lo, hi, cl_long(from), cl_ulong(range), int(y.numel()));
+  const PhiloxInputs rng = draw_philox(gen, uint64_t(y.numel()));
+  launch(Device::get().kernel("random.cl", "random_range", std::string("-DT=") + cl_type(fill, "self")),
+         NDRange::linear(size_t(y.numel())), arg(y), cl_ulong(rng.seed), cl_ulong(rng.offset), cl_long(from),
+         cl_ulong(range), int(y.numel()));
   if (!y.is_same(self)) self.copy_(y);
   return self;
 }

@@ -1,47 +1,64 @@
 // Random numbers of the opencl device: torch.Generator(device="opencl:i") and each device's
 // default generator, which torch.manual_seed seeds (through torch.opencl.manual_seed_all).
-// A device generator keeps an MT19937 engine on the host, as torch's CPU generator does (its
-// state is a CPU generator's state, so get_state/set_state and fork_rng work); each random
-// kernel (dropout, uniform_, normal_, bernoulli_, multinomial's draws) takes one 64-bit seed
-// drawn from it, so a seed repeats a run.
+// The device's numbers are a stream of their own, as CUDA's are, not the CPU generator's: a
+// generator is a Philox 4x32-10 key (the seed) and a counter (the offset), and its state is
+// CUDA's layout, 16 bytes: the seed (uint64) then the offset (int64), which torch's
+// distributed RNG tracker (DTensor) reads and writes. A random kernel that draws n numbers
+// takes (seed, offset) and computes element i from the counter offset + i (kernels/philox.h),
+// so no state lives on the device; the generator's offset then moves on by n rounded up to a
+// multiple of 4 (as CUDA's and DTensor's offsets). A seed repeats a run; saving and restoring
+// the state (torch.opencl.get_rng_state, fork_rng, activation checkpointing) repeats its
+// numbers.
 #pragma once
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 
 namespace oclf::device {
+
+// What a random kernel computes its numbers from: element i uses Philox(key = seed, counter =
+// offset + i).
+struct PhiloxInputs {
+  uint64_t seed;
+  uint64_t offset;
+};
 
 class DeviceGenerator final : public c10::GeneratorImpl {
  public:
   DeviceGenerator(int index, uint64_t seed);
 
-  void set_current_seed(uint64_t seed) override { engine_->set_current_seed(seed); }
-  void set_offset(uint64_t offset) override { engine_->set_offset(offset); }
-  uint64_t get_offset() const override { return engine_->get_offset(); }
-  uint64_t current_seed() const override { return engine_->current_seed(); }
-  uint64_t seed() override { return engine_->seed(); }
-  void set_state(const c10::TensorImpl& state) override { engine_->set_state(state); }
-  c10::intrusive_ptr<c10::TensorImpl> get_state() const override { return engine_->get_state(); }
-  // The seed of one random kernel (callers hold mutex_).
-  uint64_t next_seed() { return engine_->random64(); }
+  // A new seed starts its stream from the beginning (offset 0), as CUDA's.
+  void set_current_seed(uint64_t seed) override;
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  uint64_t current_seed() const override { return seed_; }
+  // Seeds the generator from a nondeterministic source and returns that seed.
+  uint64_t seed() override;
+  // The state: 16 bytes (uint8 CPU tensor), the seed then the offset, as CUDA's.
+  void set_state(const c10::TensorImpl& state) override;
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+  // The inputs of a kernel drawing `count` numbers; the offset moves past them (callers
+  // hold mutex_).
+  PhiloxInputs advance(uint64_t count);
+
+  static constexpr size_t kStateBytes = 2 * sizeof(uint64_t);
 
  private:
-  DeviceGenerator(int index, std::shared_ptr<at::CPUGeneratorImpl> engine);
   DeviceGenerator* clone_impl() const override;
-  std::shared_ptr<at::CPUGeneratorImpl> engine_;
+  uint64_t seed_ = 0;
+  uint64_t offset_ = 0;
 };
 
 // The default generator of device `index` (made on first use, seeded with torch's default seed).
 const at::Generator& default_generator(int index);
 // A new generator of device `index`.
 at::Generator new_generator(int index);
-// The seed of one random kernel: from `gen` (an opencl or a CPU generator), else from the
-// current device's default generator.
-uint64_t draw_seed(const std::optional<at::Generator>& gen);
+// The inputs of one random kernel that draws `count` numbers: from `gen` (an opencl
+// generator; a CPU generator gives a seed of its stream and offset 0), else from the current
+// device's default generator.
+PhiloxInputs draw_philox(const std::optional<at::Generator>& gen, uint64_t count);
 
 }  // namespace oclf::device

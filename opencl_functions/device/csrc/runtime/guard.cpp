@@ -62,15 +62,21 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& s) const override { device_of(s.device()).synchronize(); }
   void synchronizeDevice(const c10::DeviceIndex index) const override { Device::at(index).synchronize(); }
   // Events are markers on a device's queue (Device::marker). With one in-order queue per
-  // device, block() has nothing to order within a device; across devices it waits for the
-  // event on the host (the queues of two devices are in two contexts). elapsedTime reads
-  // the markers' profiling timestamps.
+  // device, block() has nothing to order within a device (FSDP2 waits on its streams' events
+  // at every layer: no host wait there); across devices it waits for the event on the host
+  // (the queues of two devices are in two contexts). elapsedTime reads the markers'
+  // profiling timestamps.
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag) const override {
     cl_event fresh = device_of(stream.device()).marker();
     if (*event != nullptr) clReleaseEvent(static_cast<cl_event>(*event));
     *event = fresh;
   }
-  void block(void* event, const c10::Stream&) const override { synchronizeEvent(event); }
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;
+    cl_command_queue queue = nullptr;
+    CL_CHECK(clGetEventInfo(static_cast<cl_event>(event), CL_EVENT_COMMAND_QUEUE, sizeof(queue), &queue, nullptr));
+    if (queue != device_of(stream.device()).queue()) synchronizeEvent(event);
+  }
   bool queryEvent(void* event) const override {
     return event == nullptr || status(static_cast<cl_event>(event)) == CL_COMPLETE;
   }
