@@ -19,11 +19,12 @@ KNOWN = {
 }
 # The gradient at a NaN input of the clamping activations: torch's CPU kernels disagree with
 # themselves there (the vectorised loop gives 0, or NaN for Hardswish; the scalar loop for
-# tensors of a few elements, and the CUDA kernels, pass the gradient through), and the device
-# passes it through as CUDA does.
+# tensors of a few elements, and the CUDA kernels, pass the gradient through: x <= 0 is false
+# for NaN), and the device passes it through as CUDA does.
 for _name in ("nn.Hardshrink", "nn.Softshrink", "nn.Hardtanh", "nn.ReLU6"):
     KNOWN[(_name, "the CPU 0.0")] = "gradient at NaN: torch's CPU vector loop gives 0"
-KNOWN[("nn.Hardswish", "result 1: NaN at other places")] = "gradient at NaN: torch's CPU vector loop gives NaN"
+for _name in ("nn.Hardswish", "nn.ELU"):
+    KNOWN[(_name, "result 1: NaN at other places")] = "gradient at NaN: torch's CPU vector loop gives NaN"
 
 
 def _check(findings):
@@ -151,3 +152,14 @@ def test_var_mean_gives_a_nan_mean_where_an_infinity_is_in_the_slice(opencl_devi
     single = torch.tensor([[3.0]])  # one element, correction 1: variance NaN (0/0), the mean is the element
     for g, w in zip(torch.var_mean(single.to("opencl"), 1), torch.var_mean(single, 1)):
         _same(g, w)
+
+
+def test_lerp_takes_torchs_two_forms(opencl_device):
+    a = torch.tensor([1.0, INF, -INF, 2.0, NAN, 3.0, -1.0, 0.0, 5.0])
+    b = torch.tensor([INF, 1.0, 2.0, -INF, 1.0, 7.0, 4.0, -0.0, NAN])
+    w = torch.tensor([0.25, 0.75, 1.0, 0.0, 0.5, 1.0, -2.0, 0.6, 0.1])
+    _same(torch.lerp(a.to("opencl"), b.to("opencl"), w.to("opencl")), torch.lerp(a, b, w))
+    for weight in (0.0, 0.3, 0.5, 1.0, 1.5):
+        _same(torch.lerp(a.to("opencl"), b.to("opencl"), weight), torch.lerp(a, b, weight))
+    assert torch.lerp(torch.tensor([0.1]).to("opencl"), torch.tensor([0.7]).to("opencl"), 1.0).item() == \
+        torch.tensor(0.7).item()  # weight 1 gives the end exactly

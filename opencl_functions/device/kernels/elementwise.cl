@@ -242,10 +242,17 @@ inline CT remainder_of(const CT a, const CT b) {
 #define F(a, b, c) ((a) + s0 * (b) * (c))
 #elif defined(OP_addcdiv)
 #define F(a, b, c) ((a) + s0 * (b) / (c))
-#elif defined(OP_lerp)
-#define F(a, b, c) ((a) + (c) * ((b) - (a)))
-#elif defined(OP_lerp_scalar)
-#define F(a, b, c) ((a) + s0 * ((b) - (a)))
+#elif defined(OP_lerp) || defined(OP_lerp_scalar)
+// torch's two forms (ATen/native/Lerp.h): from `a` for small weights, from `b` for the others,
+// so that weight 1 gives b exactly and infinities and NaN land where torch's do.
+inline CT lerp_of(const CT a, const CT b, const CT w) {
+  return fabs(w) < (CT)0.5 ? a + w * (b - a) : b - (b - a) * ((CT)1 - w);
+}
+#if defined(OP_lerp)
+#define F(a, b, c) lerp_of((a), (b), (c))
+#else
+#define F(a, b, c) lerp_of((a), (b), (CT)s0)
+#endif
 #elif defined(OP_clamp_tensor)
 #define F(a, b, c) ((a) != (a) ? (a) : min(max((a), (b)), (c)))
 #else
