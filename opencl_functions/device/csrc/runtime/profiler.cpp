@@ -64,10 +64,8 @@ cl_ulong event_time(cl_event event, cl_profiling_info what) {
   return t;
 }
 
-// One instant on both clocks (nanoseconds): a marker's CL_PROFILING_COMMAND_QUEUED is the
-// device clock's reading when the host enqueued it, so the middle of the host times around
-// the enqueue is the same instant on the host's clock. (Its end would carry the driver's delay
-// in completing it and the host's in waking from the wait: a millisecond on a loaded PoCL.)
+// The host clock minus the device's (nanoseconds): a marker enqueued on an idle queue ends
+// between the host times before its enqueue and after its wait; the middle is taken.
 struct ClockPoint {
   int64_t host = 0;
   int64_t device = 0;
@@ -77,9 +75,9 @@ ClockPoint clock_point(Device& dev) {
   dev.synchronize();
   const int64_t before = host_now_ns();
   cl_event marker = dev.marker();
-  const int64_t after = host_now_ns();
   const cl_int waited = clWaitForEvents(1, &marker);
-  const int64_t device = waited == CL_SUCCESS ? int64_t(event_time(marker, CL_PROFILING_COMMAND_QUEUED)) : 0;
+  const int64_t after = host_now_ns();
+  const int64_t device = waited == CL_SUCCESS ? int64_t(event_time(marker, CL_PROFILING_COMMAND_END)) : 0;
   clReleaseEvent(marker);
   CL_CHECK(waited);
   return {before + (after - before) / 2, device};
