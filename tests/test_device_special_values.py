@@ -177,3 +177,27 @@ def test_lerp_takes_torchs_two_forms(opencl_device):
         _same(torch.lerp(a.to("opencl"), b.to("opencl"), weight), torch.lerp(a, b, weight))
     assert torch.lerp(torch.tensor([0.1]).to("opencl"), torch.tensor([0.7]).to("opencl"), 1.0).item() == \
         torch.tensor(0.7).item()  # weight 1 gives the end exactly
+
+
+def test_tanh_reaches_one_where_torch_does(opencl_device):
+    x = torch.tensor([INF, -INF, 20.0, -9.5, 9.0, 8.0, 0.5, NAN, 19.5, -100.0])
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        _same(torch.tanh(x.to(dtype).to("opencl")), torch.tanh(x.to(dtype)))
+    assert torch.tanh(torch.tensor([INF, -INF]).to("opencl")).tolist() == [1.0, -1.0]
+    # an infinite gradient through tanh's saturated end: inf · (1 - 1²) is NaN, as in torch
+    cpu = x.clone().requires_grad_()
+    torch.tanh(cpu).backward(torch.full_like(x, INF))
+    dev = x.to("opencl").requires_grad_()
+    torch.tanh(dev).backward(torch.full_like(x, INF).to("opencl"))
+    _same(dev.grad, cpu.grad)
+
+
+@pytest.mark.parametrize("cell", [torch.nn.LSTMCell, torch.nn.GRUCell])
+def test_fused_cells_saturate_tanh_as_torch(opencl_device, cell):
+    torch.manual_seed(3)
+    module = cell(3, 4)
+    x = torch.tensor([[30.0, -40.0, 25.0], [INF, 1.0, -2.0]])
+    want = module(x)
+    got = module.to("opencl")(x.to("opencl"))
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        _same(g.detach(), w.detach())

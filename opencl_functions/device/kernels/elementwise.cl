@@ -86,7 +86,14 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_erf)
 #define F(a, b, c) erf(a)
 #elif defined(OP_tanh)
-#define F(a, b, c) tanh(a)
+// ±1 from where tanh rounds to it in the type (|x| > 9.01 in float32, 19.06 in float64):
+// OpenCL's tanh may stop an ulp short (PoCL: tanh(inf) = 0.99999994), and a gradient
+// 1 - tanh² then misses torch's 0 (inf · 0 = NaN in torch's, inf on the device).
+inline CT tanh_ends(const CT x) {
+  const CT limit = sizeof(CT) == 8 ? (CT)19.1 : (CT)9.1;
+  return fabs(x) >= limit ? copysign((CT)1, x) : tanh(x);
+}
+#define F(a, b, c) tanh_ends(a)
 #elif defined(OP_sigmoid)
 #define F(a, b, c) (1.0f / (1.0f + exp(-(a))))
 #elif defined(OP_reciprocal)
