@@ -78,6 +78,23 @@ def test_profiler_records_device_memory(opencl_device):
     assert any(e.device_memory_usage <= -1_000_000 for e in frees)
 
 
+def test_profiler_times_every_device_in_use(ocl, opencl_device):
+    """Two devices (PoCL's two where the platform has one): each one's kernels under its index."""
+    from test_device_multi import run_child, two_devices
+
+    got = run_child("""
+        import json, torch, opencl_functions.device
+        from torch.profiler import profile, ProfilerActivity
+        a, b = torch.randn(50, 50).to("opencl:1"), torch.randn(50, 50).to("opencl:0")
+        (a @ a).cpu(), (b * 2).cpu()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            (a @ a).relu().cpu(), (b * 2).cpu()
+        device = torch.autograd.DeviceType.PrivateUse1
+        print(json.dumps(sorted({e.device_index for e in prof.events() if e.device_type == device})))
+    """, two_devices(ocl))
+    assert got == [0, 1]
+
+
 def test_profiler_does_not_disturb_kernel_profile(opencl_device):
     with opencl_device.kernel_profile() as kp:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
