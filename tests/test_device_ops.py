@@ -258,7 +258,7 @@ def test_batched_products():
 
 def test_unsupported_dtype_is_a_clear_error():
     x = torch.randn(4, dtype=torch.complex64).to("opencl")  # stored on the device, computed on the CPU
-    with pytest.raises(NotImplementedError, match="aten::add.Tensor has no OpenCL kernel and OCLF_FALLBACK=error"):
+    with pytest.raises(NotImplementedError, match="aten::add.Tensor has no OpenCL kernel for complex64 and OCLF_FALLBACK=error"):
         x + x
 
 

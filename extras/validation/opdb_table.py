@@ -21,6 +21,7 @@ REFUSALS = "opdb-refusals"
 # pattern matches is listed under its exception's own words.
 REASONS: List[tuple] = [
     (r"'Sparse\w*opencl' backend", "sparse layouts (COO, CSR): the device holds dense tensors only"),
+    (r"holds dense \(strided\) tensors only", "sparse layouts (COO, CSR): the device holds dense tensors only"),
     (r"^tensor_split: .*expected tensor_indices_or_sections to be on cpu",
      "torch's own rule: the split points as a tensor must be on the CPU (CUDA refuses them too)"),
     (r"^native_group_norm: .*view size is not compatible",

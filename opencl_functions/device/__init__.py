@@ -51,7 +51,8 @@ except ImportError as err:
 atexit.register(_C.finish_at_exit)
 from . import amp, devices, events, profiling, rng, stats
 from .amp import get_amp_supported_dtype, is_bf16_supported
-from .devices import current_device, device, device_count, get_device_name, set_device
+from .devices import (DeviceProperties, current_device, device, device_count, get_device_capability,
+                      get_device_name, get_device_properties, mem_get_info, set_device)
 from .events import Event, Stream, current_stream, default_stream, stream
 from .fusion import fuse
 from .graphs import Graph, graph
@@ -65,6 +66,7 @@ from .stats import (FallbackReport, FallbackStat, empty_cache, fallback_ops, fal
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "synchronize", "get_device_name",
+    "get_device_properties", "get_device_capability", "mem_get_info", "DeviceProperties",
     *stats.__all__, *events.__all__, *profiling.__all__, *rng.__all__, *amp.__all__, "graph", "Graph", "fuse",
 ]
 

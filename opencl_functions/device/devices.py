@@ -5,6 +5,9 @@
     torch.opencl.set_device(1)            ... changed
     with torch.opencl.device(1): ...      ... for a block
     torch.opencl.get_device_name(1)       'platform / device (type)'
+    torch.opencl.get_device_properties(1) name, total_memory, multi_processor_count, ...
+    torch.opencl.get_device_capability() the device's OpenCL version, (major, minor)
+    torch.opencl.mem_get_info()           (free, total) bytes, as torch.cuda.mem_get_info
 
 The devices are those of the platform OCLF_DEVICE picks (its default device is the
 current one at start), narrowed and ordered by OCLF_VISIBLE_DEVICES ("1,0"); PoCL shows two
@@ -13,11 +16,14 @@ host tensors) runs on the current device too: both share one runtime per device.
 """
 from __future__ import annotations
 
-from typing import Union
+import re
+from dataclasses import dataclass
+from typing import Tuple, Union
 
 import torch
 
-__all__ = ["device_count", "current_device", "set_device", "device", "get_device_name", "device_index"]
+__all__ = ["device_count", "current_device", "set_device", "device", "get_device_name", "device_index",
+           "DeviceProperties", "get_device_properties", "get_device_capability", "mem_get_info"]
 
 _ops = torch.ops.oclf
 DeviceLike = Union[None, int, str, torch.device]
@@ -83,3 +89,52 @@ class device:
 def get_device_name(device: DeviceLike = None) -> str:
     """'platform / device (type)' of an OpenCL device behind `opencl` (the current one by default)."""
     return str(_ops.device_name(device_index(device)))
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What torch.opencl.get_device_properties() gives, named as torch.cuda's properties where
+    OpenCL has the same thing: name, total_memory (CL_DEVICE_GLOBAL_MEM_SIZE), and
+    multi_processor_count (compute units); then OpenCL's own."""
+    name: str
+    platform: str
+    type: str                    # "GPU", "CPU", "ACCELERATOR", ...
+    total_memory: int
+    multi_processor_count: int
+    max_work_group_size: int
+    local_memory: int            # bytes of local (shared) memory per work-group
+    has_fp64: bool               # cl_khr_fp64: float64 computes on the device
+    preferred_vector_width_float: int
+    opencl_version: str          # "OpenCL 3.0 PoCL ...", the device's CL_DEVICE_VERSION
+    opencl_c_version: str
+    driver_version: str
+    major: int                   # the OpenCL version's numbers (get_device_capability)
+    minor: int
+
+
+def get_device_properties(device: DeviceLike = None) -> DeviceProperties:
+    """The OpenCL device behind `opencl` (the current one by default), as DeviceProperties."""
+    (name, platform, version, driver, c_version, kind), numbers = _ops.device_properties(device_index(device))
+    memory, units, group, local, fp64, width = (int(n) for n in numbers)
+    found = re.match(r"OpenCL (\d+)\.(\d+)", version)
+    major, minor = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+    return DeviceProperties(name, platform, kind, memory, units, group, local, bool(fp64), width, version, c_version,
+                            driver, major, minor)
+
+
+def get_device_capability(device: DeviceLike = None) -> Tuple[int, int]:
+    """(major, minor) of the device's OpenCL version, as torch.cuda.get_device_capability gives
+    the compute capability. (torch.accelerator.get_device_capability() gives the dtypes a
+    device tensor can have.)"""
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
+
+
+def mem_get_info(device: DeviceLike = None) -> Tuple[int, int]:
+    """(free, total) bytes of a device, as torch.cuda.mem_get_info: OpenCL cannot be asked for
+    the memory free on a device, so free is the total less what this process's allocator holds
+    (memory_reserved(): tensors and cached buffers). torch.accelerator.get_memory_info() is the same."""
+    index = device_index(device, optional=False)
+    total = get_device_properties(index).total_memory
+    reserved = int(_ops.memory_stats(index)[1])
+    return max(total - reserved, 0), total

@@ -8,6 +8,10 @@ device times by operator and kernel. Re-exported by opencl_functions.device (and
     print(prof.table(by="kernel"))       # by kernel only
     prof.launches                        # one KernelLaunch per command, in launch order
 
+torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) shows
+the same commands as device activities linked to torch's operators (csrc/runtime/profiler.cpp);
+one of the two runs at a time.
+
 The times are the device's own (start to end of each command), so they do not include the
 host's work between launches: compare their sum (`prof.seconds`) with the wall time of the
 same code to see how much of it the host costs. Replays of a recorded graph are not timed

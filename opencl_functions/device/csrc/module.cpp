@@ -47,6 +47,18 @@ std::string device_name(int64_t index) {
   return info.platform + " / " + info.device + " (" + info.type + ")";
 }
 
+// What torch.opencl.get_device_properties() shows of a device (devices.py names them):
+// [name, platform, OpenCL version, driver version, OpenCL C version, type] and
+// [global memory bytes, compute units, max work-group size, local memory bytes, has fp64,
+//  preferred float vector width].
+std::tuple<std::vector<std::string>, std::vector<int64_t>> device_properties(int64_t index) {
+  Device& dev = Device::at(device_index(index));
+  const DeviceInfo& info = dev.info();
+  return {{info.device, info.platform, info.version, info.driver_version, info.opencl_c_version, info.type},
+          {int64_t(info.global_mem_size), int64_t(info.compute_units), int64_t(info.max_work_group_size),
+           int64_t(info.local_mem_size), int64_t(dev.has_fp64()), int64_t(info.preferred_vector_width_float)}};
+}
+
 // The address of a device's runtime (runtime/runtime.hpp), as _core.runtime_id() gives it
 // for the library: equal when the two modules share it.
 int64_t runtime_id(int64_t index) {
@@ -237,6 +249,7 @@ TORCH_LIBRARY(oclf, m) {
   m.def("current_device() -> int", &current_device);
   m.def("set_device(int device) -> ()", &set_device);
   m.def("device_name(int device) -> str", &device_name);
+  m.def("device_properties(int device) -> (str[], int[])", &device_properties);
   m.def("runtime_id(int device) -> int", &runtime_id);
   m.def("memory_stats(int device) -> int[]", &memory_stats);
   m.def("submits_async(int device) -> bool", &submits_async);

@@ -86,7 +86,14 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_erf)
 #define F(a, b, c) erf(a)
 #elif defined(OP_tanh)
-#define F(a, b, c) tanh(a)
+// ±1 from where tanh rounds to it in the type (|x| > 9.01 in float32, 19.06 in float64):
+// OpenCL's tanh may stop an ulp short (PoCL: tanh(inf) = 0.99999994), and a gradient
+// 1 - tanh² then misses torch's 0 (inf · 0 = NaN in torch's, inf on the device).
+inline CT tanh_ends(const CT x) {
+  const CT limit = sizeof(CT) == 8 ? (CT)19.1 : (CT)9.1;
+  return fabs(x) >= limit ? copysign((CT)1, x) : tanh(x);
+}
+#define F(a, b, c) tanh_ends(a)
 #elif defined(OP_sigmoid)
 #define F(a, b, c) (1.0f / (1.0f + exp(-(a))))
 #elif defined(OP_reciprocal)
@@ -102,13 +109,16 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_relu)
 #define F(a, b, c) ((a) > 0 || (a) != (a) ? (a) : (CT)0)  // NaN stays NaN, as torch
 #elif defined(OP_gelu)
-#define F(a, b, c) (0.5f * (a) * (1.0f + erf((a) * GELU_K)))
+// x·Φ(x) with IEEE's infinities, as torch's formula gives them with an exact erf: inf at +inf,
+// NaN at -inf (-inf · 0; the device's erf(-inf) may miss -1 by an ulp, which gave -inf).
+#define F(a, b, c) (isinf(a) ? ((a) > 0 ? (a) : (CT)NAN) : 0.5f * (a) * (1.0f + erf((a) * GELU_K)))
 #elif defined(OP_gelu_tanh)
-#define F(a, b, c) (0.5f * (a) * (1.0f + tanh(GELU_T * ((a) + GELU_C * (a) * (a) * (a)))))
+#define F(a, b, c) \
+  (isinf(a) ? ((a) > 0 ? (a) : (CT)NAN) : 0.5f * (a) * (1.0f + tanh(GELU_T * ((a) + GELU_C * (a) * (a) * (a)))))
 #elif defined(OP_silu)
 #define F(a, b, c) ((a) / (1.0f + exp(-(a))))
 #elif defined(OP_hardsigmoid)
-#define F(a, b, c) clamp((a) / 6 + (CT)0.5f, (CT)0, (CT)1)
+#define F(a, b, c) ((a) != (a) ? (a) : clamp((a) / 6 + (CT)0.5f, (CT)0, (CT)1))  // NaN stays (clamp drops it)
 #elif defined(OP_hardswish)
 #define F(a, b, c) ((a) * clamp((a) / 6 + (CT)0.5f, (CT)0, (CT)1))
 #elif defined(OP_clamp)
@@ -149,13 +159,32 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_div)
 #define F(a, b, c) ((a) / (b))
 #elif defined(OP_div_floor)
-#define F(a, b, c) floor((a) / (b))
+// torch's div_floor_floating (c10/util/generic_math.h): the quotient of a - fmod(a, b), so an
+// infinite dividend gives NaN (fmod(inf, b) is NaN) where floor(a / b) would give inf, and a
+// zero quotient keeps the sign of a / b.
+inline CT div_floor(const CT a, const CT b) {
+  if (b == 0) return a / b;
+  const CT mod = fmod(a, b);
+  CT div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= (CT)1;
+  if (div == 0) return copysign((CT)0, a / b);
+  CT result = floor(div);
+  if (div - result > (CT)0.5) result += (CT)1;
+  return result;
+}
+#define F(a, b, c) div_floor((a), (b))
 #elif defined(OP_div_trunc)
 #define F(a, b, c) trunc((a) / (b))
 #elif defined(OP_idiv_floor)
 #define F(a, b, c) ((a) / (b) - (((a) % (b) != 0) && (((a) < 0) != ((b) < 0))))
 #elif defined(OP_remainder)
-#define F(a, b, c) ((a) - floor((a) / (b)) * (b))
+// torch's remainder of floats: fmod, moved by b where its sign is not b's, so that
+// remainder(x, ±inf) is x or ±inf (a - floor(a / b) * b gives NaN there).
+inline CT remainder_of(const CT a, const CT b) {
+  const CT mod = fmod(a, b);
+  return mod != 0 && (b < 0) != (mod < 0) ? mod + b : mod;
+}
+#define F(a, b, c) remainder_of((a), (b))
 #elif defined(OP_iremainder)
 #define F(a, b, c) ((a) % (b) != 0 && (((a) < 0) != ((b) < 0)) ? (a) % (b) + (b) : (a) % (b))
 #elif defined(OP_maximum)
@@ -212,7 +241,7 @@ inline float gelu_tanh_grad(const float x) {
 #elif defined(OP_elu_backward)
 #define F(a, b, c) ((b) > 0 ? (a) : (a) * ((b) + s0))
 #elif defined(OP_dropout_backward)
-#define F(a, b, c) ((b) != 0 ? (a) * s0 : (CT)0)
+#define F(a, b, c) ((a) * (CT)((b) != 0) * s0)  // grad · mask · scale, as torch: a NaN gradient stays NaN
 // ternary
 #elif defined(OP_where)
 #define F(a, b, c) ((a) != 0 ? (b) : (c))
@@ -220,10 +249,17 @@ inline float gelu_tanh_grad(const float x) {
 #define F(a, b, c) ((a) + s0 * (b) * (c))
 #elif defined(OP_addcdiv)
 #define F(a, b, c) ((a) + s0 * (b) / (c))
-#elif defined(OP_lerp)
-#define F(a, b, c) ((a) + (c) * ((b) - (a)))
-#elif defined(OP_lerp_scalar)
-#define F(a, b, c) ((a) + s0 * ((b) - (a)))
+#elif defined(OP_lerp) || defined(OP_lerp_scalar)
+// torch's two forms (ATen/native/Lerp.h): from `a` for small weights, from `b` for the others,
+// so that weight 1 gives b exactly and infinities and NaN land where torch's do.
+inline CT lerp_of(const CT a, const CT b, const CT w) {
+  return fabs(w) < (CT)0.5 ? a + w * (b - a) : b - (b - a) * ((CT)1 - w);
+}
+#if defined(OP_lerp)
+#define F(a, b, c) lerp_of((a), (b), (c))
+#else
+#define F(a, b, c) lerp_of((a), (b), (CT)s0)
+#endif
 #elif defined(OP_clamp_tensor)
 #define F(a, b, c) ((a) != (a) ? (a) : min(max((a), (b)), (c)))
 #else

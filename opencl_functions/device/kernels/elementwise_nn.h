@@ -49,6 +49,8 @@ inline CT log_sigmoid_grad(const CT g, const CT x) {
 #define F(a, b, c) ((a) * tanh(log1p(exp(a))))
 #elif defined(OP_mish_backward)
 inline CT mish_grad(const CT g, const CT x) {
+  // At ±inf torch's formula meets inf · 0 (NaN); the device's tanh may stop short of 1 there.
+  if (isinf(x)) return (CT)NAN;
   const CT sigmoid = (CT)1 / ((CT)1 + exp(-x));
   const CT t = tanh(log1p(exp(x)));
   return g * (t + x * sigmoid * ((CT)1 - t * t));

@@ -29,6 +29,11 @@
 #define CBUF(name) __global const T *restrict name, const int name##_off
 
 inline T sigmoid_(const T x) { return (T)1 / ((T)1 + exp(-x)); }
+// tanh, ±1 from where it rounds to it in T (OpenCL's may stop an ulp short; elementwise.cl).
+inline T tanh_(const T x) {
+  const T limit = sizeof(T) == 8 ? (T)19.1 : (T)9.1;
+  return fabs(x) >= limit ? copysign((T)1, x) : tanh(x);
+}
 
 // Gate k's pre-activation at (b, j): both products' values and, with has_bias, both biases.
 inline T gate(__global const T* ig, __global const T* hg, __global const T* b_ih, __global const T* b_hh,
@@ -50,11 +55,11 @@ __kernel void lstm_cell(CBUF(ig), CBUF(hg), CBUF(b_ih), CBUF(b_hh), CBUF(cx), BU
   __global const T* bh = b_hh + b_hh_off;
   const T i = sigmoid_(gate(igp, hgp, bi, bh, has_bias, row, j));
   const T f = sigmoid_(gate(igp, hgp, bi, bh, has_bias, row, H + j));
-  const T g = tanh(gate(igp, hgp, bi, bh, has_bias, row, 2 * H + j));
+  const T g = tanh_(gate(igp, hgp, bi, bh, has_bias, row, 2 * H + j));
   const T o = sigmoid_(gate(igp, hgp, bi, bh, has_bias, row, 3 * H + j));
   const T c = f * cx[cx_off + e] + i * g;
   cy[cy_off + e] = c;
-  hy[hy_off + e] = o * tanh(c);
+  hy[hy_off + e] = o * tanh_(c);
   __global T* w = ws + ws_off + row;
   w[j] = i;
   w[H + j] = f;
@@ -72,7 +77,7 @@ __kernel void lstm_cell_backward(CBUF(dhy), CBUF(dcy), CBUF(cx), CBUF(cy), CBUF(
   const T i = w[j], f = w[H + j], g = w[2 * H + j], o = w[3 * H + j];
   const T gh = has_dhy ? dhy[dhy_off + e] : (T)0;
   const T gc_out = has_dcy ? dcy[dcy_off + e] : (T)0;
-  const T tc = tanh(cy[cy_off + e]);
+  const T tc = tanh_(cy[cy_off + e]);
   const T dc = gh * o * ((T)1 - tc * tc) + gc_out;
   __global T* d = dgates + dgates_off + row;
   d[j] = dc * g * i * ((T)1 - i);
@@ -95,7 +100,7 @@ __kernel void gru_cell(CBUF(ig), CBUF(hg), CBUF(b_ih), CBUF(b_hh), CBUF(hx), BUF
   const T r = sigmoid_(gate(igp, hgp, bi, bh, has_bias, row, j));
   const T z = sigmoid_(gate(igp, hgp, bi, bh, has_bias, row, H + j));
   const T hn = hgp[row + 2 * H + j] + (has_bias ? bh[2 * H + j] : (T)0);
-  const T n = tanh(igp[row + 2 * H + j] + (has_bias ? bi[2 * H + j] : (T)0) + r * hn);
+  const T n = tanh_(igp[row + 2 * H + j] + (has_bias ? bi[2 * H + j] : (T)0) + r * hn);
   const T h = hx[hx_off + e];
   hy[hy_off + e] = n + z * (h - n);
   __global T* w = ws + ws_off + b * 5 * H;

@@ -2,10 +2,13 @@
 // the dispatch wrapper made current), the view ops (as_strided, view, _reshape_alias,
 // view_as_real/complex), resize_ and set_, item(), fill_ and zero_, and the ranges arange
 // and linspace (kernels/index.cl, kernels/gather.cl). Copies: copies.cpp.
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/InferSize.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/native/TensorShape.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -32,6 +35,14 @@ void check_index(std::optional<at::Device> device) {
                device->str(), "; the process has ", n, " (opencl:0 to opencl:", n - 1, ")");
 }
 
+// torch.use_deterministic_algorithms(True) with torch.utils.deterministic.fill_uninitialized_memory
+// (on by default): new memory holds NaN (floating and complex dtypes) or the dtype's largest
+// value (integers, bool), as on the CPU and CUDA, instead of what a freed buffer held.
+bool fill_uninitialized() {
+  const at::Context& context = at::globalContext();
+  return context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory();
+}
+
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
@@ -39,7 +50,9 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
                "device read fastest; device tensors are not pinned");
   check_index(device);
   const at::ScalarType type = dtype.value_or(at::get_default_dtype_as_scalartype());
-  return at::detail::empty_generic(size, &Allocator::get(), kKeys, type, memory_format);
+  at::Tensor out = at::detail::empty_generic(size, &Allocator::get(), kKeys, type, memory_format);
+  if (C10_UNLIKELY(fill_uninitialized())) at::native::fill_empty_deterministic_(out);
+  return out;
 }
 
 // Zeros that autograd formulas make for gradients known to be zero (sgn's, for one): CUDA's
@@ -55,7 +68,9 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
                          std::optional<bool> pin_memory) {
   check_index(device);
   const at::ScalarType type = dtype.value_or(at::get_default_dtype_as_scalartype());
-  return at::detail::empty_strided_generic(size, stride, &Allocator::get(), kKeys, type);
+  at::Tensor out = at::detail::empty_strided_generic(size, stride, &Allocator::get(), kKeys, type);
+  if (C10_UNLIKELY(fill_uninitialized())) at::native::fill_empty_deterministic_(out);
+  return out;
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
@@ -93,7 +108,9 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
   if (memory_format && *memory_format != at::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
   const size_t bytes = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.element_size(),
                                                         self.storage_offset());
+  const int64_t old_bytes = int64_t(impl->unsafe_storage().nbytes());
   ensure_storage(self, bytes);
+  if (C10_UNLIKELY(fill_uninitialized())) at::native::fill_resize_deterministic_(self, old_bytes);
   return self;
 }
 

@@ -122,14 +122,15 @@ void call_widened(const c10::KernelFunction& native, const c10::OperatorHandle& 
   }
 }
 
-// The CPU fallback of an operator. The convolution hooks a backend overrides have no CPU
+// The CPU fallback of an operator whose kernel does not take its dtypes (the fallback's
+// record and warning name them). The convolution hooks a backend overrides have no CPU
 // kernel: their CPU form is aten::convolution (the same arguments) and
 // aten::convolution_backward (which also takes the bias's sizes).
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string& name = op.operator_name().name;
   if (name == "aten::convolution_overrideable") {
     static const c10::OperatorHandle cpu = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-    fallback_boxed(cpu, stack);
+    fallback_for_dtypes(cpu, stack);
     return;
   }
   if (name == "aten::convolution_backward_overrideable") {
@@ -142,10 +143,10 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const bool transposed = (*stack)[weight + 4].toBool();
     const int64_t channels = transposed ? w.size(1) * (*stack)[weight + 6].toInt() : w.size(0);
     stack->insert(stack->begin() + weight + 1, c10::IValue(std::vector<int64_t>{channels}));
-    fallback_boxed(cpu, stack);
+    fallback_for_dtypes(cpu, stack);
     return;
   }
-  fallback_boxed(op, stack);
+  fallback_for_dtypes(op, stack);
 }
 
 // The tensors an operator writes in place: the arguments its schema marks written

@@ -39,7 +39,6 @@ std::map<std::string, FallbackRecord>& whole_process() {
 // OCLF_FALLBACK (or OCL_FALLBACK): warn (default), error or silent.
 std::string mode() { return setting("FALLBACK"); }
 
-// Bytes of the opencl tensors among `values` (tensors and lists of tensors).
 // Bytes of the device tensors among `values`; *device, when given, is set to the index of
 // the first one's device (left as it was when there is none).
 int64_t device_bytes(c10::ArrayRef<c10::IValue> values, int* device = nullptr) {
@@ -63,15 +62,54 @@ int64_t device_bytes(c10::ArrayRef<c10::IValue> values, int* device = nullptr) {
   return bytes;
 }
 
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// torch's names of the dtypes of the device tensors among `values`, in order of first
+// appearance: "float64", "complex64 and int64".
+std::string device_dtypes(c10::ArrayRef<c10::IValue> values) {
+  std::vector<at::ScalarType> seen;
+  auto add = [&](const at::Tensor& t) {
+    if (!t.defined() || !t.device().is_privateuseone()) return;
+    for (at::ScalarType s : seen)
+      if (s == t.scalar_type()) return;
+    seen.push_back(t.scalar_type());
+  };
+  for (const c10::IValue& v : values) {
+    if (v.isTensor()) {
+      add(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) add(t);
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        if (t.has_value()) add(*t);
+      }
+    }
+  }
+  std::string out;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    out += i == 0 ? "" : (i + 1 == seen.size() ? " and " : ", ");
+    out += std::string(c10::getDtypeNames(seen[i]).first);
+  }
+  return out;
+}
+
+// `for_dtypes`: the operator has an OpenCL kernel, but not for its tensors' dtypes (the
+// registration wrapper's CPU route, dispatch.cpp): its record and warning name them,
+// "aten::mm (float64)", so a float64 product does not read as an operator without a kernel.
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool for_dtypes) {
   const c10::OperatorName& id = op.schema().operator_name();
-  const std::string name = id.overload_name.empty() ? id.name : id.name + "." + id.overload_name;
+  const std::string shown = id.overload_name.empty() ? id.name : id.name + "." + id.overload_name;
+  std::string name = shown;
+  const size_t arguments = op.schema().arguments().size();
+  std::string missing = " has no OpenCL kernel";
+  if (for_dtypes) {
+    const std::string dtypes = device_dtypes(torch::jit::last(*stack, arguments));
+    missing += " for " + dtypes;
+    name += " (" + dtypes + ")";
+  }
   const std::string how = mode();
   DEVICE_CHECK(how.empty() || how == "warn" || how == "error" || how == "silent", "opencl: ",
               setting_variable("FALLBACK"), " must be warn, error or silent, got '", how, "'");
-  DEVICE_CHECK_NOT_IMPLEMENTED(how != "error", "opencl: ", name, " has no OpenCL kernel and ",
+  DEVICE_CHECK_NOT_IMPLEMENTED(how != "error", "opencl: ", shown, missing, " and ",
                               setting_variable("FALLBACK"), "=error forbids running it on the CPU");
-  const size_t arguments = op.schema().arguments().size();
   int device = -1;
   const int64_t to_host = device_bytes(torch::jit::last(*stack, arguments), &device);
   const CurrentDevice on(device);  // the results go back to the arguments' device
@@ -98,14 +136,19 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (first && how != "silent") {
-    TORCH_WARN("opencl: ", name, " has no OpenCL kernel; it runs on the CPU (inputs copied to the host, ",
-               "results back). Warned once per operator; OCLF_FALLBACK=error makes it an error.");
+    TORCH_WARN("opencl: ", shown, missing, "; it runs on the CPU (inputs copied to the host, ",
+               "results back). Warned once per operator", for_dtypes ? " and dtypes" : "",
+               "; OCLF_FALLBACK=error makes it an error.");
   }
 }
 
+void cpu_fallback_any(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpu_fallback(op, stack, false); }
+
 }  // namespace
 
-void fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpu_fallback(op, stack); }
+void fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpu_fallback(op, stack, false); }
+
+void fallback_for_dtypes(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpu_fallback(op, stack, true); }
 
 std::vector<std::string> fallback_names() {
   std::lock_guard<std::mutex> lock(fallback_mutex);
@@ -124,6 +167,6 @@ void reset_fallback_counts() {
   since_reset().clear();
 }
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback_any>()); }
 
 }  // namespace oclf::device

@@ -15,6 +15,9 @@ namespace oclf::device {
 // operators to hand over the cases they do not cover:
 //   at::native::call_fallback_fn<&fallback_boxed, at::_ops::name>::call(args...)
 void fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// The same for an operator whose OpenCL kernel does not take its tensors' dtypes: recorded
+// and warned as "aten::mm (float64)", "has no OpenCL kernel for float64".
+void fallback_for_dtypes(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // One operator's fallback calls, summed.
 struct FallbackRecord {
@@ -26,7 +29,7 @@ struct FallbackRecord {
 
 // "aten::name.overload count" for each operator that fell back since the last reset.
 std::vector<std::string> fallback_names();
-// By operator name: since the last reset, or (whole) since the process started.
+// By operator name ("aten::mm (float64)" for a dtype the kernel does not take): since the last reset, or (whole) since the process started.
 std::map<std::string, FallbackRecord> fallback_record(bool whole);
 void reset_fallback_counts();
 

@@ -333,10 +333,18 @@ std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::Optional
     }
   }
   const double dof = std::max(0.0, double(n) - (correction ? correction->toDouble() : 1.0));
-  const at::Tensor mean = self.mean(dims, /*keepdim=*/true);
+  at::Tensor mean = self.mean(dims, /*keepdim=*/true);
   const at::Tensor centered = self - mean;
-  at::Tensor var = (centered * centered).sum(dims, keepdim).div(dof);
-  return {var, keepdim ? mean : mean.sum(dims, false)};
+  const at::Tensor m2 = (centered * centered).sum(dims, /*keepdim=*/true);
+  // torch's Welford pass (CPU and CUDA) gives a NaN mean where an infinity meets the running
+  // mean (inf - inf): the mean is NaN where the squares' sum is (an infinity or NaN in the slice).
+  mean = at::where(m2.isnan(), m2, mean);
+  at::Tensor var = m2.div(dof);
+  if (!keepdim) {  // the reduced dimensions dropped (views); no dims: every dimension
+    var = dims.empty() ? var.squeeze() : var.squeeze(dims);
+    mean = dims.empty() ? mean.squeeze() : mean.squeeze(dims);
+  }
+  return {var, mean};
 }
 
 at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,

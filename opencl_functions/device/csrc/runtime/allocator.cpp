@@ -99,7 +99,16 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   live_.emplace(block->base, block);
   stats_.allocated += size;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  report_to_profiler(block, int64_t(size));
   return c10::DataPtr(reinterpret_cast<void*>(block->base), block, &free_block, device);
+}
+
+// torch's profiler with profile_memory=True (and its memory timeline) sees each allocation
+// and free of a device's memory, with the device's totals after it. Called under mutex_.
+void DeviceMemory::report_to_profiler(const Block* block, int64_t bytes) const {
+  if (!c10::memoryProfilingEnabled()) return;
+  c10::reportMemoryUsageToProfiler(reinterpret_cast<void*>(block->base), bytes, stats_.allocated, stats_.reserved,
+                                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index_)));
 }
 
 void DeviceMemory::free_block(void* context) {
@@ -115,6 +124,7 @@ void DeviceMemory::release(Block* block) {
     live_.erase(block->base);
     stats_.allocated -= block->size;
     ++stats_.frees;
+    report_to_profiler(block, -int64_t(block->size));
     if (block->pool) block->pool->free.emplace(block->size, block);
     else cache_.emplace(block->size, block);
     serial = block->serial;

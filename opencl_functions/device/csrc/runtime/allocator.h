@@ -95,6 +95,7 @@ class DeviceMemory {
   };
   static void free_block(void* context);
   void release(Block* block);
+  void report_to_profiler(const Block* block, int64_t bytes) const;  // callers hold mutex_
   void release_cached();  // callers hold mutex_
 
   const int index_;

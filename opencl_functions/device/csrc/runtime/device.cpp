@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +66,11 @@ Device& Device::at(int index) {
 }
 
 Device& Device::get() { return at(Runtime::current()); }
+
+bool Device::is_open(int index) {
+  return index >= 0 && index < static_cast<int>(kMaxDevices) &&
+         opened[index].load(std::memory_order_acquire) != nullptr;
+}
 
 int Device::count() {
   try {
@@ -280,8 +286,9 @@ const std::string* OpLabel::current() { return current_op; }
 void Device::note_timed(cl_event begin, cl_event end, std::string kernel, std::string global) {
   const std::string* op = OpLabel::current();
   std::lock_guard<std::recursive_mutex> lock(mutex());
-  timed_.push_back(
-      {begin, end, {std::move(kernel), op ? *op : std::string("(outside an operator)"), std::move(global)}});
+  KernelTime what{std::move(kernel), op ? *op : std::string("(outside an operator)"), std::move(global)};
+  what.correlation = profiler_correlation();
+  timed_.push_back({begin, end, std::move(what)});
 }
 
 void Device::start_timing() {
@@ -322,6 +329,8 @@ std::vector<KernelTime> Device::stop_timing() {
                                    : profiling_time(t.end, CL_PROFILING_COMMAND_START);
     const cl_ulong finish = profiling_time(t.end, CL_PROFILING_COMMAND_END);
     t.what.ns = finish > start ? uint64_t(finish - start) : 0;
+    t.what.start = start;
+    t.what.end = std::max(start, finish);
     out.push_back(std::move(t.what));
     if (t.begin) clReleaseEvent(t.begin);
     clReleaseEvent(t.end);

@@ -28,11 +28,20 @@ class Submitter;         // submitter.h
 
 // One command's time on the device, while kernel timing is on (opencl_functions.device.
 // kernel_profile): the kernel's name ("clblast" for a library call), the outermost operator
-// that enqueued it on this thread, its global size, and the device's start-to-end time.
+// that enqueued it on this thread, its global size, and the device's start-to-end time;
+// its start and end on the device's clock (CL_PROFILING_COMMAND_*, nanoseconds), and the
+// torch profiler's correlation id of the operator that enqueued it (profiler.cpp; 0 when
+// torch's profiler was off).
 struct KernelTime {
   std::string kernel, op, global;
   uint64_t ns = 0;
+  uint64_t start = 0, end = 0;
+  uint64_t correlation = 0;
 };
+
+// The torch profiler's correlation id of the innermost operator running on this thread
+// while torch.profiler records the device (runtime/profiler.cpp), else 0.
+uint64_t profiler_correlation();
 
 // The operator running on this thread, for kernel timing: set by the dispatch wrapper for
 // the outermost device operator of a call (an operator's own inner calls keep its name).
@@ -58,6 +67,8 @@ class Device {
   static int count();
   // Whether an OpenCL device can be opened; never throws.
   static bool available();
+  // Whether device `index` was opened already (Device::at); never throws.
+  static bool is_open(int index);
   // A child process forked after a device opened has the parent's OpenCL state but not the
   // driver's threads (nor the submission threads): a call into it could wait for ever. The
   // device's entry points (allocation, launches, reads, writes, waits) call this, which
@@ -188,7 +199,7 @@ class Device {
   std::atomic<uint64_t> launches_{0}, bytes_to_host_{0};
   struct Timed {
     cl_event begin = nullptr, end = nullptr;  // begin: a marker before a library call; null for a kernel
-    KernelTime what;                          // ns filled in by stop_timing()
+    KernelTime what;                          // ns, start and end filled in by stop_timing()
   };
   std::atomic<bool> timing_{false};
   std::vector<Timed> timed_;  // under mutex_

@@ -55,6 +55,18 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return getStream(s.device()); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  // torch.accelerator.get_device_capability(): the dtypes a device tensor can have (stored,
+  // copied to and from every other, viewed, printed; README's dtype table): not the
+  // quantized, bit, float8, 4-bit, unsigned 16-64-bit or complex32 ones.
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+    auto& has = cap.capability_data.supported_scalar_types;
+    has.has_Bool = has.has_Byte = has.has_Char = has.has_Short = has.has_Int = has.has_Long = 1;
+    has.has_Half = has.has_BFloat16 = has.has_Float = has.has_Double = 1;
+    has.has_ComplexFloat = has.has_ComplexDouble = 1;
+    return cap;
+  }
   bool queryStream(const c10::Stream& s) const override {
     device_of(s.device()).synchronize();
     return true;
