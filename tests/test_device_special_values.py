@@ -201,3 +201,25 @@ def test_fused_cells_saturate_tanh_as_torch(opencl_device, cell):
     got = module.to("opencl")(x.to("opencl"))
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         _same(g.detach(), w.detach())
+
+
+def test_compiled_kernels_put_nan_and_infinity_where_eager_does(opencl_device, monkeypatch):
+    """The generated kernels of torch.compile follow the eager kernels' forms: remainder(x, ±inf)
+    is x or ±inf (a - floor(a / b)·b gave NaN), floor division, fmod, tanh, lerp and sigmoid at
+    infinities and NaN."""
+    import torch._dynamo
+
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
+    torch._dynamo.reset()
+    values = torch.tensor([math.inf, -math.inf, math.nan, 0.0, -0.0, 5.5, -5.5, 2.0, -3.0, 1e30])
+    x, y = values.repeat_interleave(len(values)), values.repeat(len(values))
+
+    def special(x, y):
+        return (x // y, torch.remainder(x, y), torch.fmod(x, y), torch.tanh(x), torch.lerp(x, y, 0.7),
+                torch.sigmoid(x))
+
+    compiled = torch.compile(special, backend="opencl")(x.to("opencl"), y.to("opencl"))
+    for name, want, got in zip(["floor division", "remainder", "fmod", "tanh", "lerp", "sigmoid"], special(x, y),
+                               compiled):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=1e-5, atol=0, msg=name)
+    torch._dynamo.reset()

@@ -186,7 +186,10 @@ class OpenCLOverrides(OpOverrides):
     @staticmethod
     def remainder(a, b) -> str:
         if _floating(a, b):
-            return f"(({a}) - floor(({a}) / ({b})) * ({b}))"
+            # torch's form: fmod moved by b where the signs differ, so remainder(x, ±inf) is x or
+            # ±inf (a - floor(a / b) * b is NaN there), as the eager kernel (elementwise.cl).
+            m = f"fmod({a}, {b})"
+            return f"(({m}) != 0 && (({b}) < 0) != (({m}) < 0) ? ({m}) + ({b}) : ({m}))"
         return f"PY_MOD({a}, {b})"
 
     @staticmethod
