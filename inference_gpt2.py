@@ -172,8 +172,8 @@ def main(argv=None) -> int:
     show("OpenCL", prompt, ours, tokenizer)
     show("torch ", prompt, ref, tokenizer)
     compare(ours, ref, ours_logits, ref_logits, checks)
-    print(f"tokens/s (prompt pass included, after each side's untimed first two tokens): OpenCL {new_tokens / t_ours:.2f} ({t_ours:.2f} s), "
-          f"torch {new_tokens / t_ref:.2f} ({t_ref:.2f} s)")
+    print(f"tokens/s (prompt pass included, after each side's untimed first two tokens): "
+          f"OpenCL {new_tokens / t_ours:.2f} ({t_ours:.2f} s), torch {new_tokens / t_ref:.2f} ({t_ref:.2f} s)")
     return checks.summary()
 
 
