@@ -160,13 +160,13 @@ def test_sanity_first_run_times_the_kernels_not_the_tuning(ocl, tmp_path):
     check_first_run_is_honest(first, second, out)
 
 
-@pytest.mark.slow
 def test_imagenet_first_run_times_the_kernels_not_the_tuning(ocl, tmp_path):
     first, second, out = first_and_second_run("inference_resnet.py", ["--quick", "--arch", "efficientnet-lite0"],
                                               r"mean per image over 1: OpenCL ([0-9.]+) s", fresh_caches(tmp_path))
     check_first_run_is_honest(first, second, out)
 
 
+@pytest.mark.slow
 def test_gpt2_first_run_times_the_kernels_not_the_tuning(ocl, tmp_path):
     first, second, out = first_and_second_run(
         "inference_gpt2.py", ["--quick", "--new-tokens", "3"], r"tokens/s .*: OpenCL [0-9.]+ \(([0-9.]+) s\)",
