@@ -139,7 +139,7 @@ class FirstCall:
         parts = []
         if self.tuning_s > 0:
             shapes = f"{self.shapes_tuned} shape(s), " if self.shapes_tuned else ""
-            parts.append(f"tuning {shapes}{self.tuning_s:.1f} s (at most {self.budget_s:g} s a process, "
+            parts.append(f"tuning {shapes}{self.tuning_s:.1f} s (budget {self.budget_s:g} s a process, "
                          f"OCLF_TUNE_BUDGET; cached, so later runs skip it)")
         elif self.mode == "0":
             parts.append("no tuning (OCLF_TUNE=0: the defaults)")
@@ -160,8 +160,9 @@ class FirstCall:
 
 class _Announcer:
     """While a warm-up runs, watches the seconds spent tuning; the first time in the process
-    that they grow, says on stderr what is tuned and for how long at most: a progress bar
-    of the budget on a terminal, else one line."""
+    that they grow, says on stderr what is tuned and for how long: a progress bar of the
+    budget on a terminal, else one line. The budget is checked between candidates, so a
+    candidate under way (a program build and a few runs) may take the tuning past it."""
 
     def __init__(self, what: str, index: int, start_s: float, budget_s: float):
         self.what, self.index, self.start_s, self.budget_s = what, index, start_s, budget_s
@@ -200,20 +201,20 @@ class _Announcer:
         left = self.budget_s - self.start_s
         text = f"tuning {self.what}: measuring the shapes the tuning cache lacks"
         if not sys.stderr.isatty():
-            print(f"{text}, at most {left:.0f} s (OCLF_TUNE_BUDGET; cached in {cache_folder()} for later runs; "
+            print(f"{text}, for about {left:.0f} s (OCLF_TUNE_BUDGET; cached in {cache_folder()} for later runs; "
                   f"OCLF_TUNE=0 skips it); nothing is timed meanwhile", file=sys.stderr, flush=True)
             return
         try:
             from tqdm import tqdm
         except ImportError:
-            print(f"{text}, at most {left:.0f} s (OCLF_TUNE_BUDGET)", file=sys.stderr, flush=True)
+            print(f"{text}, for about {left:.0f} s (OCLF_TUNE_BUDGET)", file=sys.stderr, flush=True)
             return
         self.bar = tqdm(total=round(left, 1), desc=text, file=sys.stderr, dynamic_ncols=True, leave=True,
-                        bar_format="{desc}: {n:.1f} of at most {total:.0f} s |{bar}| (OCLF_TUNE_BUDGET)")
+                        bar_format="{desc}: {n:.1f} of about {total:.0f} s |{bar}| (OCLF_TUNE_BUDGET)")
 
     def _update(self) -> None:
         if self.bar is not None:
-            self.bar.n = round(min(_core().tuning_seconds() - self.start_s, self.bar.total), 1)
+            self.bar.n = round(_core().tuning_seconds() - self.start_s, 1)  # past the budget: says so
             self.bar.refresh()
 
 
