@@ -187,7 +187,7 @@ class _Announcer:
 
     def _watch(self) -> None:
         core = _core()
-        core.set_current_device(self.index)  # this thread reads the warm-up's device
+        core.set_current_device(self.index)  # this thread reads the warm-up's device (an atomic count)
         while not self.stopping.wait(POLL_S):
             if not self.said and core.tuning_seconds() > self.start_s:
                 self._announce()

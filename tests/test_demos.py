@@ -29,6 +29,9 @@ def test_sanity_quick(ocl, tmp_path):
         assert f"\n{name}" in out, out
     assert "cat, cartoon" in out
     assert "PASS: all 10 checks agree" in out, out
+    assert "untimed" in out, out
+    if os.environ.get("OCLF_TUNE") == "0":  # the suite's default (conftest.py)
+        assert "no tuning (OCLF_TUNE=0: the defaults)" in out, out
     assert "\r" not in out, "no progress bar frames when the output is not a terminal"
     assert (tmp_path / "sanity_check.png").stat().st_size > 10_000
 
