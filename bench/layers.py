@@ -356,6 +356,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
                         help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    FIRST_CALLS.clear()
     if args.threads:
         torch.set_num_threads(args.threads)
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
