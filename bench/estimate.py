@@ -7,6 +7,8 @@ It times your whole ocl_conv2d call (host code, buffers, copies, kernel) on the 
 the grader times (grading.cases.PERF_LAYERS, fresh random inputs every run, every output
 checked), beside a naive one-output-per-work-item kernel (grading/kernels/conv2d_naive.cl,
 launched by the library) and torch, one call of each in turn, the fastest run per layer.
+Each program's first call of every layer runs untimed before (kernel builds, tuning at first
+use; one line says what it took) and tuning is paused while the runs are timed.
 Your speed-up over the naive kernel (geometric mean over the layers) is placed on the
 grader's ladder, whose rungs are stored as speed-ups over the same naive kernel, measured
 on the grading machine by the course staff (bench/tiers.json: numbers only).
@@ -38,9 +40,12 @@ POINTS = 30
 WARMUP = 2
 
 
-def measure(runs: int, seed: int = 0) -> Dict[str, List[float]]:
-    """Per program ("naive", "yours", "torch"), the fastest whole call per layer (s)."""
+def measure(runs: int, seed: int = 0, say: Callable[[str], None] = print) -> Dict[str, List[float]]:
+    """Per program ("naive", "yours", "torch"), the fastest whole call per layer (s). Each program's
+    first call of every layer runs untimed before (kernel builds, tuning at first use; say() gets
+    the line that tells what it took), and tuning is paused while the runs are timed."""
     import opencl_functions as ocl
+    from opencl_functions import tuning
     from bench.baselines import naive_conv2d
 
     def call(name: str) -> Callable[[Dict], torch.Tensor]:
@@ -54,6 +59,21 @@ def measure(runs: int, seed: int = 0) -> Dict[str, List[float]]:
                                   c["groups"])
 
     programs = {name: call(name) for name in ("naive", "yours", "torch")}
+
+    def first_calls() -> None:
+        for layer in range(len(C.PERF_LAYERS)):
+            case = C.perf_inputs(layer, seed + 1000 * layer)
+            for program in programs.values():
+                program(case)
+
+    _, first = tuning.warm_up(first_calls, "the graded layers")
+    say(first.note())
+    with tuning.paused():
+        return timed_runs(programs, runs, seed)
+
+
+def timed_runs(programs: Dict[str, Callable[[Dict], torch.Tensor]], runs: int, seed: int) -> Dict[str, List[float]]:
+    """The fastest of `runs` whole calls of each program per layer (s), after WARMUP more, each output checked."""
     best: Dict[str, List[float]] = {name: [] for name in programs}
     for layer in range(len(C.PERF_LAYERS)):
         times = {name: math.inf for name in programs}
@@ -123,7 +143,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the speed-ups over the naive kernel as JSON")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # torch's idle workers would take cores from the OpenCL device's
-    best = measure(args.runs)
+    best = measure(args.runs, say=lambda text: print(text, file=sys.stderr if args.json else sys.stdout))
     if args.json:
         print(json.dumps({"speedups": speedups(best), "seconds": best}))
         return 0

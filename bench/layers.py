@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import opencl_functions
+from opencl_functions import tuning
 from bench import baselines
 from bench.shapes import DEPTHWISE, GPT2, GRADED, QUICK_CONV, QUICK_DEPTHWISE, QUICK_GPT2, RESNET50, ConvShape, MatmulShape
 from opencl_functions.info import host_cpu
@@ -189,10 +190,14 @@ def _replayed_timer(fn: Callable[[], object]) -> Callable[[], float]:
     return _replay_timer(graph.replay, torch.opencl.Event)
 
 
+FIRST_CALLS: List[tuning.FirstCall] = []  # what each layer's untimed first call did
+
+
 def _first_call(fn: Callable[[], torch.Tensor]) -> Tuple[torch.Tensor, Dict[str, str]]:
-    """Our first call of a layer (it builds kernels and may tune the shape), and where its
-    configuration came from."""
-    out = fn()
+    """Our first call of a layer, untimed (it builds kernels and may tune the shape, announced
+    once: tuning.warm_up), and where its configuration came from."""
+    out, first = tuning.warm_up(fn, "the benchmark's layers")
+    FIRST_CALLS.append(first)
     return out, opencl_functions.last_choice()
 
 
@@ -351,6 +356,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
                         help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    FIRST_CALLS.clear()
     if args.threads:
         torch.set_num_threads(args.threads)
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
@@ -401,6 +407,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "launch_floor_ns": floor,
         "groups": groups,
         "geomean": {name: geomean_ratios(rows) for name, rows in groups.items()},
+        "first_calls": {"seconds": sum(f.seconds for f in FIRST_CALLS),
+                        "tuning_seconds": sum(f.tuning_s for f in FIRST_CALLS)},
     }
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -415,6 +423,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         print_table(name, rows)
     if "graded" in groups or args.layer:
         print_yours([row for rows in groups.values() for row in rows if "naive" in row["times_ns"]])
+    print(f"\nFirst calls, untimed, before each layer's rounds: {result['first_calls']['seconds']:.1f} s, of which "
+          f"tuning {result['first_calls']['tuning_seconds']:.1f} s (at most {tuning.budget():g} s a process, "
+          f"OCLF_TUNE_BUDGET); the times above leave them out")
     print("\nGeometric means of time ratios (>1: the denominator is faster)")
     for name, ratios in result["geomean"].items():
         text = ", ".join(f"{k} {v:.3g}" for k, v in ratios.items() if v is not None)

@@ -28,8 +28,9 @@ GPT-2 is full size (GPT2Config() defaults): greedy decoding with the key/value c
 Rounds alternate torch on the CPU and OpenCL, so a busy machine slows both alike (on a GPU
 the device's rounds run back to back, as torch CUDA's do); each
 reports the fastest and the median of its rounds, and the ratio OpenCL time / torch time of
-each. The first OpenCL call (not timed with the rounds) builds the kernels, uploads the
-weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks. On a CUDA machine
+each. The first OpenCL call (not timed with the rounds: opencl_functions.tuning.warm_up) builds
+the kernels, uploads the weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks
+(announced on stderr); each line gives its time and the seconds of it spent tuning. On a CUDA machine
 torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to it: eager
 CUDA beside the plain runs, and beside the replayed ones their fair peer, the same workload
 captured once in a CUDA graph (torch.cuda.CUDAGraph) and replayed.
@@ -54,6 +55,7 @@ import torch.nn.functional as F
 import torchvision
 
 import opencl_functions
+from opencl_functions import tuning
 from opencl_functions.info import host_cpu
 from utils.patching import opencl_layers
 
@@ -195,10 +197,8 @@ def compare_patched(name: str, rounds: int) -> Dict[str, float]:
     times: Dict[str, List[float]] = {"torch": [], "opencl": []}
     with torch.no_grad():
         ref = run()
-        with opencl_layers():
-            start = time.perf_counter()
-            out = run()  # builds the kernels and uploads the weights
-            first = time.perf_counter() - start
+        with opencl_layers():  # the first call builds the kernels, uploads the weights, tunes
+            out, first = tuning.warm_up(run, f"{spec['label']}'s layers")
         for _ in range(rounds):
             times["torch"].append(seconds(run))
             with opencl_layers():
@@ -234,10 +234,13 @@ def compare_device(name: str, rounds: int, replay: bool = False, compile: bool =
         COMPILE_MODE = None
     sync = torch.opencl.synchronize
     ref = run_cpu()
-    start = time.perf_counter()
-    out = run_dev()  # builds the kernels (compiles the graphs); the weights are on the device already
-    sync()
-    first = time.perf_counter() - start
+
+    def first_run() -> torch.Tensor:  # builds the kernels (compiles the graphs), tunes; weights are there
+        result = run_dev()
+        sync()
+        return result
+
+    out, first = tuning.warm_up(first_run, f"{spec['label']} on the device")
     if compile:
         # The second call records each compiled graph, the third replays it (checked); the
         # CPU reference runs as often, so a training step's results stay in step.
@@ -276,7 +279,7 @@ def compare_device(name: str, rounds: int, replay: bool = False, compile: bool =
     return report(name, "compile" if compile else "replay" if replay else "device", times, first, error, rounds)
 
 
-def report(name: str, mode: str, times: Dict[str, List[float]], first: float, error: float,
+def report(name: str, mode: str, times: Dict[str, List[float]], first: tuning.FirstCall, error: float,
            rounds: int) -> Dict[str, float]:
     spec = MODELS[name]
     # --dtype applies on the device (the patched layers run float32 on the CPU's tensors).
@@ -286,7 +289,7 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
         label += ", fused"
     result = {key: statistics.median(values) for key, values in times.items()}
     result.update({f"{key}_min": min(values) for key, values in times.items()})
-    result["first_call"] = first
+    result["first_call"], result["first_call_tuning"] = first.seconds, first.tuning_s
     result["max_rel_error"] = error
     where = {"device": "on the opencl device", "replay": "on the opencl device, replayed",
              "compile": "on the opencl device, torch.compile", "patched": "with the patched layers"}[mode]
@@ -295,7 +298,8 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: float, er
             f"torch CPU {result['torch_min'] * 1e3:.1f} ({result['torch'] * 1e3:.1f}) ms, "
             f"OpenCL {result['opencl_min'] * 1e3:.1f} ({result['opencl'] * 1e3:.1f}) ms, "
             f"OpenCL/torch {result['opencl_min'] / result['torch_min']:.2f}x "
-            f"({result['opencl'] / result['torch']:.2f}x); first call {first * 1e3:.0f} ms")
+            f"({result['opencl'] / result['torch']:.2f}x); first call (untimed) {first.seconds * 1e3:.0f} ms, "
+            f"{first.tuning_s:.1f} s of it tuning")
     if torch.cuda.is_available() and mode == "compile":
         # Each of torch CUDA's compile modes in a process of its own; one that fails (torch
         # 2.11's reduce-overhead crashed on GPT-2's static-cache generation) is reported as such.

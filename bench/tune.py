@@ -25,6 +25,7 @@ from typing import Dict, List
 import torch
 
 import opencl_functions
+from opencl_functions import tuning
 from bench.shapes import DEPTHWISE, GPT2, RESNET50
 
 ENV = {"gpu": "OCLF_GPU_TILE", "cpu": "OCLF_CPU_BLOCK"}
@@ -77,16 +78,16 @@ def sweep_one(shape) -> Dict[str, str]:
 
 
 def sweep(models: List[str]) -> None:
-    os.environ["OCLF_TUNE"] = "sweep"
     info = opencl_functions.device_info()
     print(f"Sweep on {info['device']} ({info['platform']}), writing {opencl_functions._core.tuning_cache_path()}")
     start = time.perf_counter()
-    for model in models:
-        for shape in MODELS[model]:
-            t0 = time.perf_counter()
-            choice = sweep_one(shape)
-            print(f"{model:<10}{shape.name:<16}{shape.label():<32}{choice['config']:<40}"
-                  f"{time.perf_counter() - t0:6.1f} s", flush=True)
+    with tuning.sweeping():
+        for model in models:
+            for shape in MODELS[model]:
+                t0 = time.perf_counter()
+                choice = sweep_one(shape)
+                print(f"{model:<10}{shape.name:<16}{shape.label():<32}{choice['config']:<40}"
+                      f"{time.perf_counter() - t0:6.1f} s", flush=True)
     print(f"sweep done in {time.perf_counter() - start:.0f} s")
 
 

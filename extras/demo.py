@@ -2,6 +2,11 @@
 the command line (--device, --quick), the device banner, timing, the OpenCL-vs-torch
 agreement checks and the exit status.
 
+Timing: each demo runs its workload once untimed first (warm_up: program builds, weight
+uploads and tuning at first use happen there, and the tuning is announced), prints what
+that first call did, and times the runs after it with tuning paused (timed): the times
+printed are the kernels' own, not the seconds spent tuning (opencl_functions.tuning).
+
 Exit status of every demo: 0 when OpenCL and torch agree within tolerance (and the
 demo's own checks pass), 1 when they do not, 2 when no OpenCL device can be opened, 3 when
 a package or data file it needs is missing (it says, in one line, how to get it).
@@ -76,10 +81,25 @@ def open_device() -> dict:
 
 
 def timed(fn: Callable[..., T], *args, **kwargs) -> Tuple[T, float]:
-    """fn(*args, **kwargs) and the wall time it took, in seconds."""
-    start = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return result, time.perf_counter() - start
+    """fn(*args, **kwargs) and the wall time it took, in seconds, with tuning paused (a shape
+    the warm-up did not meet takes the device's default instead of being measured here)."""
+    from opencl_functions import tuning
+
+    with tuning.paused():
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        return result, time.perf_counter() - start
+
+
+def warm_up(fn: Callable[[], T], what: str) -> T:
+    """fn() once, untimed, before the demo times it: kernels are built and, with OCLF_TUNE=1,
+    the shapes the tuning cache lacks are tuned (announced on stderr). Prints one line saying
+    what this first call took, which the times printed after it leave out."""
+    from opencl_functions import tuning
+
+    result, first = tuning.warm_up(fn, what)
+    print(first.note())
+    return result
 
 
 def max_abs_error(ours: torch.Tensor, ref: torch.Tensor) -> float:

@@ -27,7 +27,8 @@ the tensor and its version counter, and are freed with the tensor (resident_hand
 
 The package, by concern: checks (argument validation), geometry (a convolution's output
 size, the one formula), ops (the operations), resident (parameters kept on the device),
-clblast_params (CLBlast's tuning files), settings (every setting), info (`python -m
+clblast_params (CLBlast's tuning files), settings (every setting), tuning (when tuning
+happens: the untimed first call before a timed run), info (`python -m
 opencl_functions.info`: the devices, the selected one and the host CPU), and the C++ module
 _core (bindings.cpp over runtime/ and the host code).
 
@@ -46,6 +47,8 @@ OCLF_CLBLAST_PARAMS=0 keeps CLBlast's own, OCLF_CLBLAST_PARAMS=/path.json reads 
 Host code may tune at first use (runtime/tuning.hpp): the first time a shape runs, a short
 measurement picks among a few configurations and the winner is cached per device under
 ~/.cache/opencl_functions (OCLF_TUNE=0 turns it off, OCLF_TUNE=cache only reads the cache).
+Whatever times a workload runs it once untimed first (tuning.warm_up), so that its timings
+leave that out.
 """
 from __future__ import annotations
 

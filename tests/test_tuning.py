@@ -184,3 +184,97 @@ def test_the_device_measures_a_conv_block_at_first_use_on_cpus(ocl, tmp_path):
     key, _, choice, origin = lines[0]
     assert key == "conv.v1 cpu B=1 Cin=32 H=30 W=30 Cout=32 K=3x3 S=1x1 D=1x1 G=1"
     assert choice.startswith("cpu COV=") and origin == "first use"
+
+
+WARM_UP = """
+import json, os, torch, opencl_functions as ocl
+from opencl_functions import tuning
+torch.manual_seed(0)
+
+
+def conv(c):
+    x = torch.randn(1, c, 30, 30)
+    k = torch.nn.Parameter(torch.randn(c, c, 3, 3) / 17, requires_grad=False)
+    return lambda: ocl.ocl_conv2d(x, k)
+
+
+_, first = tuning.warm_up(conv(32), "a 32-channel conv")
+_, again = tuning.warm_up(conv(40), "a 40-channel conv")
+spent = tuning.spent()
+with tuning.paused():
+    inside = os.environ["OCLF_TUNE"]
+    conv(48)()
+    paused = ocl.last_choice()
+print(json.dumps({"first": vars(first), "again": vars(again), "note": first.note(), "paused": paused,
+                  "spent_paused": tuning.spent() - spent, "inside": inside, "after": os.environ["OCLF_TUNE"]}))
+"""
+
+
+def test_warm_up_tunes_and_says_so_and_paused_measures_nothing(ocl, tmp_path):
+    """tuning.warm_up: the first call of a workload tunes what the cache lacks, announced on stderr
+    once per process, and its FirstCall counts the seconds, the shapes and the programs; inside
+    paused() a new shape takes the defaults and nothing is measured; OCLF_TUNE comes back."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"), "OCLF_TUNE": "1",
+           "OCLF_TUNE_BUDGET": "60", "OCLF_PROGRAM_CACHE": str(tmp_path / "programs")}
+    for name in ("OCLF_CONV_KERNEL", "OCLF_CPU_BLOCK"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-c", WARM_UP], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    first, again = r["first"], r["again"]
+    assert first["tuning_s"] > 0 and first["shapes_tuned"] == 1 and first["programs_built"] >= 1
+    assert first["seconds"] >= first["tuning_s"] and first["budget_s"] == 60 and first["mode"] == "1"
+    assert again["tuning_s"] > 0 and again["shapes_tuned"] == 1
+    assert "first call of a 32-channel conv, untimed" in r["note"] and "tuning 1 shape(s)" in r["note"], r["note"]
+    assert proc.stderr.count("measuring the shapes the tuning cache lacks") == 1, proc.stderr
+    assert "tuning a 32-channel conv: measuring the shapes the tuning cache lacks, for about 60 s" in proc.stderr
+    assert r["paused"]["origin"] == "defaults" and r["spent_paused"] == 0
+    assert r["inside"] == "cache" and r["after"] == "1"
+
+
+def test_tuning_settings_are_checked(monkeypatch):
+    from opencl_functions import tuning
+
+    monkeypatch.setenv("OCLF_TUNE_BUDGET", "soon")
+    with pytest.raises(ValueError, match="OCLF_TUNE_BUDGET must be a number of seconds >= 0, got 'soon'"):
+        tuning.budget()
+    monkeypatch.setenv("OCLF_TUNE", "maybe")
+    with pytest.raises(ValueError, match="OCLF_TUNE must be one of 1, 0, cache, sweep, got 'maybe'"):
+        tuning.mode()
+    monkeypatch.setenv("OCLF_TUNE", "0")
+    with tuning.paused():
+        assert os.environ["OCLF_TUNE"] == "0"  # off stays off
+    monkeypatch.delenv("OCLF_TUNE")
+    with tuning.sweeping():
+        assert tuning.mode() == "sweep"
+    assert "OCLF_TUNE" not in os.environ
+
+
+BUDGET_MIDWAY = """
+import json, os, torch, opencl_functions as ocl
+torch.manual_seed(0)
+x = torch.randn(1, 32, 30, 30)
+k = torch.nn.Parameter(torch.randn(32, 32, 3, 3) / 17, requires_grad=False)
+os.environ["OCLF_TUNE"] = "0"
+ocl.ocl_conv2d(x, k)
+default = ocl.last_choice()
+os.environ["OCLF_TUNE"] = "1"
+ocl.ocl_conv2d(x, k)
+print(json.dumps({"default": default, "tuned": ocl.last_choice()}))
+"""
+
+
+def test_a_budget_spent_midway_leaves_the_other_candidates_out(ocl, tmp_path):
+    """A budget that runs out after the first candidate (the default) of a shape stops there: the
+    shape keeps the default, measured, instead of every candidate running past the budget."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"),
+           "OCLF_TUNE_BUDGET": "1e-9"}
+    for name in ("OCLF_CONV_KERNEL", "OCLF_CPU_BLOCK"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-c", BUDGET_MIDWAY], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["default"]["origin"] == "defaults"
+    assert r["tuned"] == {"config": r["default"]["config"], "origin": "tuned now"}

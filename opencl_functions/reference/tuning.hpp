@@ -10,7 +10,8 @@
 //   kernel source's hash), when it is still one of the candidates: origin "cache: first
 //   use" or "cache: sweep";
 //   the fastest candidate by measurement, when the runtime allows measuring now (OCLF_TUNE,
-//   its budget) and the shape is worth it: origin "tuned now", and the winner is cached;
+//   its budget) and the shape is worth it: origin "tuned now", and the winner is cached; a
+//   budget that runs out midway leaves the rest of the shape's candidates unmeasured;
 //   the default: origin "defaults".
 // Candidates that fail (a build error, too much local memory) are skipped.
 #pragma once
@@ -52,6 +53,10 @@ inline Choice choose(Launcher& l, const std::string& key, const std::string& sou
   double best_ns = std::numeric_limits<double>::infinity();
   std::string best = quick[0];
   for (const std::string& c : candidates) {
+    // Once the budget is spent the candidates not yet measured are left out (the default, first,
+    // always runs): where each candidate is a program build (a second on PoCL) a shape's list
+    // alone took three times the budget.
+    if (c != candidates.front() && !tuning.may_measure()) break;
     try {
       const double ns = tuning.measure([&] {
         run(c);

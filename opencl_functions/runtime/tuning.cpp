@@ -127,7 +127,7 @@ void Tuning::remember(const std::string& key, const std::string& source_hash, co
 
 bool Tuning::may_measure() {
   const Mode m = mode();
-  return m == Mode::sweep || (m == Mode::on && spent_s_ < budget_seconds());
+  return m == Mode::sweep || (m == Mode::on && seconds_spent() < budget_seconds());
 }
 
 double Tuning::measure(const std::function<void()>& run, int reps) {
@@ -144,10 +144,10 @@ double Tuning::measure(const std::function<void()>& run, int reps) {
       if (r > 0) best = std::min(best, ns);  // run 0 builds the kernels
     }
   } catch (...) {
-    spent_s_ += std::chrono::duration<double>(Clock::now() - begin).count();
+    spend(std::chrono::duration<double>(Clock::now() - begin).count());
     throw;
   }
-  spent_s_ += std::chrono::duration<double>(Clock::now() - begin).count();
+  spend(std::chrono::duration<double>(Clock::now() - begin).count());
   return best;
 }
 

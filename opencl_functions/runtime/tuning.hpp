@@ -14,6 +14,7 @@
 // written leaves the choices in memory only.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -71,8 +72,9 @@ class Tuning {
   static std::string cache_folder();
   // The cache file for this device and driver ("" when no cache folder can be named).
   std::string cache_path() const;
-  // Seconds spent measuring in this process.
-  double seconds_spent() const { return spent_s_; }
+  // Seconds spent measuring in this process; any thread may read it while a measurement runs
+  // (opencl_functions.tuning's announcement does, from a thread of its own).
+  double seconds_spent() const { return spent_s_.load(std::memory_order_relaxed); }
   // Forgets what was read or measured (the next find() reads the file again).
   void forget() { loaded_ = false, entries_.clear(), ++changes_; }
   // Counts the changes to the choices kept (remember, forget): a caller that keeps what it
@@ -88,7 +90,8 @@ class Tuning {
   Profiler* profiler_;
   bool loaded_ = false;
   std::map<std::string, Entry> entries_;  // by key + "|" + source hash
-  double spent_s_ = 0.0;
+  std::atomic<double> spent_s_{0.0};  // written under the runtime's lock, read from anywhere
+  void spend(double s) { spent_s_.store(spent_s_.load(std::memory_order_relaxed) + s, std::memory_order_relaxed); }
   uint64_t changes_ = 0;
   std::string last_config_, last_origin_;
 };
