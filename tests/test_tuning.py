@@ -210,16 +210,21 @@ print(json.dumps({"first": vars(first), "again": vars(again), "note": first.note
 """
 
 
+def run_fresh(script: str, tmp_path, **settings) -> subprocess.CompletedProcess:
+    """script in a child with a fresh tuning cache under tmp_path, no forced kernel, and settings."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"), **settings}
+    for name in ("OCLF_CONV_KERNEL", "OCLF_CPU_BLOCK"):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
 def test_warm_up_tunes_and_says_so_and_paused_measures_nothing(ocl, tmp_path):
     """tuning.warm_up: the first call of a workload tunes what the cache lacks, announced on stderr
     once per process, and its FirstCall counts the seconds, the shapes and the programs; inside
     paused() a new shape takes the defaults and nothing is measured; OCLF_TUNE comes back."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"), "OCLF_TUNE": "1",
-           "OCLF_TUNE_BUDGET": "60", "OCLF_PROGRAM_CACHE": str(tmp_path / "programs")}
-    for name in ("OCLF_CONV_KERNEL", "OCLF_CPU_BLOCK"):
-        env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-c", WARM_UP], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = run_fresh(WARM_UP, tmp_path, OCLF_TUNE="1", OCLF_TUNE_BUDGET="60",
+                     OCLF_PROGRAM_CACHE=str(tmp_path / "programs"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     first, again = r["first"], r["again"]
@@ -268,12 +273,7 @@ print(json.dumps({"default": default, "tuned": ocl.last_choice()}))
 def test_a_budget_spent_midway_leaves_the_other_candidates_out(ocl, tmp_path):
     """A budget that runs out after the first candidate (the default) of a shape stops there: the
     shape keeps the default, measured, instead of every candidate running past the budget."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCLF_TUNE_DIR": str(tmp_path / "cache"),
-           "OCLF_TUNE_BUDGET": "1e-9"}
-    for name in ("OCLF_CONV_KERNEL", "OCLF_CPU_BLOCK"):
-        env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-c", BUDGET_MIDWAY], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = run_fresh(BUDGET_MIDWAY, tmp_path, OCLF_TUNE_BUDGET="1e-9")
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     assert r["default"]["origin"] == "defaults"

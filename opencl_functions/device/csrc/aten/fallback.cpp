@@ -39,26 +39,33 @@ std::map<std::string, FallbackRecord>& whole_process() {
 // OCLF_FALLBACK (or OCL_FALLBACK): warn (default), error or silent.
 std::string mode() { return setting("FALLBACK"); }
 
+// f(t) for each defined device tensor among `values` (tensors, lists, optional lists), in order.
+template <typename F>
+void for_each_device_tensor(c10::ArrayRef<c10::IValue> values, F&& f) {
+  auto visit = [&](const at::Tensor& t) {
+    if (t.defined() && t.device().is_privateuseone()) f(t);
+  };
+  for (const c10::IValue& v : values) {
+    if (v.isTensor()) {
+      visit(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) visit(t);
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        if (t.has_value()) visit(*t);
+      }
+    }
+  }
+}
+
 // Bytes of the device tensors among `values`; *device, when given, is set to the index of
 // the first one's device (left as it was when there is none).
 int64_t device_bytes(c10::ArrayRef<c10::IValue> values, int* device = nullptr) {
   int64_t bytes = 0;
-  auto add = [&](const at::Tensor& t) {
-    if (!t.defined() || !t.device().is_privateuseone()) return;
+  for_each_device_tensor(values, [&](const at::Tensor& t) {
     bytes += int64_t(t.numel()) * int64_t(t.element_size());
     if (device && *device < 0) *device = t.device().index();
-  };
-  for (const c10::IValue& v : values) {
-    if (v.isTensor()) {
-      add(v.toTensor());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorVector()) add(t);
-    } else if (v.isOptionalTensorList()) {
-      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
-        if (t.has_value()) add(*t);
-      }
-    }
-  }
+  });
   return bytes;
 }
 
@@ -66,23 +73,11 @@ int64_t device_bytes(c10::ArrayRef<c10::IValue> values, int* device = nullptr) {
 // appearance: "float64", "complex64 and int64".
 std::string device_dtypes(c10::ArrayRef<c10::IValue> values) {
   std::vector<at::ScalarType> seen;
-  auto add = [&](const at::Tensor& t) {
-    if (!t.defined() || !t.device().is_privateuseone()) return;
+  for_each_device_tensor(values, [&](const at::Tensor& t) {
     for (at::ScalarType s : seen)
       if (s == t.scalar_type()) return;
     seen.push_back(t.scalar_type());
-  };
-  for (const c10::IValue& v : values) {
-    if (v.isTensor()) {
-      add(v.toTensor());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorVector()) add(t);
-    } else if (v.isOptionalTensorList()) {
-      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
-        if (t.has_value()) add(*t);
-      }
-    }
-  }
+  });
   std::string out;
   for (size_t i = 0; i < seen.size(); ++i) {
     out += i == 0 ? "" : (i + 1 == seen.size() ? " and " : ", ");
