@@ -65,6 +65,7 @@ FAST_OPS = (
     "cat", "index_select", "gather", "nn.functional.gelu", "nn.functional.layer_norm", "nn.functional.conv2d",
     "nn.functional.cross_entropy", "sort",
 )
+FAST_COMPILED_OPS = ("add", "where", "softmax", "sum", "nn.functional.gelu", "nn.functional.layer_norm")
 # test_dtypes in the fast subset: these of the dtypes each op claims.
 FAST_DTYPES = (torch.float16, torch.int64, torch.bool)
 FAST_MODULES = ("nn.Linear", "nn.Conv2d", "nn.BatchNorm2d", "nn.LayerNorm", "nn.ReLU", "nn.MaxPool2d",

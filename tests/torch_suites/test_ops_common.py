@@ -7,6 +7,7 @@ the device. Tests are named as torch's: test_reference_inputs_add_opencl_float32
 """
 import torch
 
+# First: it imports the device, then torch's test helpers with their warnings silenced.
 from .common import (FAST_DTYPES, FAST_OPS, FULL, ONLY_FOR, Missing, WrongAnswer, check, compare, not_applicable, on_device, pick,
                      seeded, spread, to_cpu, to_device)
 from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops
