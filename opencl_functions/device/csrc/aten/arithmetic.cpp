@@ -211,6 +211,24 @@ at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::op
   return apply("nan_to_num", Out::Same, {self}, nan.value_or(0.0), big);
 }
 
+// torch refuses to negate booleans, with a RuntimeError pointing at ~ and logical_not.
+void check_negatable(const at::Tensor& self) {
+  DEVICE_CHECK(self.scalar_type() != at::kBool, "opencl: neg: Negation, the `-` operator, on a bool tensor is not ",
+              "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+at::Tensor neg(const at::Tensor& self) {
+  check_negatable(self);
+  return unary<opname::neg, Out::Same>(self);
+}
+at::Tensor& neg_(at::Tensor& self) {
+  check_negatable(self);
+  return unary_<opname::neg, Out::Same>(self);
+}
+at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out) {
+  check_negatable(self);
+  return unary_out<opname::neg, Out::Same>(self, out);
+}
+
 }  // namespace
 
 REGISTER_DEVICE_OPS(m) {
@@ -281,9 +299,9 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("bitwise_or.Tensor_out", binary_out<opname::bitwise_or, Out::Same>);
   m.impl("bitwise_xor.Tensor", binary<opname::bitwise_xor, Out::Same>);
   m.impl("bitwise_not", bitwise_not);
-  m.impl("neg", unary<opname::neg, Out::Same>);
-  m.impl("neg_", unary_<opname::neg, Out::Same>);
-  m.impl("neg.out", unary_out<opname::neg, Out::Same>);
+  m.impl("neg", neg);
+  m.impl("neg_", neg_);
+  m.impl("neg.out", neg_out);
   m.impl("abs", unary<opname::abs, Out::Same>);
   m.impl("abs_", unary_<opname::abs, Out::Same>);
   m.impl("abs.out", unary_out<opname::abs, Out::Same>);
