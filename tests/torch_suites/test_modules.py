@@ -120,14 +120,19 @@ def _noncontiguous(module, args, kwargs):
 
 
 def _channels_last(module, args, kwargs):
+    """Each 4-D tensor channels-last, each 5-D one channels-last-3d; the module by its
+    parameters' rank (a Conv3d takes an unbatched 4-D input)."""
+    def layout(rank):
+        return {4: torch.channels_last, 5: torch.channels_last_3d}.get(rank)
+
     def cl(t):
-        if isinstance(t, torch.Tensor) and t.dim() in (4, 5):
-            layout = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
-            return t.detach().to(memory_format=layout).requires_grad_(t.requires_grad)
+        if isinstance(t, torch.Tensor) and layout(t.dim()) is not None:
+            return t.detach().to(memory_format=layout(t.dim())).requires_grad_(t.requires_grad)
         return t
-    layout = next((torch.channels_last if t.dim() == 4 else torch.channels_last_3d
-                   for t in moduledb._tensors(args) if t.dim() in (4, 5)), None)
-    return module.to(memory_format=layout), *torch.utils._pytree.tree_map(cl, (args, kwargs))
+    ranks = {p.dim() for p in module.parameters()} & {4, 5}
+    if ranks:
+        module = module.to(memory_format=layout(max(ranks)))
+    return module, *torch.utils._pytree.tree_map(cl, (args, kwargs))
 
 
 class TestModule(TestCase):
