@@ -4,7 +4,8 @@ verdicts per family and check, and writes the table into docs/TORCH_SUITES.md.
     python -m extras.validation.torch_suites                  the pinned fast subset (make test's)
     python -m extras.validation.torch_suites --scope full     every entry of op_db, module_db, optim_db
     python -m extras.validation.torch_suites --scope full --files test_optim.py,test_modules.py
-    python -m extras.validation.torch_suites --table LOG      count a log already written; no run
+    python -m extras.validation.torch_suites --table LOG,LOG  count logs already written (a test's last
+                                                              verdict counts); no run
 
 The tests run under pytest-xdist (--jobs workers: a crash takes one worker, xdist starts
 another); each writes its verdict to a JSON-lines log (tests/torch_suites/conftest.py). A test
@@ -133,17 +134,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--files", default="", help="comma-separated files of tests/torch_suites (default: all)")
     parser.add_argument("-k", dest="select", default="", help="pytest's -k: the tests whose names match")
     parser.add_argument("--out", default=str(ROOT / "out" / "torch_suites"), help="folder of the log and junit")
-    parser.add_argument("--table", help="count this log (and junit.xml beside it); no run")
+    parser.add_argument("--table", help="count these logs (comma-separated; junit.xml beside each); no run")
     parser.add_argument("--doc", action="store_true", help=f"write the table into {DOC.relative_to(ROOT)}")
     args = parser.parse_args(argv)
 
     if args.table:
-        log = Path(args.table)
-        junit, seconds = log.with_name("junit.xml"), sum(r["seconds"] for r in read(log))
+        # Several logs (runs of parts): a test's last verdict counts.
+        latest: Dict[str, dict] = {}
+        for name in args.table.split(","):
+            log = Path(name)
+            for r in read(log, log.with_name("junit.xml")):
+                latest[r["test"]] = r
+        rows = list(latest.values())
+        seconds = sum(r["seconds"] for r in rows)
     else:
         log, junit = Path(args.out) / f"{args.scope}.jsonl", Path(args.out) / "junit.xml"
         seconds = run(args.scope, args.jobs, [f for f in args.files.split(",") if f], log, junit, args.select)
-    rows = read(log, junit)
+        rows = read(log, junit)
     files = f" ({args.files})" if args.files else ""
     files += f" (-k {args.select})" if args.select else ""
     scope = ("the pinned fast subset (make test)" if args.scope == "fast" else "the whole databases") + files
