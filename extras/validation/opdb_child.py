@@ -39,7 +39,7 @@ DRIFT_FACTOR, DRIFT_ATOL, DRIFT_RTOL = 4.0, 1e-5, 1e-4
 # Ops whose values come from the device's generator (torch.Generator(device="opencl")), which
 # draws other numbers than the CPU's for one seed, as CUDA's does; OpInfo skips their CPU
 # comparison on CUDA by its own list, which names no other backend.
-DEVICE_RANDOM = {"randn", "randn_like", "rand_like", "randint_like", "nn.functional.alpha_dropout",
+DEVICE_RANDOM = {"randn", "randn_like", "rand_like", "randint", "randint_like", "nn.functional.alpha_dropout",
                  "nn.functional.feature_alpha_dropout"}
 
 

@@ -87,7 +87,7 @@ class TestCommon(TestCase):
         samples = spread(list(op.sample_inputs("cpu", dtype)))
         _runs(op, "out", samples)
         # An out= tensor of another size is resized to the result's, as on the CPU.
-        for sample in samples:
+        for sample in samples if opdb_child._not_comparable(op) is None else []:
             expected = opdb_child._call(op, "fn", to_cpu(sample))
             if not isinstance(expected, torch.Tensor):
                 continue
