@@ -56,6 +56,7 @@ STAFF_ONLY = (
     "tests/test_device_distributed.py",
     "tests/test_device_dtypes.py",
     "tests/test_device_error_types.py",
+    "tests/test_torch_suites_driver.py",
     "tests/test_device_edge_cases.py",
     "tests/test_device_fusion.py",
     "tests/test_device_graph.py",
