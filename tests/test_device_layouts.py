@@ -1,0 +1,24 @@
+"""Operators on channels-last and other non-contiguous inputs that torch's ModuleInfo and
+OpInfo checks found refused (tests/torch_suites): group norm's forward, torch's composition,
+views its input and refused a channels-last one; the device runs it on a contiguous copy.
+Forward and backward against torch on the CPU, natively (OCLF_FALLBACK=error)."""
+import pytest
+import torch
+
+from device_checks import check, randn
+
+
+@pytest.fixture(autouse=True)
+def _native(opencl_device, monkeypatch):
+    monkeypatch.setenv("OCLF_FALLBACK", "error")
+
+
+@pytest.mark.parametrize("shape, groups, layout", [((2, 6, 5, 7), 3, torch.channels_last),
+                                                   ((1, 4, 3, 3, 5), 2, torch.channels_last_3d),
+                                                   ((3, 6, 9), 2, None)])
+def test_group_norm_of_a_non_contiguous_input(shape, groups, layout):
+    x = randn(*shape)
+    x = x.to(memory_format=layout) if layout is not None else x.transpose(0, 1).contiguous().transpose(0, 1)
+    assert not x.is_contiguous()
+    w, b = randn(shape[1], seed=1), randn(shape[1], seed=2)
+    check(lambda x, w, b: torch.nn.functional.group_norm(x, groups, w, b), x, w, b)
