@@ -1,7 +1,8 @@
 """Operators on channels-last and other non-contiguous inputs that torch's ModuleInfo and
 OpInfo checks found refused (tests/torch_suites): group norm's forward, torch's composition,
-views its input and refused a channels-last one; the device runs it on a contiguous copy.
-Forward and backward against torch on the CPU, natively (OCLF_FALLBACK=error)."""
+views its input and refused a channels-last one; the device runs it on a contiguous copy. And
+results laid out as torch's meta functions lay them out, which compiled graphs assert (sort,
+topk). Against torch on the CPU, natively (OCLF_FALLBACK=error)."""
 import pytest
 import torch
 
@@ -22,3 +23,17 @@ def test_group_norm_of_a_non_contiguous_input(shape, groups, layout):
     assert not x.is_contiguous()
     w, b = randn(shape[1], seed=1), randn(shape[1], seed=2)
     check(lambda x, w, b: torch.nn.functional.group_norm(x, groups, w, b), x, w, b)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_sort_and_topk_results_are_laid_out_as_torchs(dim):
+    """A compiled graph is planned with torch's meta functions' layouts (sort: the input's,
+    topk: contiguous) and asserts them: the device's results keep them."""
+    for x in (randn(5, 6, 7), randn(7, 6, 5).transpose(0, 2)):
+        d = x.to("opencl")
+        for fn in (lambda t: torch.sort(t, dim), lambda t: torch.sort(t, dim, descending=True, stable=True),
+                   lambda t: (torch.argsort(t, dim),), lambda t: torch.topk(t, 3, dim)):
+            got, expected = fn(d), fn(x)
+            assert [g.stride() for g in got] == [e.stride() for e in expected]
+            for g, e in zip(got, expected):
+                assert torch.equal(g.cpu(), e)
