@@ -62,6 +62,7 @@ STAFF_ONLY = (
     "tests/test_device_graph.py",
     "tests/test_device_indexing.py",
     "tests/test_device_install.py",
+    "tests/test_device_integer_ops.py",
     "tests/test_device_layouts.py",
     "tests/test_device_losses.py",
     "tests/test_device_memory.py",
