@@ -54,6 +54,13 @@ class TestInductorOpInfo(TestCase):
             except Missing as refusal:
                 refusals.append(f"sample {i}: {refusal}")
                 continue
+            except AssertionError as guard:
+                # Inductor's check of an extern kernel's result layout against torch's meta
+                # function: the compiled graph refuses to go on (no value was computed).
+                if not str(guard).startswith("expected size"):
+                    raise
+                refusals.append(f"sample {i}: compiled: a result's layout is not torch's meta function's: {guard}")
+                continue
             if torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs:
                 skipped.append("Dynamo captured no graph (the op ran eagerly)")
                 continue
