@@ -206,6 +206,10 @@ def run_one(op, variant: str, sample, reached: Optional[set] = None) -> Tuple[st
                 return "skip", True, "out= checked for single-tensor results"
             cpu_out = torch.empty_like(plain)
             expected = _call(op, "out", cpu_sample, cpu_out)
+            if _compare(expected, plain) is not None:
+                # fft.ihfft2 and fft.ihfftn leave out= unwritten on every device (their last
+                # step, at::conj_physical_out(tmp, out), writes into the temporary)
+                return "skip", True, "torch's out= form differs from its function form on the CPU"
         else:
             expected = _call(op, variant, cpu_sample)
     except Exception as error:  # noqa: BLE001  (a sample the CPU refuses says nothing of the device)
