@@ -1,7 +1,8 @@
 """Integer dtypes through operators torch's claimed-dtypes check (tests/torch_suites test_dtypes)
 found wrong: pow of integer tensors (a tensor exponent, a scalar base, a scalar exponent,
 in place and out=) stays an integer tensor with torch's exact values, and floor, ceil,
-round and trunc of integers give their values (they failed to build a kernel)."""
+round and trunc of integers give their values (they failed to build a kernel); min and max of
+int8 and int16 start from their dtype's extremes; any and all of uint8 are uint8."""
 import pytest
 import torch
 
@@ -52,3 +53,23 @@ def test_rounding_an_integer_tensor_keeps_it(op, dtype):
     x = torch.arange(0, 9, dtype=dtype)[::2]
     y = op(x.to("opencl"))
     _same(y, op(x))
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_min_and_max_of_small_integers(dtype):
+    """Reductions start from the dtype's own extremes (int8 and int16 started from 0 and 255)."""
+    low = 0 if dtype == torch.uint8 else -100
+    x = torch.tensor([[3, 100, low + 1], [low + 7, 9, 50]], dtype=dtype)
+    d = x.to("opencl")
+    for fn in (torch.amin, torch.amax, torch.argmin, torch.argmax):
+        _same(fn(d), fn(x))
+        _same(fn(d, 1), fn(x, 1))
+    _same(torch.min(d, 0).values, torch.min(x, 0).values)
+
+
+def test_any_and_all_of_uint8_are_uint8():
+    x = torch.tensor([[0, 3], [1, 2]], dtype=torch.uint8)
+    for fn in (torch.any, torch.all):
+        _same(fn(x.to("opencl")), fn(x))
+        _same(fn(x.to("opencl"), 1), fn(x, 1))
+    _same(torch.any(x.bool().to("opencl")), torch.any(x.bool()))

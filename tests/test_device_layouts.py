@@ -2,7 +2,8 @@
 OpInfo checks found refused (tests/torch_suites): group norm's forward, torch's composition,
 views its input and refused a channels-last one; the device runs it on a contiguous copy. And
 results laid out as torch's meta functions lay them out, which compiled graphs assert (sort,
-topk). Against torch on the CPU, natively (OCLF_FALLBACK=error)."""
+topk), and 16-bit out= tensors resized when their operator runs on float32 copies. Against
+torch on the CPU, natively (OCLF_FALLBACK=error)."""
 import pytest
 import torch
 
@@ -37,3 +38,15 @@ def test_sort_and_topk_results_are_laid_out_as_torchs(dim):
             assert [g.stride() for g in got] == [e.stride() for e in expected]
             for g, e in zip(got, expected):
                 assert torch.equal(g.cpu(), e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_out_of_size_0_is_resized_every_call(dtype):
+    """16-bit tensors through an operator's float32 kernel (the dtype wrapper's widened route):
+    an out= the operator resizes is resized, on the first call and once the route is learned."""
+    for _ in range(3):
+        got = torch.arange(2, -3, -1, dtype=dtype, device="opencl")
+        assert torch.equal(got.cpu(), torch.arange(2, -3, -1, dtype=dtype))
+        out = torch.empty(0, dtype=dtype, device="opencl")
+        torch.arange(0, 7, 2, out=out)
+        assert torch.equal(out.cpu(), torch.arange(0, 7, 2, dtype=dtype))

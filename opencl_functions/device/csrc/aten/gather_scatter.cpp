@@ -44,7 +44,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, self);
   at::assert_no_overlap(out, index);
-  const at::Tensor y = index_select(self, dim, index);
+  const at::Tensor y = oclf::device::index_select(self, dim, index);
   at::native::resize_output(out, y.sizes());
   out.copy_(y);
   return out;

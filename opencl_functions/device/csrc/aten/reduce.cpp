@@ -73,7 +73,9 @@ const char* lowest(at::ScalarType t) {
     case at::kDouble: return "(-INFINITY)";
     case at::kLong: return "LONG_MIN";
     case at::kInt: return "INT_MIN";
-    default: return "0";
+    case at::kShort: return "SHRT_MIN";
+    case at::kChar: return "CHAR_MIN";
+    default: return "0";  // uint8, bool
   }
 }
 
@@ -83,8 +85,10 @@ const char* highest(at::ScalarType t) {
     case at::kDouble: return "INFINITY";
     case at::kLong: return "LONG_MAX";
     case at::kInt: return "INT_MAX";
+    case at::kShort: return "SHRT_MAX";
+    case at::kChar: return "CHAR_MAX";
     case at::kBool: return "1";
-    default: return "255";
+    default: return "255";  // uint8
   }
 }
 
@@ -288,16 +292,21 @@ at::Tensor arg_extreme(const at::Tensor& self, std::optional<int64_t> dim, bool 
   return indices;
 }
 
+// all and any of a uint8 tensor are uint8 (torch keeps that old rule), else bool.
+at::ScalarType logical_type(const at::Tensor& self) {
+  return self.scalar_type() == at::kByte ? at::kByte : at::kBool;
+}
+
 template <const char* op>
 at::Tensor logical_all(const at::Tensor& self) {
-  at::Tensor out = empty_device({}, at::kBool);
+  at::Tensor out = empty_device({}, logical_type(self));
   reduce(op, self, {}, out, at::Tensor(), at::kInt);
   return out;
 }
 
 template <const char* op>
 at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  at::Tensor out = empty_device(result_shape(op, self, {dim}, keepdim), at::kBool);
+  at::Tensor out = empty_device(result_shape(op, self, {dim}, keepdim), logical_type(self));
   reduce(op, self, {dim}, out, at::Tensor(), at::kInt);
   return out;
 }
