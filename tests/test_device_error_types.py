@@ -20,14 +20,14 @@ def _gather_into_its_input(device):
 
 def _index_select_into_its_input(device):
     src = torch.arange(12.0, device=device).view(3, 4)
-    return torch.index_select(src, 1, torch.tensor([0, 1], device=device), out=src[:, :2])
+    return torch.index_select(src, 0, torch.tensor([0, 1], device=device), out=src[:2])
 
 
 CASES = {
     "amax over a zero-size dim": lambda d: torch.amax(torch.empty(5, 0, 5, device=d), 1),
     "max of an empty tensor": lambda d: torch.max(torch.empty(0, device=d)),
     "argmax over a zero-size dim": lambda d: torch.argmax(torch.empty(3, 0, device=d), 1),
-    "amax of 65 dims": lambda d: torch.amax(torch.ones([1] * 65, device=d)),
+    "amax of 65 dims": lambda d: torch.amax(torch.ones([1] * 65, device=d), 0),
     "amax into an int32 out": lambda d: torch.amax(torch.ones(4, 5, device=d), 0,
                                                    out=torch.empty(5, dtype=torch.int32, device=d)),
     "mean of integers": lambda d: torch.mean(torch.ones(3, 4, dtype=torch.long, device=d)),

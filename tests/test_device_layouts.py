@@ -32,7 +32,7 @@ def test_sort_and_topk_results_are_laid_out_as_torchs(dim):
     topk: contiguous) and asserts them: the device's results keep them."""
     for x in (randn(5, 6, 7), randn(7, 6, 5).transpose(0, 2)):
         d = x.to("opencl")
-        for fn in (lambda t: torch.sort(t, dim), lambda t: torch.sort(t, dim, descending=True, stable=True),
+        for fn in (lambda t: torch.sort(t, dim), lambda t: torch.sort(t, dim=dim, descending=True, stable=True),
                    lambda t: (torch.argsort(t, dim),), lambda t: torch.topk(t, 3, dim)):
             got, expected = fn(d), fn(x)
             assert [g.stride() for g in got] == [e.stride() for e in expected]

@@ -231,10 +231,11 @@ at::Tensor rounded(const at::Tensor& self) {
   return unary<op, Out::Same>(self);
 }
 
-// torch refuses to negate booleans, with a RuntimeError pointing at ~ and logical_not.
+// torch refuses to negate booleans (a NotImplementedError, pointing at ~ and logical_not).
 void check_negatable(const at::Tensor& self) {
-  DEVICE_CHECK(self.scalar_type() != at::kBool, "opencl: neg: Negation, the `-` operator, on a bool tensor is not ",
-              "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  DEVICE_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "opencl: neg: Negation, the `-` operator, on a ",
+                              "bool tensor is not supported. If you are trying to invert a mask, use the `~` or ",
+                              "`logical_not()` operator instead.");
 }
 at::Tensor neg(const at::Tensor& self) {
   check_negatable(self);
