@@ -23,6 +23,11 @@ def _index_select_into_its_input(device):
     return torch.index_select(src, 0, torch.tensor([0, 1], device=device), out=src[:2])
 
 
+def _gather_resized_over_its_index(device):
+    index = torch.tensor([2, 1, 0], device=device)
+    return torch.gather(index.clone(), 0, index[1:], out=index[:1])
+
+
 CASES = {
     "amax over a zero-size dim": lambda d: torch.amax(torch.empty(5, 0, 5, device=d), 1),
     "max of an empty tensor": lambda d: torch.max(torch.empty(0, device=d)),
@@ -36,6 +41,7 @@ CASES = {
                                                         torch.zeros(2, 2, dtype=torch.long, device=d),
                                                         out=torch.empty(2, 2, dtype=torch.float64, device=d)),
     "gather into its input": _gather_into_its_input,
+    "gather into an out= resized over its index": _gather_resized_over_its_index,
     "gather out of range": lambda d: torch.gather(torch.ones(2, 2, device=d), 1, torch.tensor([[0, 5], [1, 0]],
                                                                                              device=d)),
     "scatter out of range": lambda d: torch.ones(2, 2, device=d).scatter(1, torch.tensor([[0, 5]], device=d), 2.0),

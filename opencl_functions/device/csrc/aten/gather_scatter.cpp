@@ -171,6 +171,8 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   const at::Tensor x = self.dim() == 0 ? self.view({1}) : self;
   const at::Tensor idx = long_index(index);
   at::native::resize_output(out, idx.sizes());
+  at::assert_no_overlap(out, self);  // again: a resized out may reach into an input
+  at::assert_no_overlap(out, index);
   at::Tensor y = out.is_contiguous() ? out : empty_device(idx.sizes(), self.scalar_type());
   if (y.numel() > 0) {
     const at::Tensor i = idx.dim() == 0 ? idx.view({1}) : idx;
