@@ -19,7 +19,7 @@ TEST_NEEDS     := device
 .PHONY: help setup build device run check grade test test-slow info sanity resnet gpt bird bird-model networks bench \
         clblast-tune wheel clean
 # BEGIN STAFF
-.PHONY: calibrate handout autograder accuracy
+.PHONY: calibrate handout autograder accuracy torch-suites
 # END STAFF
 
 help:
@@ -39,6 +39,8 @@ help:
 	@echo "make clblast-tune  tune CLBlast's matrix products for this device (needs clblast-utils; ARGS=\"--scale 2\")"
 # BEGIN STAFF
 	@echo "make calibrate   staff: time the grader's ladder of kernels here and print the scale"
+	@echo "make torch-suites  staff: torch's device-generic suites (tests/torch_suites) over the whole"
+	@echo "                 op_db, module_db and optim_db on the device; the table into docs/TORCH_SUITES.md"
 	@echo "make tune        staff: sweep the reference's kernels over ResNet-50, MobileNet and GPT-2 shapes"
 	@echo "                 on this device into the tuning cache (bench.tune; ARGS=\"--models gpt2\")"
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
@@ -146,6 +148,12 @@ networks: build
 # BEGIN STAFF
 accuracy: build $(TEST_NEEDS)
 	$(PY) -m extras.validation.accuracy $(or $(ARGS),--all)
+
+# torch's TestCommon, TestModule, TestOptim and Inductor OpInfo checks on the opencl device over
+# the whole databases (hours on a 2-core CPU; make test runs their pinned fast subset);
+# ARGS="--files test_optim.py" runs some of them.
+torch-suites: build $(TEST_NEEDS)
+	nice $(PY) -m extras.validation.torch_suites --scope full --doc $(ARGS)
 
 handout: .venv/.requirements
 	$(PY) -m grading.handout --out build/handout

@@ -13,11 +13,7 @@ from extras.validation import opdb, opdb_table
 
 # Wrong answers still open, each with what goes wrong; nothing may crash or hang, and an op
 # leaves this list when it is right (the test says so).
-KNOWN_WRONG = {
-    # out= of a composite operator whose last step writes out through the CPU fallback
-    "fft.ihfft2": "out= is left unwritten",
-    "fft.ihfftn": "out= is left unwritten",
-}
+KNOWN_WRONG: dict = {}
 
 
 def _check(report: opdb.Report) -> None:

@@ -193,6 +193,20 @@ inline CT remainder_of(const CT a, const CT b) {
 #define F(a, b, c) ((a) != (a) ? (a) : (b) != (b) ? (b) : min((a), (b)))
 #elif defined(OP_pow)
 #define F(a, b, c) pow((a), (b))
+#elif defined(OP_ipow)
+// Integer powers, exact (by squaring, wrapping as torch's do); a negative exponent gives 1
+// for a base of 1, ±1 for -1 and 0 otherwise, as torch's integer pow.
+inline CT ipow_ct(CT base, CT e) {
+  if (e < (CT)0) return base == (CT)1 ? (CT)1 : base == (CT)(-1) ? ((e & (CT)1) ? (CT)(-1) : (CT)1) : (CT)0;
+  CT r = (CT)1;
+  while (e != (CT)0) {
+    if (e & (CT)1) r *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return r;
+}
+#define F(a, b, c) ipow_ct((a), (b))
 #elif defined(OP_atan2)
 #define F(a, b, c) atan2((a), (b))
 #elif defined(OP_eq)

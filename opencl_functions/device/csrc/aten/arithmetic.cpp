@@ -140,25 +140,37 @@ at::Tensor& clamp_max_(at::Tensor& self, const at::Scalar& hi) {
 
 // ---- pow, addcmul, addcdiv, lerp ---------------------------------------------------------
 
+// Integer tensors to integer powers stay integers, computed exactly (ipow); anything floating
+// computes in floating point, as torch's result types say.
+bool integral(const at::Tensor& t) { return at::isIntegralType(t.scalar_type(), /*includeBool=*/true); }
+
 at::Tensor pow_scalar(const at::Tensor& self, const at::Scalar& exponent) {
-  if (!at::isFloatingType(self.scalar_type()) && exponent.isIntegral(false) && exponent.toLong() >= 0)
-    return apply("pow", Out::Same, {self, exponent});
+  if (integral(self) && exponent.isIntegral(false)) {
+    DEVICE_CHECK(exponent.toLong() >= 0, "opencl: pow: Integers to negative integer powers are not allowed.");
+    return apply("ipow", Out::Same, {self, exponent});
+  }
   return apply("pow_scalar", Out::Float, {self}, exponent.toDouble());
 }
 
 at::Tensor& pow_scalar_out(const at::Tensor& self, const at::Scalar& exponent, at::Tensor& out) {
+  if (integral(self) && exponent.isIntegral(false)) {
+    DEVICE_CHECK(exponent.toLong() >= 0, "opencl: pow: Integers to negative integer powers are not allowed.");
+    return apply_out("ipow", Out::Same, out, {self, exponent});
+  }
   return apply_out("pow_scalar", Out::Float, out, {self}, exponent.toDouble());
 }
 
 at::Tensor& pow_scalar_(at::Tensor& self, const at::Scalar& exponent) {
-  return apply_out("pow_scalar", Out::Float, self, {self}, exponent.toDouble());
+  return pow_scalar_out(self, exponent, self);
 }
 
 at::Tensor pow_tensor(const at::Tensor& self, const at::Tensor& exponent) {
+  if (integral(self) && integral(exponent)) return apply("ipow", Out::Same, {self, exponent});
   return apply("pow", Out::Float, {self, exponent});
 }
 
 at::Tensor pow_base(const at::Scalar& base, const at::Tensor& exponent) {
+  if (base.isIntegral(false) && integral(exponent)) return apply("ipow", Out::Same, {base, exponent});
   return apply("pow", Out::Float, {base, exponent});
 }
 
@@ -209,6 +221,33 @@ at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::op
   DEVICE_CHECK(!neginf || !posinf || *neginf == -*posinf, "opencl: nan_to_num: neginf must be -posinf");
   const double big = posinf.value_or(std::numeric_limits<float>::max());
   return apply("nan_to_num", Out::Same, {self}, nan.value_or(0.0), big);
+}
+
+// floor, ceil, round and trunc of an integer tensor: its values, as in torch (OpenCL's
+// functions take floating types only).
+template <const char* op>
+at::Tensor rounded(const at::Tensor& self) {
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) return self.clone();
+  return unary<op, Out::Same>(self);
+}
+
+// torch refuses to negate booleans (a NotImplementedError, pointing at ~ and logical_not).
+void check_negatable(const at::Tensor& self) {
+  DEVICE_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "opencl: neg: Negation, the `-` operator, on a ",
+                              "bool tensor is not supported. If you are trying to invert a mask, use the `~` or ",
+                              "`logical_not()` operator instead.");
+}
+at::Tensor neg(const at::Tensor& self) {
+  check_negatable(self);
+  return unary<opname::neg, Out::Same>(self);
+}
+at::Tensor& neg_(at::Tensor& self) {
+  check_negatable(self);
+  return unary_<opname::neg, Out::Same>(self);
+}
+at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out) {
+  check_negatable(self);
+  return unary_out<opname::neg, Out::Same>(self, out);
 }
 
 }  // namespace
@@ -281,9 +320,9 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("bitwise_or.Tensor_out", binary_out<opname::bitwise_or, Out::Same>);
   m.impl("bitwise_xor.Tensor", binary<opname::bitwise_xor, Out::Same>);
   m.impl("bitwise_not", bitwise_not);
-  m.impl("neg", unary<opname::neg, Out::Same>);
-  m.impl("neg_", unary_<opname::neg, Out::Same>);
-  m.impl("neg.out", unary_out<opname::neg, Out::Same>);
+  m.impl("neg", neg);
+  m.impl("neg_", neg_);
+  m.impl("neg.out", neg_out);
   m.impl("abs", unary<opname::abs, Out::Same>);
   m.impl("abs_", unary_<opname::abs, Out::Same>);
   m.impl("abs.out", unary_out<opname::abs, Out::Same>);
@@ -319,10 +358,10 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("reciprocal", unary<opname::reciprocal, Out::Float>);
   m.impl("reciprocal_", unary_<opname::reciprocal, Out::Float>);
   m.impl("reciprocal.out", unary_out<opname::reciprocal, Out::Float>);
-  m.impl("floor", unary<opname::floor, Out::Same>);
-  m.impl("ceil", unary<opname::ceil, Out::Same>);
-  m.impl("round", unary<opname::round, Out::Same>);
-  m.impl("trunc", unary<opname::trunc, Out::Same>);
+  m.impl("floor", rounded<opname::floor>);
+  m.impl("ceil", rounded<opname::ceil>);
+  m.impl("round", rounded<opname::round>);
+  m.impl("trunc", rounded<opname::trunc>);
   m.impl("isnan", unary<opname::isnan, Out::Bool>);
   m.impl("nan_to_num", nan_to_num);
   m.impl("where.self", where);

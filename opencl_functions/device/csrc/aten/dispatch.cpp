@@ -104,7 +104,12 @@ void call_widened(const c10::KernelFunction& native, const c10::OperatorHandle& 
     }
   }
   native.callBoxed(op, keys, stack);
-  for (auto& [argument, copy] : written) argument.copy_(copy);
+  for (auto& [argument, copy] : written) {
+    // An out= the operator resized (its float32 copy was): resized too, else it kept its
+    // old size (an out= of size 0 stayed empty once the route was learned).
+    if (!argument.sizes().equals(copy.sizes())) argument.resize_(copy.sizes());
+    argument.copy_(copy);
+  }
   const auto narrowed = [&](const at::Tensor& r) {
     for (const auto& [argument, copy] : written)
       if (r.is_same(copy)) return argument;

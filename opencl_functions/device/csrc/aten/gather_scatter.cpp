@@ -36,6 +36,20 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   return y;
 }
 
+// The out= form: through a new result (no aliasing with self or index, as torch checks).
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  check_device(out, "index_select's out");
+  DEVICE_CHECK(out.scalar_type() == self.scalar_type(), "opencl: index_select(): self and out must have the same ",
+              "dtype, got ", self.scalar_type(), " and ", out.scalar_type());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
+  const at::Tensor y = oclf::device::index_select(self, dim, index);
+  at::native::resize_output(out, y.sizes());
+  out.copy_(y);
+  return out;
+}
+
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                           const at::Scalar& alpha, at::Tensor& out) {
   check_device(self, "self");
@@ -147,11 +161,18 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
                        at::Tensor& out) {
   check_device(self, "self");
   check_device(out, "gather's out");
+  DEVICE_CHECK(out.scalar_type() == self.scalar_type(), "opencl: gather: Expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", out.scalar_type(), " instead");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   // A 0-d self or index: the same walk over one dimension of one element.
   const at::Tensor x = self.dim() == 0 ? self.view({1}) : self;
   const at::Tensor idx = long_index(index);
   at::native::resize_output(out, idx.sizes());
+  at::assert_no_overlap(out, self);  // again: a resized out may reach into an input
+  at::assert_no_overlap(out, index);
   at::Tensor y = out.is_contiguous() ? out : empty_device(idx.sizes(), self.scalar_type());
   if (y.numel() > 0) {
     const at::Tensor i = idx.dim() == 0 ? idx.view({1}) : idx;
@@ -281,6 +302,7 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
 
 REGISTER_DEVICE_OPS(m) {
   m.impl("index_select", index_select);
+  m.impl("index_select.out", index_select_out);
   m.impl("index_add", index_add);
   m.impl("index_add_", index_add_);
   m.impl("index_add.out", index_add_out);

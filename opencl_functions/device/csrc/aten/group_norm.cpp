@@ -2,7 +2,10 @@
 // norm, which runs natively): kernels/group_norm.cl sums dy and dy·x per channel, the
 // device's small operators turn those (N, C) sums into the gradients of the weight and
 // bias and into dx's coefficients per channel and group, and one kernel applies them.
-// float32 and float64; 16-bit tensors through float32 copies.
+// float32 and float64; 16-bit tensors through float32 copies. The forward is torch's own
+// composition on a contiguous copy of a non-contiguous input (torch's views a channels-last
+// input and refuses it).
+#include <ATen/ops/native_group_norm_native.h>
 #include <torch/library.h>
 
 #include <climits>
@@ -84,8 +87,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
   return {dx, dgamma, dbeta};
 }
 
+// torch's composition (batch norm over (1, N·group, ...) views), on a contiguous input.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& input,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias, c10::SymInt N,
+                                                          c10::SymInt C, c10::SymInt HxW, int64_t group, double eps) {
+  return at::native::math_group_norm(input.contiguous(), weight, bias, N.expect_int(), C.expect_int(),
+                                     HxW.expect_int(), group, eps);
+}
+
 }  // namespace
 
-REGISTER_DEVICE_OPS(m) { m.impl("native_group_norm_backward", group_norm_backward); }
+REGISTER_DEVICE_OPS(m) {
+  m.impl("native_group_norm", group_norm);
+  m.impl("native_group_norm_backward", group_norm_backward);
+}
 
 }  // namespace oclf::device

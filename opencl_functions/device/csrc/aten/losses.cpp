@@ -187,8 +187,8 @@ at::Tensor& nll2d_backward_out(const at::Tensor& grad_output, const at::Tensor& 
 // Every target in [low, high): checked on the device, raised at the next wait for it
 // (check_values_on_device; the kernels skip a target out of range).
 void check_targets(const char* op, const at::Tensor& target, int64_t low, int64_t high) {
-  DEVICE_CHECK_TYPE(target.scalar_type() == at::kLong, "opencl: ", op, ": target must be int64, got ",
-                    target.scalar_type());
+  DEVICE_CHECK(target.scalar_type() == at::kLong, "opencl: ", op, ": target must be int64, got ",
+              target.scalar_type());  // a RuntimeError, as torch raises
   check_values_on_device(op, "target", target, low, high);
 }
 

@@ -1,5 +1,6 @@
 // Batch norm (training and eval, forward and backward) and layer norm (forward and
 // backward) on the opencl device, kernels/norm.cl. Inputs are made contiguous (N, C, ...).
+#include <ATen/native/layer_norm.h>
 #include <torch/library.h>
 
 #include "derived.h"
@@ -258,6 +259,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   DEVICE_DTYPE_CHECK(readable(input), "opencl: layer_norm: input must be float32, float16 or bfloat16, got ",
                    input.scalar_type());
   const at::IntArrayRef normalized = C10_AS_INTARRAYREF_SLOW(shape);
+  // torch's own checks of the shapes (its messages and exception types)
+  at::native::_check_layer_norm_inputs(input, normalized, weight.value_or(at::Tensor()), bias.value_or(at::Tensor()));
   const at::Tensor x = contiguous(input);
   const auto [M, D] = rows(x, normalized);
   at::Tensor y = empty_device(x.sizes(), x.scalar_type());

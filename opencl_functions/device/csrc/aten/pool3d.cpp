@@ -44,6 +44,10 @@ void check_input(const at::Tensor& x, int spatial, const char* op) {
 Window3 window(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                at::IntArrayRef dilation, bool ceil_mode, const char* op) {
   check_input(x, 3, op);
+  for (int64_t d = std::max<int64_t>(x.dim() - 4, 0); d < x.dim(); ++d) {
+    DEVICE_CHECK(x.size(d) > 0, "opencl: ", op, ": Expected input's non-batch dimensions to have positive length, ",
+                "but input has a shape of ", x.sizes());
+  }
   Window3 w;
   for (size_t a = 0; a < 3; ++a) {
     w.in[a] = int(x.size(x.dim() - 3 + int64_t(a)));

@@ -73,7 +73,9 @@ const char* lowest(at::ScalarType t) {
     case at::kDouble: return "(-INFINITY)";
     case at::kLong: return "LONG_MIN";
     case at::kInt: return "INT_MIN";
-    default: return "0";
+    case at::kShort: return "SHRT_MIN";
+    case at::kChar: return "CHAR_MIN";
+    default: return "0";  // uint8, bool
   }
 }
 
@@ -83,8 +85,10 @@ const char* highest(at::ScalarType t) {
     case at::kDouble: return "INFINITY";
     case at::kLong: return "LONG_MAX";
     case at::kInt: return "INT_MAX";
+    case at::kShort: return "SHRT_MAX";
+    case at::kChar: return "CHAR_MAX";
     case at::kBool: return "1";
-    default: return "255";
+    default: return "255";  // uint8
   }
 }
 
@@ -103,6 +107,7 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
             const at::Tensor& indices, at::ScalarType acc, bool scale_by_count = false) {
   check_device(self, "input");
   const int64_t nd = self.dim();
+  DEVICE_CHECK(nd <= 64, "opencl: ", op, "(): only tensors with up to 64 dims are supported, got ", nd);
   const std::vector<bool> reduced = reduced_dims(op, self, dims);
   std::vector<int64_t> kept_size, kept_stride, red_size, red_stride;
   for (int64_t d = 0; d < nd; ++d) {
@@ -115,8 +120,12 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
   if (outputs == 0) return;
   DEVICE_CHECK(self.numel() <= INT_MAX, "opencl: reductions over more than 2^31 elements are not supported");
   const bool arg_op = op == "argmax" || op == "argmin";
-  DEVICE_CHECK(count > 0 || (op != "max" && op != "min" && !arg_op), "opencl: ", op,
-              "(): cannot reduce over a zero-size dimension");
+  if (count == 0 && (op == "max" || op == "min" || arg_op)) {
+    // torch's exception types: a RuntimeError for the whole tensor, an IndexError for a dim
+    DEVICE_CHECK(!dims.empty(), "opencl: ", op, "(): Expected reduction dim to be specified for input.numel() == 0");
+    DEVICE_CHECK_INDEX(false, "opencl: ", op, "(): Expected reduction dim to have non-zero size: ",
+                      "cannot reduce over a zero-size dimension");
+  }
 
   const at::ScalarType in_type = self.scalar_type();
   const at::ScalarType out_type = values.defined() ? values.scalar_type() : in_type;
@@ -213,8 +222,10 @@ at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
-  DEVICE_CHECK_TYPE(at::isFloatingType(out.scalar_type()), "opencl: mean(): needs a floating point result, got ",
-                   out.scalar_type());
+  DEVICE_CHECK_NOT_IMPLEMENTED(!at::isComplexType(out.scalar_type()), "opencl: mean(): complex results are not ",
+                              "supported, got ", out.scalar_type());
+  DEVICE_CHECK(at::isFloatingType(out.scalar_type()), "opencl: mean(): could not infer output dtype: it must be ",
+              "a floating point dtype, got ", out.scalar_type());
   return into(out, result_shape("mean", self, dims, keepdim), [&](const at::Tensor& v) {
     reduce("sum", self, dims, v, at::Tensor(), at::kFloat, /*scale_by_count=*/true);
   });
@@ -243,6 +254,8 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
 
 template <const char* op>
 at::Tensor& extreme_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  DEVICE_CHECK(out.scalar_type() == self.scalar_type(), "opencl: ", op, "(): Expected the dtype for input and out ",
+              "to match, but got ", self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
   return into(out, result_shape(op, self, dim, keepdim), [&](const at::Tensor& v) {
     reduce(op, self, dim, v, at::Tensor(), self.scalar_type());
   });
@@ -279,16 +292,21 @@ at::Tensor arg_extreme(const at::Tensor& self, std::optional<int64_t> dim, bool 
   return indices;
 }
 
+// all and any of a uint8 tensor are uint8 (torch keeps that old rule), else bool.
+at::ScalarType logical_type(const at::Tensor& self) {
+  return self.scalar_type() == at::kByte ? at::kByte : at::kBool;
+}
+
 template <const char* op>
 at::Tensor logical_all(const at::Tensor& self) {
-  at::Tensor out = empty_device({}, at::kBool);
+  at::Tensor out = empty_device({}, logical_type(self));
   reduce(op, self, {}, out, at::Tensor(), at::kInt);
   return out;
 }
 
 template <const char* op>
 at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  at::Tensor out = empty_device(result_shape(op, self, {dim}, keepdim), at::kBool);
+  at::Tensor out = empty_device(result_shape(op, self, {dim}, keepdim), logical_type(self));
   reduce(op, self, {dim}, out, at::Tensor(), at::kInt);
   return out;
 }

@@ -20,6 +20,14 @@ namespace {
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   DEVICE_CHECK(tensors.size() > 0, "opencl: cat: expected a non-empty list of tensors");
   check_device(out, "cat's out");
+  // Before out is resized (a resize may give it new memory): out must not be one of the
+  // inputs, legacy empty ones included, nor share memory with them.
+  for (const at::Tensor& t : tensors) {
+    const at::MemOverlapStatus overlap = at::get_overlap_status(out, t);
+    DEVICE_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial,
+                "opencl: cat: out overlaps one of the inputs (unsupported operation: some elements of the input ",
+                "tensor and the written-to tensor refer to a single memory location); clone() the input first");
+  }
   std::vector<at::Tensor> parts;
   int64_t position = 0;
   for (const at::Tensor& t : tensors) {

@@ -60,9 +60,17 @@ std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optio
   return {values, indices};
 }
 
+// t (sorted along a moved dimension) in the layout torch's meta functions give (what a compiled
+// graph was planned with): `self`'s (empty_like) for sort, contiguous for topk.
+at::Tensor laid_out(const at::Tensor& t, const at::Tensor& self) {
+  at::Tensor y = self.defined() ? at::empty_like(self, t.options()) : at::empty(t.sizes(), t.options());
+  return y.strides() == t.strides() ? t : y.copy_(t);
+}
+
 std::tuple<at::Tensor, at::Tensor> sort(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
                                         bool descending) {
-  return sort_along(self, dim, descending, "sort");
+  const auto [v, i] = sort_along(self, dim, descending, "sort");
+  return {laid_out(v, self), laid_out(i, self)};
 }
 
 std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k_sym, int64_t dim, bool largest,
@@ -74,7 +82,7 @@ std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k_sy
               " has size ", n, ")");
   const auto [v, i] = sort_along(self, d, largest, "topk");
   if (self.dim() == 0) return {v, i};
-  return {v.narrow(d, 0, k), i.narrow(d, 0, k)};
+  return {laid_out(v.narrow(d, 0, k), at::Tensor()), laid_out(i.narrow(d, 0, k), at::Tensor())};
 }
 
 std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,

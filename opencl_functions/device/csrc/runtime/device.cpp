@@ -491,6 +491,12 @@ void Device::raise_index_error(const int64_t* record) {
   const std::string where = record[4] >= 0 ? "dimension " + std::to_string(record[4]) + " with size " +
                                                  std::to_string(record[3])
                                            : "a dimension of size " + std::to_string(record[3]);
+  // torch's exception types: a RuntimeError from gather, scatter and index_add, an IndexError
+  // from the others (index_select, embedding, indexing)
+  // (op names the operator and what it checked: "gather: index")
+  const bool runtime_error =
+      op.rfind("gather", 0) == 0 || op.rfind("index_add", 0) == 0 || op.rfind("scatter", 0) == 0;
+  DEVICE_CHECK(!runtime_error, "opencl: ", op, " ", record[2], " is out of bounds for ", where, deferred);
   DEVICE_CHECK_INDEX(false, "opencl: ", op, " ", record[2], " is out of bounds for ", where, deferred);
 }
 
