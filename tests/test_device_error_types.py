@@ -3,7 +3,7 @@ op_db's error inputs check, tests/torch_suites/test_ops_common.py test_errors): 
 over zero-size dimensions or 65 dimensions, mean of integers, out= of another dtype or sharing
 memory with an input, gather's and scatter's indices out of range, index_select's out= (native),
 negating booleans, layer norm's shapes, margin losses' float targets, 3-D pooling of empty
-channels."""
+channels, random fills of a negative spread or a reversed range, rolling a 0-d tensor."""
 import pytest
 import torch
 
@@ -55,6 +55,9 @@ CASES = {
     "multi_margin_loss with float targets": lambda d: torch.nn.functional.multi_margin_loss(
         torch.ones(2, 3, device=d), torch.zeros(2, device=d)),
     "max_pool3d of zero channels": lambda d: torch.nn.functional.max_pool3d(torch.ones(1, 0, 4, 4, 4, device=d), 2),
+    "normal_ with a negative std": lambda d: torch.empty(3, device=d).normal_(0.0, -1.0),
+    "uniform_ over a reversed range": lambda d: torch.empty(3, device=d).uniform_(2.0, 1.0),
+    "roll of a 0-d tensor over a dim": lambda d: torch.roll(torch.tensor(1.0, device=d), 1, 0),
 }
 
 

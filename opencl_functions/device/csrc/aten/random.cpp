@@ -55,10 +55,12 @@ at::Tensor& random_fill(at::Tensor& self, int mode, double a, double b, const st
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  DEVICE_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   return random_fill(self, 0, from, to, gen);
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  DEVICE_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   return random_fill(self, 1, mean, std, gen);
 }
 

@@ -137,10 +137,10 @@ at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts_sym, at::IntA
     return oclf::device::roll(self.flatten(), shifts_sym, {0}).view(self.sizes());
   }
   DEVICE_CHECK(shifts.size() == dims.size(), "opencl: roll: shifts and dims must have the same length");
+  DEVICE_CHECK_INDEX(self.dim() > 0, "Dimension specified as ", dims[0], " but tensor has no dimensions");
   at::Tensor out = self;
   for (size_t k = 0; k < dims.size(); ++k) {
     const int64_t d = at::maybe_wrap_dim(dims[k], self.dim());
-    if (self.dim() == 0) continue;  // one element: rolled, it is itself
     const int64_t n = self.size(d);
     if (n == 0) continue;
     const int64_t s = ((shifts[k] % n) + n) % n;
