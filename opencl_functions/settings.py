@@ -135,6 +135,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",), staff=True),
     Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
             "grading/autograder", ("GRADER_VENV",), staff=True),
+    Setting("TORCH_SUITES", "fast", "torch's suites on the opencl device: fast runs the pinned subset, full every "
+            "entry of op_db, module_db and optim_db", "tests/torch_suites", staff=True),
+    Setting("TORCH_SUITES_LOG", "unset", "a file the torch suites append each test's verdict to (JSON lines; "
+            "make torch-suites sets it)", "tests/torch_suites", staff=True),
     # END STAFF
 ]}
 

@@ -180,6 +180,9 @@ class _Announcer:
         self.stopping.set()
         if self.thread.is_alive():
             self.thread.join()
+        started = self.thread.ident is not None
+        if started and not self.said and _core().tuning_seconds() > self.start_s:
+            self._announce()  # tuning that ended between two looks (a loaded machine): said now
         if self.bar is not None:
             self._update()
             self.bar.close()

@@ -71,8 +71,15 @@ def _raised(call, device):
     return None
 
 
+# Cases whose exception type changed between torch releases: the device raises the one of the
+# release it is built for (torch 2.14: NotImplementedError for negated booleans, 2.11 RuntimeError).
+SINCE_2_14 = {"neg of booleans"}
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_device_raises_torchs_exception_type(opencl_device, name):
+    if name in SINCE_2_14 and torch.__version__ < "2.14":
+        pytest.skip(f"torch {torch.__version__} raises another type here than the 2.14 the device follows")
     expected = _raised(CASES[name], "cpu")
     assert expected is not None, f"{name}: the CPU raises nothing"
     got = _raised(CASES[name], "opencl")

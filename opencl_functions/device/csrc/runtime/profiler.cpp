@@ -39,11 +39,14 @@
 // torch/csrc/profiler/standalone/privateuse1_profiler.h declares the registry behind
 // USE_KINETO and includes Kineto's headers by their bare names, which the device's build does
 // not put on its include path: the two members called here, as that header declares them.
+// Weak: torch releases before the registry (2.11 on the GPU machines) load the device without
+// it, and the Kineto activity is then not offered (the legacy profiler's stubs still are).
 namespace torch::profiler::impl {
 class TORCH_API PrivateUse1ProfilerRegistry {
  public:
-  static PrivateUse1ProfilerRegistry& instance();
-  void registerFactory(std::function<std::unique_ptr<libkineto::IActivityProfiler>()> factory);
+  __attribute__((weak)) static PrivateUse1ProfilerRegistry& instance();
+  __attribute__((weak)) void registerFactory(
+      std::function<std::unique_ptr<libkineto::IActivityProfiler>()> factory);
 };
 }  // namespace torch::profiler::impl
 
@@ -246,12 +249,22 @@ struct Stubs final : public torch::profiler::impl::ProfilerStubs {
   }
 };
 
+// Whether this torch has the Kineto registry for a PrivateUse1 profiler (weak symbols above).
+bool has_registry() {
+  using Registry = torch::profiler::impl::PrivateUse1ProfilerRegistry;
+  auto instance = &Registry::instance;
+  auto register_factory = &Registry::registerFactory;
+  return reinterpret_cast<void*>(instance) != nullptr && register_factory != nullptr;
+}
+
 struct Registration {
   Registration() {
     static Stubs stubs;
     torch::profiler::impl::registerPrivateUse1Methods(&stubs);
-    torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
-        [] { return std::unique_ptr<libkineto::IActivityProfiler>(new ActivityProfiler()); });
+    using Registry = torch::profiler::impl::PrivateUse1ProfilerRegistry;
+    if (has_registry())
+      Registry::instance().registerFactory(
+          [] { return std::unique_ptr<libkineto::IActivityProfiler>(new ActivityProfiler()); });
   }
 };
 const Registration registration;
