@@ -190,3 +190,19 @@ def check(problems: List[str], refusals: List[str], ran: int, skipped: List[str]
         raise Missing(f"{len(refusals)} sample(s) refused; first: " + " | ".join(refusals[:2]))
     if not ran:
         not_applicable(skipped[0] if skipped else "no samples")
+
+
+def judge_samples(results) -> None:
+    """check() over (index, description, verdict, detail) of samples run through a runner's
+    run_one (extras.validation.opdb_child's or moduledb's)."""
+    problems, refusals, skipped, ran = [], [], [], 0
+    for i, description, verdict, detail in results:
+        if verdict == "wrong":
+            problems.append(f"sample {i} ({description}): {detail}")
+        elif verdict == "refused":
+            refusals.append(f"sample {i}: {detail}")
+        elif verdict == "skip":
+            skipped.append(detail)
+        else:
+            ran += 1
+    check(problems, refusals, ran, skipped)

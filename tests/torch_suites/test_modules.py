@@ -14,7 +14,7 @@ import torch
 
 # First: it imports the device, then torch's test helpers with their warnings silenced.
 from .common import (FAST_MODULES, ONLY_FOR, Missing, check, compare, not_applicable, on_device, pick, seeded,
-                     spread)
+                     spread, judge_samples)
 from torch.testing._internal.common_device_type import instantiate_device_type_tests
 from torch.testing._internal.common_modules import TrainEvalMode, module_db, modules
 from torch.testing._internal.common_utils import TestCase, noncontiguous_like
@@ -143,18 +143,8 @@ class TestModule(TestCase):
     @modules(MODULES, allowed_dtypes=FLOAT32, train_eval_mode=TrainEvalMode.train_only)
     def test_cpu_gpu_parity(self, device, dtype, module_info, training):
         """Forward and backward against the CPU: outputs, gradients, buffers (moduledb.run_one)."""
-        problems, refusals, skipped, ran = [], [], [], 0
-        for i, sample in enumerate(_samples(module_info, dtype, training, True)):
-            verdict, _, detail = moduledb.run_one(module_info, sample)
-            if verdict == "wrong":
-                problems.append(f"sample {i} ({sample.desc or 'plain'}): {detail}")
-            elif verdict == "refused":
-                refusals.append(f"sample {i}: {detail}")
-            elif verdict == "skip":
-                skipped.append(detail)
-            else:
-                ran += 1
-        check(problems, refusals, ran, skipped)
+        judge_samples((i, sample.desc or "plain", *moduledb.run_one(module_info, sample)[::2])
+                      for i, sample in enumerate(_samples(module_info, dtype, training, True)))
 
     @modules(MODULES, allowed_dtypes=FLOAT32, train_eval_mode=TrainEvalMode.train_only)
     def test_non_contiguous_tensors(self, device, dtype, module_info, training):

@@ -9,7 +9,7 @@ import torch
 
 # First: it imports the device, then torch's test helpers with their warnings silenced.
 from .common import (FAST_DTYPES, FAST_OPS, FULL, ONLY_FOR, Missing, WrongAnswer, check, compare, not_applicable, on_device, pick,
-                     seeded, spread, to_cpu, to_device)
+                     seeded, spread, to_cpu, to_device, judge_samples)
 from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase
@@ -23,18 +23,8 @@ FLOAT32 = (torch.float32,)
 
 def _runs(op, variant: str, samples) -> None:
     """Each sample through opdb_child.run_one (the CPU against the device, float64 deciding)."""
-    problems, refusals, skipped, ran = [], [], [], 0
-    for i, sample in enumerate(samples):
-        verdict, _, detail = opdb_child.run_one(op, variant, sample)
-        if verdict == "wrong":
-            problems.append(f"sample {i} ({sample.summary()[:120]}): {detail}")
-        elif verdict == "refused":
-            refusals.append(f"sample {i}: {detail}")
-        elif verdict == "skip":
-            skipped.append(detail)
-        else:
-            ran += 1
-    check(problems, refusals, ran, skipped)
+    judge_samples((i, sample.summary()[:120], *opdb_child.run_one(op, variant, sample)[::2])
+                  for i, sample in enumerate(samples))
 
 
 def _grads(op, sample, outputs):
