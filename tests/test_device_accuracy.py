@@ -14,6 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from extras.validation import accuracy
+
 # (batch, C_in, C_out, size, kernel, stride, padding): ResNet's 3×3 and strided layers at the
 # small sizes of a 64×64 image, a 7×7 stem, an odd 5×5.
 # Products, convolutions and sums each add their terms in runs that start from zero
@@ -22,8 +24,7 @@ CONVS = [(4, 256, 256, 4, 3, 1, 1), (4, 128, 256, 8, 3, 2, 1), (4, 64, 64, 16, 3
          (4, 256, 512, 4, 1, 2, 0), (4, 3, 64, 32, 7, 2, 3), (2, 8, 16, 33, 5, 2, 2)]
 
 
-def error(x, ref) -> float:
-    return ((x.detach().cpu().double() - ref).abs().max() / ref.abs().max()).item()
+error = accuracy.error  # the largest deviation from the reference, relative to its largest value
 
 
 def assert_as_accurate(name, device_result, cpu_result, ref, factor=2.0):
@@ -126,8 +127,6 @@ def test_op_db_and_module_db_pinned_selection(opencl_device):
     """The long sums of torch's OpInfo and ModuleInfo databases (extras/validation/accuracy.py's
     pinned ops and modules: reductions, norms, products, convolutions, losses, scatter-adds,
     attention, recurrent layers), outputs and gradients, each within the bound."""
-    from extras.validation import accuracy
-
     results = accuracy.run(accuracy.select_ops(accuracy.PINNED_OPS), accuracy.select_modules(accuracy.PINNED_MODULES))
     print(accuracy.table(results))
     compared = {r.name for r in results}
@@ -147,8 +146,6 @@ KNOWN = {("nn.Transformer", 21, "result 7 of 20")}
 def test_op_db_and_module_db_whole(opencl_device):
     """Every float32 op and module, 4 samples each spread over its list (PoCL, Zen 4: 612 ops
     and modules, 5403 results, 17 without float32 digits, one over the bound: KNOWN)."""
-    from extras.validation import accuracy
-
     results = accuracy.run(accuracy.select_ops(None), accuracy.select_modules(None))
     print(accuracy.table(results))
     failed = [r for r in results if r.failed and (r.name, r.sample, r.what) not in KNOWN]

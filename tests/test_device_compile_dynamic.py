@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from extras.validation import accuracy
+
 
 @pytest.fixture
 def device(opencl_device, monkeypatch):
@@ -96,8 +98,9 @@ def loss_of(out, target):
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
 
 
-def relative(a, ref) -> float:
-    return ((a.detach().cpu().double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+# A result's largest deviation from the reference, relative to the reference's largest value
+# (the accuracy sweep's measure).
+relative = accuracy.error
 
 
 class Runs:

@@ -113,9 +113,7 @@ def _cast(value, dtype, device: str = "cpu", grad: bool = False):
             return t
         t = t.detach()
         if t.is_floating_point():
-            t = t.to(dtype)
-            t = t.to(device).requires_grad_(grad)
-            return t
+            return t.to(device, dtype).requires_grad_(grad)
         return t.to(device)
 
     return tree_map(cast, value)

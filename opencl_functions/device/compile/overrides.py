@@ -83,20 +83,24 @@ class OpenCLOverrides(OpOverrides):
         return f"as_{compute_type(dtype)}(({compute_type(src_dtype)})({x}))"
 
     @staticmethod
+    def _index_as(expr: sympy.Expr, dtype: torch.dtype, computed: torch.dtype) -> CSEVariable:
+        """expr's text cast once to dtype: a kernel variable of type `computed`."""
+        kernel = V.kernel
+        text = OpenCLOverrides.to_dtype(kernel.index_to_str(kernel.prepare_indexing(expr)), dtype)
+        return kernel.cse.generate(kernel.compute, text, bounds=get_bounds_index_expr(expr), dtype=computed)
+
+    @staticmethod
     def index_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
         """An index expression as a value of `dtype`. Integer dtypes compute it in the
         kernel's index type; a floating one takes the expression's own value, cast once (a
         symbolic 1/(N·H·W), a batch norm's mean factor under dynamic shapes, must not pass
         through an integer on the way), as Inductor's Triton kernels do."""
-        kernel = V.kernel
         expr = _materialize_trunc_to_float_expr(expr, dtype)
-        text = kernel.index_to_str(kernel.prepare_indexing(expr))
-        bounds = get_bounds_index_expr(expr)
         if is_float(dtype):
-            computed = torch.float64 if dtype == torch.float64 else torch.float32
-            return kernel.cse.generate(kernel.compute, OpenCLOverrides.to_dtype(text, dtype), bounds=bounds,
-                                       dtype=computed)
-        var = kernel.cse.generate(kernel.compute, text, bounds=bounds, dtype=kernel.get_index_dtype_as_torch_dtype())
+            return OpenCLOverrides._index_as(expr, dtype, torch.float64 if dtype == torch.float64 else torch.float32)
+        kernel = V.kernel
+        var = kernel.cse.generate(kernel.compute, kernel.index_to_str(kernel.prepare_indexing(expr)),
+                                  bounds=get_bounds_index_expr(expr), dtype=kernel.get_index_dtype_as_torch_dtype())
         return ops.to_dtype(var, dtype)
 
     @staticmethod
@@ -105,10 +109,7 @@ class OpenCLOverrides(OpOverrides):
         computed in that type, not in the kernel's (possibly 32-bit) index type."""
         if is_float(dtype) or dtype == torch.bool:
             return OpenCLOverrides.index_expr(expr, dtype)
-        kernel = V.kernel
-        text = kernel.index_to_str(kernel.prepare_indexing(expr))
-        return kernel.cse.generate(kernel.compute, OpenCLOverrides.to_dtype(text, dtype),
-                                   bounds=get_bounds_index_expr(expr), dtype=dtype)
+        return OpenCLOverrides._index_as(expr, dtype, dtype)
 
     @staticmethod
     def masked(mask, body, other) -> str:

@@ -124,13 +124,14 @@ inline int offset_of(int index, const Dims d) {
       const int idx_off, const int with_index, const Dims kept, const Dims red, const int R,        \
       const int outputs, const ACC scale
 
-// (*acc, *ai) combined with the inputs r = begin, begin + step, ... < end of the output whose
-// first input is x[base].
 // Sums add runs of SUM_RUN inputs, each from zero, to the accumulator (a cascade of two
 // levels, as torch's CPU sums: one long accumulator drifted to 3x torch's float32 error).
 #ifndef SUM_RUN
 #define SUM_RUN 16
 #endif
+
+// (*acc, *ai) combined with the inputs r = begin, begin + step, ... < end of the output whose
+// first input is x[base].
 inline void accumulate(__global const TI *x, const int base, const Dims red, const int begin, const int end,
                        const int step, ACC *acc, int *ai) {
 #if defined(OP_sum) || defined(OP_norm2)

@@ -144,19 +144,21 @@ at::Tensor& clamp_max_(at::Tensor& self, const at::Scalar& hi) {
 // computes in floating point, as torch's result types say.
 bool integral(const at::Tensor& t) { return at::isIntegralType(t.scalar_type(), /*includeBool=*/true); }
 
+// Whether self ** exponent stays an integer (ipow); a negative integer power of integers is
+// refused, as torch refuses it.
+bool integer_power(const at::Tensor& self, const at::Scalar& exponent) {
+  if (!integral(self) || !exponent.isIntegral(false)) return false;
+  DEVICE_CHECK(exponent.toLong() >= 0, "opencl: pow: Integers to negative integer powers are not allowed.");
+  return true;
+}
+
 at::Tensor pow_scalar(const at::Tensor& self, const at::Scalar& exponent) {
-  if (integral(self) && exponent.isIntegral(false)) {
-    DEVICE_CHECK(exponent.toLong() >= 0, "opencl: pow: Integers to negative integer powers are not allowed.");
-    return apply("ipow", Out::Same, {self, exponent});
-  }
+  if (integer_power(self, exponent)) return apply("ipow", Out::Same, {self, exponent});
   return apply("pow_scalar", Out::Float, {self}, exponent.toDouble());
 }
 
 at::Tensor& pow_scalar_out(const at::Tensor& self, const at::Scalar& exponent, at::Tensor& out) {
-  if (integral(self) && exponent.isIntegral(false)) {
-    DEVICE_CHECK(exponent.toLong() >= 0, "opencl: pow: Integers to negative integer powers are not allowed.");
-    return apply_out("ipow", Out::Same, out, {self, exponent});
-  }
+  if (integer_power(self, exponent)) return apply_out("ipow", Out::Same, out, {self, exponent});
   return apply_out("pow_scalar", Out::Float, out, {self}, exponent.toDouble());
 }
 
