@@ -7,11 +7,11 @@ BUILT   := build/.core-built
 # BEGIN STAFF
 # The reference's host code (opencl_functions/reference/, staff-only) compiles into the module too.
 SOURCES += $(wildcard opencl_functions/reference/*.hpp)
-# The opencl torch device (opencl_functions/device), built against torch's C++ headers:
+# The opencl torch device (torch_opencl), built against torch's C++ headers:
 # `make run` does not need it; `make test` builds it (ninja from .venv rebuilds only what changed).
 DEVICE_SOURCES := setup_device.py $(wildcard opencl_functions/runtime/* opencl_functions/launch/* \
-                  opencl_functions/reference/*.hpp opencl_functions/device/csrc/*.cpp \
-                  opencl_functions/device/csrc/*/*.cpp opencl_functions/device/csrc/*/*.h)
+                  opencl_functions/reference/*.hpp torch_opencl/csrc/*.cpp \
+                  torch_opencl/csrc/*/*.cpp torch_opencl/csrc/*/*.h)
 DEVICE_BUILT   := build/.device-built
 TEST_NEEDS     := device
 # END STAFF
@@ -28,7 +28,7 @@ help:
 	@echo "make grade       estimate your performance points: your conv2d on the graded layers vs naive and torch"
 	@echo "make test        set up, build, run the whole test suite (what CI runs)"
 # BEGIN STAFF
-	@echo "make device      build the opencl torch device (opencl_functions.device)"
+	@echo "make device      build the opencl torch device (torch_opencl)"
 # END STAFF
 	@echo "make test-slow   the opt-in slow checks too"
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
@@ -51,7 +51,7 @@ help:
 	@echo "make clean       remove build outputs (keeps .venv)"
 	@echo "Pick a device with OCL_DEVICE=P:D or part of its name (see make info)."
 
-.venv/.requirements: requirements.txt scripts/setup.sh
+.venv/.requirements: requirements.txt scripts/setup.sh setup.py pyproject.toml
 	bash scripts/setup.sh
 
 setup: .venv/.requirements
@@ -171,4 +171,4 @@ wheel: .venv/.requirements
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) -m pip wheel --no-build-isolation --no-deps -w $(DIST) .
 
 clean:
-	rm -rf build dist opencl_functions/_core*.so opencl_functions/device/_C*.so
+	rm -rf build dist opencl_functions/_core*.so torch_opencl/_C*.so

@@ -1,5 +1,5 @@
 """Shared pytest fixtures: `ocl` is the opencl_functions module, `opencl_device` is
-opencl_functions.device (torch's `opencl` device), each a skip with the reason when its
+torch_opencl (torch's `opencl` device), each a skip with the reason when its
 extension is not built or no OpenCL device can be opened; `ref_cache` is the grader's
 reference and ladder build, made once per session (staff only)."""
 import functools
@@ -42,7 +42,7 @@ def ocl():
 @functools.lru_cache(maxsize=None)
 def _device_unavailable_reason():
     try:
-        import opencl_functions.device as device
+        import torch_opencl as device
     except ImportError as err:
         return f"the opencl device is not built ({err}); run make device"
     if not device.is_available():
@@ -52,13 +52,13 @@ def _device_unavailable_reason():
 
 @pytest.fixture(scope="session")
 def opencl_device():
-    """opencl_functions.device (torch's `opencl` device registered), or a skip with the reason."""
+    """torch_opencl (torch's `opencl` device registered), or a skip with the reason."""
     reason = _device_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    import opencl_functions.device
+    import torch_opencl
 
-    return opencl_functions.device
+    return torch_opencl
 
 
 # A kernel that does not compile fails every test that launches it: each failure keeps its

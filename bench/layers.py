@@ -17,7 +17,7 @@ matmul shapes (1, 8 and 64 tokens) it times:
   tiled      the tiled kernel of conv2d.cl, the assignment's (the reference's host code with
              OCLF_CONV_KERNEL=tiled; in the handout, the student's own kernel), kernel time.
   replayed   (--replay) the layer on the opencl device (torch.nn.functional.conv2d / @ on
-             device tensors), recorded 20 times in one graph (opencl_functions.device.graph)
+             device tensors), recorded 20 times in one graph (torch_opencl.graph)
              and replayed: device time between two events around the replay, per call, so
              the host's cost of enqueueing shows where the device waits for it (the same
              measure as torch's CUDA graph on a CUDA machine).
@@ -179,12 +179,12 @@ def _tiled_kernel_ns(x: torch.Tensor, w: torch.Tensor, args: Dict) -> float:
 def _replayed_timer(fn: Callable[[], object]) -> Callable[[], float]:
     """A function returning the time per call of fn (device tensors inside) recorded
     GRAPH_REPS times in one opencl graph and replayed, by events on the device's queue."""
-    import opencl_functions.device  # noqa: F401  (torch.opencl)
+    import torch_opencl  # noqa: F401  (torch.opencl)
 
     for _ in range(3):  # first-use work (kernel builds, tuning) before the recording
         fn()
     torch.opencl.synchronize()
-    with opencl_functions.device.graph() as graph:
+    with torch_opencl.graph() as graph:
         for _ in range(GRAPH_REPS):
             fn()
     return _replay_timer(graph.replay, torch.opencl.Event)
@@ -363,7 +363,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
 
     if args.replay:
-        importlib.import_module("opencl_functions.device")  # registers the opencl device
+        importlib.import_module("torch_opencl")  # registers the opencl device
     torch_device = args.torch_device
     if torch_device == "auto":
         torch_device = "cuda" if torch.cuda.is_available() else "cpu"

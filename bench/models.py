@@ -3,11 +3,11 @@ agreement, not predictions), in two modes:
 
 - patched (default): the patched layers (utils.patching.opencl_layers), tensors on the
   host. ResNet-18 and ResNet-50 at batch 1 (224×224, one forward pass) and GPT-2 generation.
-- device: the opencl torch device (opencl_functions.device), tensors on the device.
+- device: the opencl torch device (torch_opencl), tensors on the device.
   ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, MobileNetV2 (depthwise
   convolutions) at batch 1, one ResNet-50 training step at batch 16
   (forward, cross-entropy, backward, SGD with momentum), and GPT-2 generation.
-- replay: the device's runs recorded once (opencl_functions.device.graph()) and replayed:
+- replay: the device's runs recorded once (torch_opencl.graph()) and replayed:
   the same kernels without Python, dispatcher, allocation or argument setting. GPT-2's
   whole generation is one recording: its cache grows token by token, but the same way in
   every run (the prompt's length is fixed and greedy decoding stays on the device).
@@ -18,7 +18,7 @@ agreement, not predictions), in two modes:
   compiled generates as transformers documents for torch.compile (`generate` with a static
   key/value cache, the model's forward compiled: one graph for the prompt, one per step).
 
---fuse runs the inference models on the device as opencl_functions.device.fuse() makes them:
+--fuse runs the inference models on the device as torch_opencl.fuse() makes them:
 each convolution with its batch norm folded in and its residual addition and ReLU in the
 same kernel (torch, on the CPU and on CUDA, runs the model as it is).
 
@@ -64,7 +64,7 @@ PROMPT_TOKENS, NEW_TOKENS = 8, 16
 # and bfloat16 halve the memory traffic (and on CUDA run on tensor cores); torch on the CPU,
 # the reference, stays float32. The training step stays float32.
 DTYPE = torch.float32
-# --fuse: inference on the opencl device through opencl_functions.device.fuse().
+# --fuse: inference on the opencl device through torch_opencl.fuse().
 FUSE = False
 # The compile mode: torch.compile's mode for the model ("default", "reduce-overhead"), or
 # None to run it as it is. Set per run by compare_device and in the CUDA timing process.
@@ -88,7 +88,7 @@ def inference(arch: str, batch: int) -> Maker:
         torch.manual_seed(0)
         model = torchvision.models.get_model(arch).eval()
         if FUSE and device == "opencl":
-            model = opencl_functions.device.fuse(model)
+            model = torch_opencl.fuse(model)
         model = model.to(device)
         x = torch.randn(batch, 3, 224, 224).to(device)
         if device != "cpu":
@@ -208,9 +208,9 @@ def compare_patched(name: str, rounds: int) -> Dict[str, float]:
 
 def recorded(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
     """`run` recorded once (after the call that did its first-use work) and replayed."""
-    import opencl_functions.device
+    import torch_opencl
 
-    with opencl_functions.device.graph() as g:
+    with torch_opencl.graph() as g:
         out = run()
 
     def replay() -> torch.Tensor:
@@ -222,7 +222,7 @@ def recorded(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
 
 
 def compare_device(name: str, rounds: int, replay: bool = False, compile: bool = False) -> Dict[str, float]:
-    import opencl_functions.device  # noqa: F401  (registers the opencl device)
+    import torch_opencl  # noqa: F401  (registers the opencl device)
 
     global COMPILE_MODE
     spec = MODELS[name]
@@ -389,7 +389,7 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
                    help="the inference models' and GPT-2's dtype on the OpenCL device and on CUDA (the CPU "
                         "reference and the training step stay float32)")
     p.add_argument("--fuse", action="store_true",
-                   help="inference on the device with fused convolutions (opencl_functions.device.fuse)")
+                   help="inference on the device with fused convolutions (torch_opencl.fuse)")
     p.add_argument("--compile", action="store_true",
                    help="--mode compile: torch.compile on the device, beside torch CUDA's compile modes")
     p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's CUDA time as JSON")

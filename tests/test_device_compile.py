@@ -1,4 +1,4 @@
-"""torch.compile on the opencl device (opencl_functions/device/compile/): Inductor's fusion
+"""torch.compile on the opencl device (torch_opencl/compile/): Inductor's fusion
 groups become generated OpenCL kernels, convolutions and products stay the device's own
 operators, and each compiled graph runs as one recording replayed after its first calls.
 
@@ -25,7 +25,7 @@ def device(opencl_device, monkeypatch):
     import torch._dynamo
 
     torch._dynamo.reset()
-    from opencl_functions.device.compile import runtime
+    from torch_opencl.compile import runtime
 
     runtime.counters.clear()
     runtime.unrecordable_reasons.clear()
@@ -36,14 +36,14 @@ def device(opencl_device, monkeypatch):
 
 
 def counters():
-    from opencl_functions.device.compile import runtime
+    from torch_opencl.compile import runtime
 
     return runtime.counters
 
 
 def replays() -> str:
     """What the compiled graphs did, for a failed assertion: counts and why any went unrecorded."""
-    from opencl_functions.device.compile import runtime
+    from torch_opencl.compile import runtime
 
     return f"{dict(runtime.counters)}; unrecorded because: {list(runtime.unrecordable_reasons)}"
 
@@ -154,7 +154,7 @@ def test_training_step_matches_eager(device):
     optimizer step; four steps with new batches. The replays copy in only what is new each
     step (the batch, the loss's gradient): the backward graph reads the activations the
     forward's recording saved, and the optimizer's graph the gradients, where they are."""
-    from opencl_functions.device.compile import runtime
+    from torch_opencl.compile import runtime
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
@@ -194,7 +194,7 @@ def test_convolution_graphs_keep_their_layout(device, monkeypatch):
     convolutions have more than 64 channels); the device's convolutions read NCHW, so that
     would only add copies around each one. Compiled, the step launches no more strided
     copies than eager does."""
-    from opencl_functions.device import kernel_profile
+    from torch_opencl import kernel_profile
 
     monkeypatch.setenv("OCLF_COMPILE_REPLAY", "0")  # plain runs, so the profile sees each launch
     torch.manual_seed(0)
@@ -319,7 +319,7 @@ def test_an_input_made_anew_now_and_then_is_followed_where_it_is(device):
     and written where it is, not copied in and out around every replay; the graph's writes
     land in the tensor of the call. A new cache laid out otherwise (at another offset of its
     storage) is recorded again."""
-    from opencl_functions.device.compile import runtime
+    from torch_opencl.compile import runtime
 
     cf = torch.compile(lambda t, cache: cache.add_(t).mul(2))
     x = torch.zeros(1, device="opencl")  # the same tensor every call, refilled
@@ -505,7 +505,7 @@ def test_dropout_draws_new_masks_each_replay(device):
 
 @pytest.mark.slow
 def test_importing_the_device_leaves_inductor_unloaded(device):
-    code = ("import sys, opencl_functions.device, torch; "
+    code = ("import sys, torch_opencl, torch; "
             "print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
@@ -601,8 +601,8 @@ OCLGRIND_SCRIPT = '''
 import copy, sys
 sys.modules["triton"] = None  # Triton's LLVM clashes with Oclgrind's (as in test_oclgrind.py)
 import torch, torch.nn.functional as F
-import opencl_functions.device
-from opencl_functions.device.compile import runtime
+import torch_opencl
+from torch_opencl.compile import runtime
 
 def close(a, b):
     assert torch.allclose(a.cpu().double(), b.double(), atol=1e-4, rtol=1e-4), (a.cpu().double() - b).abs().max()

@@ -32,7 +32,7 @@ def device(opencl_device, monkeypatch):
     torch._dynamo.reset()
     yield opencl_device
     torch._dynamo.reset()
-    from opencl_functions.device.compile import runtime
+    from torch_opencl.compile import runtime
 
     runtime.release_recordings()
     torch.opencl.empty_cache()

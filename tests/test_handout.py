@@ -72,7 +72,7 @@ def test_handout_has_no_markers_and_no_staff_files(handout):
     for path in files:
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             assert not MARKER.match(line), f"{path}:{n}"
-    for staff in ("STAFF.md", "opencl_functions/reference", "opencl_functions/device", "grading/hostile",
+    for staff in ("STAFF.md", "opencl_functions/reference", "torch_opencl", "grading/hostile",
                   "grading/ladder", "grading/grade.py", "grading/kernels/conv2d_blocked.cl", "tests/test_grading.py",
                   "tests/test_fixtures.py"):
         assert not (handout / staff).exists(), staff
@@ -171,7 +171,7 @@ def test_handout_documents_and_help_speak_to_students(handout):
     staff_names |= {p.rstrip("/") for p in STAFF_ONLY if p.endswith("/") and p != "grading/"}
     staff_names |= {"grading.e2e", "bench.models", "bench.tune", "bench.profile_device", "grading.grade", "grading.calibrate", "make calibrate",
                     "make tune", "make autograder", "make handout", "make device", "OCLF_CONV_KERNEL",
-                    "opencl_functions.device"}
+                    "torch_opencl"}
     staff_names |= {s.variable for s in settings.SETTINGS.values() if s.staff}  # the staff tree's table
     help_text = subprocess.run(["make", "-s", "-o", ".venv/.requirements", "help"], cwd=handout,
                                capture_output=True, text=True, timeout=60).stdout

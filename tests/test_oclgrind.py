@@ -67,7 +67,7 @@ SCRIPT = textwrap.dedent("""
         # elementwise ops four per work-item (in place too), few-row products with split K
         # and a bias row (gemm_cols) or the bias in the kernel (gemm_rows, over a K×N
         # parameter's transposed copy too), attention as one kernel, cat of two parts.
-        import opencl_functions.device  # noqa: F401
+        import torch_opencl  # noqa: F401
         d = lambda t: t.to("opencl")
         with torch.no_grad():
             bn = torch.nn.BatchNorm2d(8).eval()
@@ -166,7 +166,7 @@ SCRIPT = textwrap.dedent("""
         # The opencl device's indexing kernels: gather by two index tensors around a kept
         # dimension and by a mask (nonzero), index_put_ with repeated positions accumulated
         # and a broadcast value, isin; attention over grouped key/value heads; sorting.
-        import opencl_functions.device  # noqa: F401
+        import torch_opencl  # noqa: F401
         d = lambda t: t.to("opencl")
         with torch.no_grad():
             x = torch.randn(4, 5, 6)
@@ -231,7 +231,7 @@ SCRIPT = textwrap.dedent("""
         # The gradient scaler's kernels: 10 gradients of each dtype (two launches, empty
         # slots in the second) with an inf and a NaN, unscaled and checked only; the
         # scale's backoff, growth and count.
-        import opencl_functions.device  # noqa: F401
+        import torch_opencl  # noqa: F401
         d = lambda t: t.to("opencl")
         sizes = ((7,), (300,), (3, 2), (1,), (9,), (5,), (2,), (3,), (4,), (700,))
         for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
@@ -255,7 +255,7 @@ SCRIPT = textwrap.dedent("""
         # The opencl device's fused convolutions (reference/epilogue.h): a residual and an
         # activation stored by each kernel kind that can write y, split-K's sum included.
         import os
-        import opencl_functions.device  # noqa: F401
+        import torch_opencl  # noqa: F401
         d = lambda t: t.to("opencl")
         layers = [((1, 32, 6, 7), (8, 32, 3, 3), 1, 1, 1), ((2, 6, 9, 11), (6, 1, 3, 3), 2, 1, 6),
                   ((1, 8, 4, 8), (12, 8, 1, 1), 1, 0, 1)]
@@ -272,7 +272,7 @@ SCRIPT = textwrap.dedent("""
         # The opencl device's recurrent cells (rnn.cl: LSTM and GRU, with and without biases,
         # the LSTM's backward without dcy), 3-D and adaptive max pooling (pool3d.cl), and the
         # transposed and 3-D convolutions on the 2-D kernels, forward and backward.
-        import opencl_functions.device  # noqa: F401
+        import torch_opencl  # noqa: F401
         def both(fn, *xs):
             results = []
             for device in ("cpu", "opencl"):
@@ -307,7 +307,7 @@ SCRIPT = textwrap.dedent("""
     elif what == "half":
         # 16-bit products (gemm16.cl): few rows and tiles, transposed and batched operands,
         # a bias row and beta, in float16 and bfloat16.
-        import opencl_functions.device
+        import torch_opencl
         for dt in (torch.float16, torch.bfloat16):
             def on(*ts):
                 return [t.to(dt).to("opencl") for t in ts]
@@ -363,7 +363,7 @@ SCRIPT = textwrap.dedent("""
         # The kernels of the operators public programs meet (tests/test_device_ops_more.py):
         # elementwise_nn.h's activations and losses (strided, in place), pad.cl, loss.cl,
         # group_norm.cl, fractional_pool.cl and ctc.cl, forward and backward, on odd shapes.
-        import opencl_functions.device  # noqa: F401
+        import torch_opencl  # noqa: F401
         def both(fn, *xs):
             results = []
             for device in ("cpu", "opencl"):

@@ -69,7 +69,7 @@ def float32_ops() -> list:
 def native_aten_names() -> set:
     """Base names of the aten operators registered for the device (add, sum, _softmax, ...)."""
     import torch
-    import opencl_functions.device  # noqa: F401
+    import torch_opencl  # noqa: F401
 
     names = torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
     return {n.split("::", 1)[1].split(".", 1)[0] for n in names if n.startswith("aten::")}

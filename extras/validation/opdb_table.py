@@ -1,6 +1,6 @@
 """The device README's tables from a recorded op_db run (docs/opdb.json, written by
 `python -m extras.validation.opdb --all --record`; `--readme` rewrites the tables alone): the
-native operators (opencl_functions/device/README.md, from the device's registrations too),
+native operators (torch_opencl/README.md, from the device's registrations too),
 and the refused runs by reason (REASONS names why each exception is raised).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 # a record's counts carry the verdicts in opdb.VERDICTS's order.
 ROOT = Path(__file__).resolve().parents[2]
 
-README = ROOT / "opencl_functions" / "device" / "README.md"
+README = ROOT / "torch_opencl" / "README.md"
 RECORD = ROOT / "docs" / "opdb.json"
 TABLE = "native-ops"
 REFUSALS = "opdb-refusals"
@@ -36,7 +36,7 @@ REASONS: List[tuple] = [
 def registrations() -> Dict[str, List[str]]:
     """The device's aten registrations grouped by operator: add -> [add.Tensor, add_.Tensor, add.out]."""
     import torch
-    import opencl_functions.device  # noqa: F401
+    import torch_opencl  # noqa: F401
 
     groups: Dict[str, List[str]] = collections.defaultdict(list)
     for name in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"):
@@ -114,7 +114,7 @@ def readme_block(name: str = TABLE) -> Optional[str]:
 def write_readme(record: dict) -> None:
     from scripts.doc_tables import write_section
     import torch
-    import opencl_functions.device  # noqa: F401
+    import torch_opencl  # noqa: F401
 
     device = torch.opencl.get_device_name()
     write_section(README, TABLE, render(registrations(), record), device=device)
