@@ -16,6 +16,7 @@
 #include "device_launcher.h"
 #include "plans.h"
 #include "pointwise.h"
+#include "split_k.h"
 #include "tensors.h"
 
 namespace oclf::device {
@@ -62,9 +63,11 @@ bool is_parameter(const at::Tensor& t) {
   return t.is_leaf() && t.requires_grad();
 }
 
-// The plain CLBlast product c = alpha · op(A) · op(B) + beta · c (GEMV for one row).
+// The CLBlast product c = alpha · op(A) · op(B) + beta · c (GEMV for one row; a long K in
+// partial products, split_k.h).
 void clblast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
                      float alpha, float beta) {
+  if (split_k_product({A.t, A.trans, A.ld, 0}, {B.t, B.trans, B.ld, 0}, c, 1, m, n, k, alpha, beta)) return;
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
   Device& dev = Device::get();
   std::lock_guard<std::recursive_mutex> lock(dev.mutex());
@@ -205,11 +208,14 @@ void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
     return;
   }
   const Matrix A = as_matrix(a), B = as_matrix(b);
+  const size_t stride_a = size_t(A.t.stride(0)), stride_b = size_t(B.t.stride(0));
+  if (split_k_product({A.t, A.trans, A.ld, stride_a}, {B.t, B.trans, B.ld, stride_b}, c, batch, m, n, k, alpha, beta))
+    return;
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
   Device& dev = Device::get();
   std::lock_guard<std::recursive_mutex> lock(dev.mutex());
   const Transpose ta = flag(A.trans), tb = flag(B.trans);
-  const size_t lda = A.ld, ldb = B.ld, stride_a = size_t(A.t.stride(0)), stride_b = size_t(B.t.stride(0));
+  const size_t lda = A.ld, ldb = B.ld;
   dev.run_enqueuing([=, &dev] {
     CLBLAST_CHECK(clblast::GemmStridedBatched(Layout::kRowMajor, ta, tb, m, n, k, alpha, sa.mem, sa.offset, lda,
                                               stride_a, sb.mem, sb.offset, ldb, stride_b, beta, sc.mem, sc.offset, n,
