@@ -186,3 +186,22 @@ def describe(result: Dict[str, object], ours: float) -> str:
     if peer:
         parts.append(f"OpenCL speed {result[peer] / ours:.2f}x of the peer's ({names[peer]})")
     return "torch CUDA " + ", ".join(parts)
+
+
+def keep_other_modes(old: Dict[str, object], new: Dict[str, object], timed: Iterable[str]) -> Dict[str, object]:
+    """A compile row measured again with some of torch's compile modes (`timed`): the new row,
+    with the older row's times and failures of the modes not timed now, and the peer again
+    the fastest of them all (so that modes split over several runs make one row)."""
+    merged = dict(new)
+    errors = dict(new.get("cuda_errors", {}))
+    for mode, key in COMPILE_KEYS.items():
+        if mode in timed:
+            continue
+        if key in old:
+            merged[key] = old[key]
+        if key in old.get("cuda_errors", {}):
+            errors[key] = old["cuda_errors"][key]
+    merged["cuda_errors"] = errors
+    found = [key for key in COMPILE_KEYS.values() if key in merged]
+    merged["peer"] = min(found, key=merged.get) if found else None
+    return merged

@@ -25,8 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # Paths (files, or folders ending in /) that stay with the staff.
 STAFF_ONLY = (
     "STAFF.md",
+    "bench/micro.py",
     "bench/models.py",
+    "bench/peaks.py",
+    "bench/peers.py",
     "bench/profile_device.py",
+    "bench/record.py",
+    "bench/report.py",
     "bench/tune.py",
     "docs/PERFORMANCE.md",
     "docs/TORCH_SUITES.md",
@@ -45,6 +50,7 @@ STAFF_ONLY = (
     "scripts/architecture.py",
     "setup_device.py",
     "tests/test_architecture.py",
+    "tests/test_bench_peers.py",
     "tests/test_conv_paths.py",
     "tests/device_checks.py",
     "tests/distributed_worker.py",
