@@ -124,7 +124,10 @@ def _child(args: List[str], timeout: float) -> Dict[str, object]:
                else f"exit status {proc.returncode}")
         tail = proc.stderr.strip().splitlines()[-1:] or [""]
         return {"failed": f"{how}: {tail[0][:200]}", "stderr": proc.stderr[-3000:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return {"failed": f"no result printed (stdout ends {proc.stdout[-200:]!r})"}
 
 
 def _best(result: Dict, key: str, found: Dict[str, float]) -> None:

@@ -176,6 +176,18 @@ def _peer_of(row: Dict) -> Tuple[Optional[str], str]:
     return "torch", "torch CPU"
 
 
+def variant_name(key: str) -> str:
+    """A torch CUDA result key in words: torch_cuda_graph_nchw -> "CUDA graph, NCHW"."""
+    compiled = {k: f"torch.compile {m}" for k, m in COMPILE_COLUMNS}
+    if key in compiled:
+        return compiled[key]
+    for prefix, name in (("torch_cuda_graph", "CUDA graph"), ("torch_cuda", "CUDA eager")):
+        if key.startswith(prefix):
+            fmt = key[len(prefix):].lstrip("_")
+            return name + {"nchw": ", NCHW", "channels_last": ", channels_last"}.get(fmt, "")
+    return key
+
+
 def _formats(row: Dict, key: str) -> str:
     """Where both memory formats were timed: the faster one's name and the other's time."""
     if f"{key}_channels_last" not in row or f"{key}_nchw" not in row:
@@ -209,7 +221,7 @@ def models_tables(rows: List[Dict]) -> str:
             cells += ([] if extra else [peer_cell]) + [name if theirs else "-", share(r["flops"], theirs, device, dtype),
                                                        f"**{theirs / r['opencl']:.2f}×**" if theirs else "-"]
             body.append(cells)
-            notes += [f"{r['label']} ({mode}), {k}: {why}" for k, why in r.get("cuda_errors", {}).items()]
+            notes += [f"{r['label']} ({mode}), {variant_name(k)}: {why}" for k, why in r.get("cuda_errors", {}).items()]
         header = ["workload", "GFLOP a run", "ours, ms", "ours, % peak"]
         header += extra if extra else ["peer, ms"]
         header += ["peer", "peer, % peak", "speed over the peer"]

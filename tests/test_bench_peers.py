@@ -197,7 +197,7 @@ def test_report_renders_a_recorded_gpu_run(tmp_path, monkeypatch):
     assert "**1.50×**" in text
     # Compiled: each mode a column, the failed one named, the fastest (max-autotune) the peer.
     assert "| 50.0 (49.0) | 0.24 % | 80.0 | failed | 60.0 | max-autotune | 0.20 % | **1.20×** |" in text
-    assert "torch_cuda_reduce_overhead: killed by SIGSEGV" in text
+    assert "(compile), torch.compile reduce-overhead: killed by SIGSEGV" in text
     # 4096³ float32: 137 GFLOP in 4 ms is 34.4 TFLOP/s, 51 % of 66.9; cuBLAS with TF32 0.4 ms, 69 % of 494.7.
     assert "| 4096×4096×4096 (square) | float32 | 4000 (51.4 %) |" in text and "400 (69.5 %)" in text
     assert "**0.60×**" in text
