@@ -163,7 +163,8 @@ def bench_attention(s: Attention, dtype: str, runner: TorchRunner, timer: Timer)
     errors, refused = {"ours": _rel_error(out, ref)}, {}
     variants = {"torch": lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=s.causal)}
     if runner.device.type == "cuda":
-        variants.update({column: _with_backend(backend, variants["torch"]) for column, backend in SDPA_BACKENDS.items()})
+        variants.update({column: _with_backend(backend, variants["torch"])
+                         for column, backend in SDPA_BACKENDS.items()})
     timers = {"ours": replayed_timer(ours), **_peer_timers(runner, variants, ref, errors, refused)}
     return {"kind": "attention", "name": s.name, "what": "prefill", "dtype": dtype, "shape": vars(s),
             "flops": s.flops(), "times_ns": timer.all(timers), "max_rel_error": errors, "refused": refused}
@@ -179,21 +180,20 @@ def print_table(rows: List[Dict], device_peaks: Optional[peaks.Peaks]) -> None:
     print(f"\npeaks: {device_peaks or 'n/a (unknown device; OCLF_PEAKS sets them)'}")
     print(f"{'case':<24}{'dtype':<10}{'ours us':>10}{'TFLOP/s':>9}{'peak':>9}{'peer':>11}{'us':>10}{'TFLOP/s':>9}"
           f"{'peak':>9}{'speed':>8}{'err ours':>10}{'err peer':>10}")
+
+    def cells(row: Dict, ns: Optional[float]) -> str:
+        if not ns:
+            return f"{'-':>10}{'-':>9}{'-':>9}"
+        share = peaks.fraction(row["flops"], ns * 1e-9, device_peaks, row["dtype"])
+        return f"{ns / 1e3:>10.1f}{row['flops'] / ns / 1e3:>9.2f}{peaks.percent(share):>9}"
+
     for r in rows:
         best = peer(r)
         ours, theirs = r["times_ns"]["ours"], r["times_ns"].get(best) if best else None
-        cells = f"{r['name']:<24}{r['dtype']:<10}"
-        for t in (ours, theirs):
-            if t:
-                share = peaks.fraction(r["flops"], t * 1e-9, device_peaks, r["dtype"])
-                cells += f"{t / 1e3:>10.1f}{r['flops'] / t / 1e3:>9.2f}{peaks.percent(share):>9}"
-            else:
-                cells += f"{'-':>10}{'-':>9}{'-':>9}"
-            if t is ours:
-                cells += f"{best or '-':>11}"
         speed = f"{theirs / ours:.2f}x" if theirs else "-"
         err_peer = f"{r['max_rel_error'][best]:.1e}" if best else "-"
-        print(f"{cells}{speed:>8}{r['max_rel_error']['ours']:>10.1e}{err_peer:>10}")
+        print(f"{r['name']:<24}{r['dtype']:<10}{cells(r, ours)}{best or '-':>11}{cells(r, theirs)}{speed:>8}"
+              f"{r['max_rel_error']['ours']:>10.1e}{err_peer:>10}")
 
 
 def main(argv: Optional[List[str]] = None) -> List[Dict]:

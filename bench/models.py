@@ -68,7 +68,7 @@ PROMPT_TOKENS, NEW_TOKENS = 8, 16
 DTYPE = torch.float32
 # --fuse: inference on the opencl device through opencl_functions.device.fuse().
 FUSE = False
-# The compile mode: torch.compile's mode for the model ("default", "reduce-overhead"), or
+# The compile mode: torch.compile's mode for the model ("default", "reduce-overhead", "max-autotune"), or
 # None to run it as it is. Set per run by compare_device and in the CUDA timing process.
 COMPILE_MODE = None
 # The memory format of the inference models off the opencl device: "nchw", or "channels_last"
@@ -334,10 +334,13 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: tuning.Fi
                                     CUDA_TIMEOUT))
         line += "; " + peers.describe(result, result["opencl"])
     device_peaks = peaks.lookup(device)
-    share = peaks.percent(peaks.fraction(result["flops"], result["opencl"], device_peaks, dtype))
-    line += f"; {result['flops'] / 1e9:.2f} GFLOP a run, OpenCL {share} of the {dtype} peak"
+
+    def share(seconds: float) -> str:
+        return peaks.percent(peaks.fraction(result["flops"], seconds, device_peaks, dtype))
+
+    line += f"; {result['flops'] / 1e9:.2f} GFLOP a run, OpenCL {share(result['opencl'])} of the {dtype} peak"
     if result.get("peer"):
-        line += f", the peer {peaks.percent(peaks.fraction(result['flops'], result[result['peer']], device_peaks, dtype))}"
+        line += f", the peer {share(result[result['peer']])}"
     print(f"{line}; max rel error {error:.1e}", flush=True)
     return result
 

@@ -218,8 +218,9 @@ def models_tables(rows: List[Dict]) -> str:
                     cells.append(num(r[ckey] * 1e3) if ckey in r else "failed" if ckey in r.get("cuda_errors", {})
                                  else "-")
             peer_cell = f"{num(theirs * 1e3)}{_formats(r, key)}" if theirs else "failed"
-            cells += ([] if extra else [peer_cell]) + [name if theirs else "-", share(r["flops"], theirs, device, dtype),
-                                                       f"**{theirs / r['opencl']:.2f}×**" if theirs else "-"]
+            cells += [] if extra else [peer_cell]
+            cells += [name if theirs else "-", share(r["flops"], theirs, device, dtype),
+                      f"**{theirs / r['opencl']:.2f}×**" if theirs else "-"]
             body.append(cells)
             notes += [f"{r['label']} ({mode}), {variant_name(k)}: {why}" for k, why in r.get("cuda_errors", {}).items()]
         header = ["workload", "GFLOP a run", "ours, ms", "ours, % peak"]

@@ -20,7 +20,8 @@ H200 = {"device": "NVIDIA H200", "device_type": "GPU", "platform": "NVIDIA CUDA"
     ("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"), ("NVIDIA H100 80GB HBM3", "H100 SXM"),
     ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB"),
     ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"), ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe"),
-    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"), ("NVIDIA GH200 480GB", None), ("pthread-skylake-avx512-AMD EPYC", None),
+    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"), ("NVIDIA GH200 480GB", None),
+    ("pthread-skylake-avx512-AMD EPYC", None),
 ])
 def test_peaks_by_device_name(name, entry, monkeypatch):
     monkeypatch.delenv("OCLF_PEAKS", raising=False)
@@ -173,7 +174,8 @@ def _gpu_records():
                 "torch_cuda_max_autotune": 60e-3, "peer": "torch_cuda_max_autotune",
                 "cuda_errors": {"torch_cuda_reduce_overhead": "killed by SIGSEGV: "}}
     gemm = {"kind": "gemm", "name": "4096x4096x4096", "what": "square", "dtype": "float32", "machine": H200,
-            "flops": 2 * 4096**3, "bytes": 3 * 4096**2 * 4, "times_ns": {"ours": 4e6, "torch": 2.4e6, "torch_tf32": 4e5},
+            "flops": 2 * 4096**3, "bytes": 3 * 4096**2 * 4,
+            "times_ns": {"ours": 4e6, "torch": 2.4e6, "torch_tf32": 4e5},
             "max_rel_error": {"ours": 1e-6, "torch": 1e-6, "torch_tf32": 1e-3}, "refused": {}}
     attention = {"kind": "attention", "name": "b4 h16 s1024 d64 causal", "what": "prefill", "dtype": "bfloat16",
                  "machine": H200, "flops": peaks.attention_flops(4, 16, 1024, 1024, 64, True),
