@@ -3,6 +3,7 @@ torch's FlopCounterMode against hand counts, torch's side in its child process (
 run here on the CPU: each memory format, a capture that fails reported with its reason), the
 micro-benchmark and whole-model records of the quick suites on this device, and
 docs/PERFORMANCE.md's tables rendered from records (bench.report)."""
+import argparse
 import json
 import math
 
@@ -120,6 +121,20 @@ def test_compile_modes_split_over_runs_make_one_row():
     assert merged["cuda_errors"] == {} and merged["peer"] == "torch_cuda_max_autotune"
     again = peers.keep_other_modes(merged, {"torch_cuda_compile": 0.04, "cuda_errors": {}}, ["default"])
     assert again["peer"] == "torch_cuda_compile" and again["torch_cuda_max_autotune"] == 0.05
+
+
+def test_suites_commands_and_budget(tmp_path):
+    """bench.report's suites: the float16 one runs the models that take a dtype, the model
+    suites pass torch CUDA's settings on, and a spent budget starts nothing."""
+    ns = argparse.Namespace(model=["gpt2", "resnet50_train_b16"], quick=False, budget=0.0,
+                            cuda_compile_modes="max-autotune", cuda_timeout=300.0)
+    cmd = report.suite_command("models16", tmp_path, ns)
+    assert cmd[1:3] == ["-m", "bench.models"] and "--dtype" in cmd and "float16" in cmd
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--model"] == ["gpt2"]
+    assert cmd[cmd.index("--cuda-compile-modes") + 1] == "max-autotune" and "300.0" in cmd
+    assert f"{tmp_path}/micro.json" in report.suite_command("micro", tmp_path, ns)
+    assert report.run_suites(["micro", "compile"], tmp_path, ns) == {
+        "micro": "not started: --budget spent", "compile": "not started: --budget spent"}
 
 
 @pytest.fixture(scope="module")
