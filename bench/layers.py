@@ -32,6 +32,7 @@ per layer), prints a table and geometric means of time ratios.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import json
 import math
@@ -176,7 +177,7 @@ def _tiled_kernel_ns(x: torch.Tensor, w: torch.Tensor, args: Dict) -> float:
                      lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, w, None, **args)))
 
 
-def _replayed_timer(fn: Callable[[], object]) -> Callable[[], float]:
+def replayed_timer(fn: Callable[[], object]) -> Callable[[], float]:
     """A function returning the time per call of fn (device tensors inside) recorded
     GRAPH_REPS times in one opencl graph and replayed, by events on the device's queue."""
     import torch_opencl  # noqa: F401  (torch.opencl)
@@ -226,7 +227,7 @@ def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer
     }
     if replay:
         xo, wo = x.to("opencl"), torch.nn.Parameter(w.to("opencl"), requires_grad=False)
-        timers["replayed"] = _replayed_timer(lambda: F.conv2d(xo, wo, None, padding=0, **args))
+        timers["replayed"] = replayed_timer(lambda: F.conv2d(xo, wo, None, padding=0, **args))
     times = fast.all(timers)
     choice = _choice(lambda: opencl_functions.ocl_conv2d(x, param, None, **args), first)
     if s.groups == 1:
@@ -253,7 +254,7 @@ def bench_matmul(s: MatmulShape, torch_runner: TorchRunner, fast: Timer, replay:
     }
     if replay:
         ao, bo = a.to("opencl"), torch.nn.Parameter(b.detach().to("opencl"), requires_grad=False)
-        timers["replayed"] = _replayed_timer(lambda: ao @ bo)
+        timers["replayed"] = replayed_timer(lambda: ao @ bo)
     times = fast.all(timers)
     choice = _choice(lambda: opencl_functions.ocl_matmul(a, b), first)
     return {"max_rel_error": _max_rel_error(out, a @ b.detach()), "times_ns": times, **choice}
@@ -402,6 +403,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "device": info,
         "torch": runner.describe(),
         "host_cpu": host_cpu(),
+        "date": datetime.date.today().isoformat(),
         "quick": args.quick,
         "stat": args.stat,
         "launch_floor_ns": floor,

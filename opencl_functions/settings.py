@@ -135,6 +135,9 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",), staff=True),
     Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
             "grading/autograder", ("GRADER_VENV",), staff=True),
+    Setting("PEAKS", "the spec sheet of the device's model (H100, H200, A100), else none",
+            "the benchmarks' peak throughput of the device, as fp32=, tf32=, fp16=, bf16= (TFLOP/s) and bw= (TB/s), "
+            "comma-separated: completes or replaces the table of bench/peaks.py", "bench.peaks", staff=True),
     Setting("TORCH_SUITES", "fast", "torch's suites on the opencl device: fast runs the pinned subset, full every "
             "entry of op_db, module_db and optim_db", "tests/torch_suites", staff=True),
     Setting("TORCH_SUITES_LOG", "unset", "a file the torch suites append each test's verdict to (JSON lines; "

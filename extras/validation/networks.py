@@ -385,7 +385,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(markdown)
     if args.markdown and args.section:
         from opencl_functions import device_info
-        from scripts.doc_tables import write_section
+        from bench.doc_tables import write_section
 
         write_section(Path(args.markdown), args.section, markdown, device_info()["device"])
     elif args.markdown:

@@ -157,7 +157,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     text = render(rows, scope, seconds)
     print(text)
     if args.doc:
-        from scripts.doc_tables import write_section
+        from bench.doc_tables import write_section
         import torch
         import torch_opencl  # noqa: F401
 
