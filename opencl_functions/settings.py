@@ -93,8 +93,9 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "instructions done in plain OpenCL C (slow: for tests)",
             "the reference's host code, the opencl device", staff=True),
     Setting("MMA_TILE", "by shape",
-            "the opencl device's 16-bit products on tensor cores: force a block BM,BN,WM,WN,STAGES (BM×BN "
-            "outputs per work-group of WM×WN warps, STAGES slices of k in flight)",
+            "the opencl device's 16-bit products on tensor cores: force a block BM,BN,WM,WN,STAGES or "
+            "BM,BN,WM,WN,STAGES,BK,SPLITS (BM×BN outputs per work-group of WM×WN warps, STAGES slices of BK "
+            "values of k in flight, k split SPLITS ways)",
             "the opencl device", staff=True),
     Setting("MATMUL", "by shape and device",
             "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "

@@ -21,7 +21,6 @@ namespace oclf::device {
 namespace {
 
 constexpr const char* kFile = "gemm16_mma.cl";
-constexpr int kSlice = 32;  // gemm16_mma.cl's BK
 
 // CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV and _MINOR_NV (cl_nv_device_attribute_query).
 constexpr cl_device_info kCapabilityMajor = 0x4000, kCapabilityMinor = 0x4001;
@@ -47,75 +46,101 @@ int compute_capability(const Device& dev) {
   return int(major * 10 + minor);
 }
 
-// A block of gemm16_mma.cl: BM × BN outputs per work-group of WM × WN warps, STAGES slices of k
-// in local memory. Its text is the plan's configuration: "mma BM=128 BN=128 WM=2 WN=2 S=3".
+// A block of gemm16_mma.cl: BM × BN outputs per work-group of WM × WN warps, STAGES slices of BK
+// values of k in local memory, k split SK ways (split-K: SK work-groups per block, their
+// partial sums added by gemm16_mma_sum). Its text is the plan's configuration:
+// "mma BM=128 BN=128 BK=32 WM=2 WN=2 S=3 SK=1".
 struct Tile {
-  int bm = 128, bn = 128, wm = 2, wn = 2, stages = 3;
+  int bm = 128, bn = 128, wm = 2, wn = 2, stages = 3, bk = 32, splits = 1;
   int threads() const { return 32 * wm * wn; }
-  size_t stage_bytes() const { return size_t(bm + bn) * kSlice * 2; }
+  size_t stage_bytes() const { return size_t(bm + bn) * bk * 2; }
   std::string text() const {
-    char out[96];
-    std::snprintf(out, sizeof(out), "mma BM=%d BN=%d WM=%d WN=%d S=%d", bm, bn, wm, wn, stages);
+    char out[128];
+    std::snprintf(out, sizeof(out), "mma BM=%d BN=%d BK=%d WM=%d WN=%d S=%d SK=%d", bm, bn, bk, wm, wn, stages,
+                  splits);
     return out;
   }
   static Tile of(const std::string& config) {
     using reference::config_value;
     return {config_value(config, "BM", 128), config_value(config, "BN", 128), config_value(config, "WM", 2),
-            config_value(config, "WN", 2), config_value(config, "S", 3)};
+            config_value(config, "WN", 2),   config_value(config, "S", 3),    config_value(config, "BK", 32),
+            config_value(config, "SK", 1)};
   }
   bool fits(const DeviceInfo& info) const {
     auto power_of_two = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
     return power_of_two(bm) && power_of_two(bn) && power_of_two(wm) && power_of_two(wn) && bm % (16 * wm) == 0 &&
-           bn % (16 * wn) == 0 && stages >= 2 && stages <= 5 && size_t(threads()) <= info.max_work_group_size &&
+           bn % (16 * wn) == 0 && (bk == 16 || bk == 32 || bk == 64) && stages >= 2 && stages <= 5 && splits >= 1 &&
+           splits <= 64 && size_t(threads()) <= info.max_work_group_size &&
            stages * stage_bytes() <= info.local_mem_size;
   }
 };
 
-// The blocks tried, in order of preference: 4 warps of 64×64 outputs on 128×128 first (on
-// NVIDIA's 48 KB of local memory per work-group, 3 slices in flight), larger blocks of 8 warps
-// with 2, then smaller ones for products that would leave compute units idle, and blocks of
-// 16 or 32 rows for products of few rows (a batch of tokens).
-constexpr int kTiles[][4] = {{128, 128, 2, 2}, {128, 256, 2, 4}, {256, 128, 4, 2}, {128, 128, 2, 4},
-                             {128, 64, 2, 2},  {64, 128, 2, 2},  {64, 64, 2, 2},   {32, 128, 1, 4},
-                             {32, 64, 1, 2},   {16, 128, 1, 4},  {16, 64, 1, 2}};
+// The blocks tried (BM, BN, WM, WN, BK), in order of preference: 4 warps of 64×64 outputs on
+// 128×128 first (on NVIDIA's 48 KB of local memory per work-group, 3 slices of 32 in flight;
+// 335 TFLOP/s on the H200's 4096³ float16 product, 270-313 for the larger and smaller blocks
+// of 32-value slices); blocks of 8 warps over 256 rows or columns, whose reads per product
+// from the L2 cache are fewer, with 4 slices of 16 in flight; then smaller blocks for products
+// that would leave compute units idle, and blocks of 16 or 32 rows for products of few rows
+// (a batch of tokens).
+constexpr int kTiles[][5] = {{128, 128, 2, 2, 32}, {256, 128, 4, 2, 16}, {128, 256, 2, 4, 16}, {128, 128, 2, 4, 32},
+                             {256, 128, 4, 2, 32}, {128, 256, 2, 4, 32}, {128, 64, 2, 2, 32},  {64, 128, 2, 2, 32},
+                             {64, 64, 2, 2, 32},   {32, 128, 1, 4, 32},  {32, 64, 1, 2, 32},   {16, 128, 1, 4, 32},
+                             {16, 64, 1, 2, 32}};
 
-// The candidates for an m × n product over `batch` matrices, the default first: blocks no taller
-// than m (rounded up to a power of two), each with as many slices in flight as fit (up to 4);
-// the default is the first that makes a work-group for every compute unit, else the one that
-// makes the most. `full`: all of them (a sweep), else the default and three more.
-std::vector<std::string> candidates(const DeviceInfo& info, int64_t m, int64_t n, int64_t batch, bool full) {
+// The candidates for an m × n × k product over `batch` matrices, the default first: blocks no
+// taller than m (rounded up to a power of two), each with as many slices in flight as fit (up
+// to 4); the default is the first that makes a work-group for every compute unit, else the
+// one that makes the most, its k split so that there are two work-groups per compute unit
+// (each split at least 8 slices long), that block unsplit and split half as much next.
+// `full`: all of them (a sweep), else the default and three more.
+std::vector<std::string> candidates(const DeviceInfo& info, int64_t m, int64_t n, int64_t k, int64_t batch,
+                                    bool full) {
   int64_t rows = 16;
   while (rows < m && rows < 256) rows *= 2;
   std::vector<Tile> tiles;
-  for (const auto& [bm, bn, wm, wn] : kTiles) {
-    Tile t{bm, bn, wm, wn, 2};
+  for (const auto& [bm, bn, wm, wn, bk] : kTiles) {
+    Tile t{bm, bn, wm, wn, 2, bk};
     while (t.stages < 4 && (t.stages + 1) * t.stage_bytes() <= info.local_mem_size) ++t.stages;
     if (bm <= rows && t.fits(info)) tiles.push_back(t);
   }
   if (tiles.empty()) return {};
+  const int64_t units = std::max<int64_t>(info.compute_units, 1);
   auto blocks = [&](const Tile& t) { return (m + t.bm - 1) / t.bm * ((n + t.bn - 1) / t.bn) * batch; };
   size_t pick = 0;
-  while (pick < tiles.size() && blocks(tiles[pick]) < int64_t(info.compute_units)) ++pick;
+  while (pick < tiles.size() && blocks(tiles[pick]) < units) ++pick;
+  std::vector<Tile> first;
   if (pick == tiles.size()) {
     pick = 0;
     for (size_t i = 1; i < tiles.size(); ++i)
       if (blocks(tiles[i]) > blocks(tiles[pick])) pick = i;
+    Tile split = tiles[pick];
+    split.splits = int(std::min<int64_t>({(2 * units + blocks(split) - 1) / blocks(split), k / (8 * split.bk), 16}));
+    if (split.splits > 1 && batch * split.splits <= 65535) {
+      first.push_back(split);
+      first.push_back(tiles[pick]);
+      if (split.splits >= 4) split.splits /= 2, first.push_back(split);
+    }
   }
-  std::vector<std::string> out{tiles[pick].text()};
+  if (first.empty()) first.push_back(tiles[pick]);
+  std::vector<std::string> out;
+  for (const Tile& t : first) out.push_back(t.text());
   for (size_t i = 0; i < tiles.size() && (full || out.size() < 4); ++i)
     if (i != pick) out.push_back(tiles[i].text());
   return out;
 }
 
-// OCLF_MMA_TILE="BM,BN,WM,WN,STAGES" as a configuration, "" when unset.
+// OCLF_MMA_TILE="BM,BN,WM,WN,STAGES[,BK,SPLITS]" as a configuration, "" when unset.
 std::string forced_tile(const DeviceInfo& info) {
   const std::string env = setting("MMA_TILE");
   if (env.empty()) return "";
   Tile t;
-  const bool read = std::sscanf(env.c_str(), "%d,%d,%d,%d,%d", &t.bm, &t.bn, &t.wm, &t.wn, &t.stages) == 5;
-  DEVICE_CHECK(read && t.fits(info), "opencl: ", setting_variable("MMA_TILE"), " must be BM,BN,WM,WN,STAGES: powers ",
-               "of two, BM a multiple of 16·WM, BN of 16·WN, 2 to 5 stages that fit the device's local memory, got \"",
-               env, "\"");
+  int used = 0;
+  const int read = std::sscanf(env.c_str(), "%d,%d,%d,%d,%d%n,%d,%d%n", &t.bm, &t.bn, &t.wm, &t.wn, &t.stages, &used,
+                               &t.bk, &t.splits, &used);
+  DEVICE_CHECK((read == 5 || read == 7) && size_t(used) == env.size() && t.fits(info), "opencl: ",
+               setting_variable("MMA_TILE"), " must be BM,BN,WM,WN,STAGES or BM,BN,WM,WN,STAGES,BK,SPLITS: powers ",
+               "of two, BM a multiple of 16·WM, BN of 16·WN, BK 16, 32 or 64, 2 to 5 stages that fit the device's ",
+               "local memory, 1 to 64 splits of k, got \"", env, "\"");
   return t.text();
 }
 
@@ -157,7 +182,7 @@ bool hardware_ready(Device& dev) {
   bool ok = compute_capability(dev) >= 80;
   if (ok) {
     try {
-      dev.kernel(kFile, "gemm16_mma", "-DT=bfloat -DT_IS_BFLOAT -DBM=64 -DBN=64 -DWM=2 -DWN=2 -DSTAGES=2 -DA_KC");
+      dev.kernel(kFile, "gemm16_mma", "-DT=bfloat -DT_IS_BFLOAT -DBM=64 -DBN=64 -DBK=32 -DWM=2 -DWN=2 -DSTAGES=2 -DA_KC");
     } catch (const Error& e) {
       TORCH_WARN("opencl: 16-bit products run without tensor cores: ", kFile, " does not build on ",
                  dev.info().device, ": ", e.what());
@@ -168,26 +193,43 @@ bool hardware_ready(Device& dev) {
   return ok;
 }
 
-// Launches the product on block `tile`.
+// Launches the product on block `tile` (split-K: gemm16_mma's partial sums in a float scratch
+// tensor, then gemm16_mma_sum).
 void run_tile(const Tile& tile, const Operand& A, const Operand& B, const at::Tensor& c, const at::Tensor& row,
               float alpha, float beta, Activation act, bool emulated) {
   const int64_t batch = c.dim() == 3 ? c.size(0) : 1, m = c.size(-2), n = c.size(-1), k = A.t.size(-1);
+  // k_chunk: a whole number of slices; splits: as many as k then needs.
+  int64_t k_chunk = int64_t(round_up(size_t((k + tile.splits - 1) / tile.splits), size_t(tile.bk)));
+  // (the split sum's NDRange has m rows and batch · splits work-group rows: at most 65535 each)
+  const int64_t splits = m <= 65535 && batch * tile.splits <= 65535 ? (k + k_chunk - 1) / k_chunk : 1;
+  if (splits == 1) k_chunk = k;
+  const at::Tensor parts = splits > 1 ? empty_device({batch * splits, m, n}, at::kFloat) : at::Tensor();
   const TensorArg ta = arg(A.t), tb = arg(B.t), tc = arg(c), tr = row.defined() ? arg(row) : tc;
+  const TensorArg tp = splits > 1 ? arg(parts) : tc;
   const int64_t c_bs = c.dim() == 3 ? c.stride(0) : 0;
   const bool pairs = c.stride(-2) % 2 == 0 && tc.offset % 2 == 0 && c_bs % 2 == 0;
   const bool bf16 = c.scalar_type() == at::kBFloat16;
-  char blocks[96];
-  std::snprintf(blocks, sizeof(blocks), " -DBM=%d -DBN=%d -DWM=%d -DWN=%d -DSTAGES=%d", tile.bm, tile.bn, tile.wm,
-                tile.wn, tile.stages);
+  char blocks[128];
+  std::snprintf(blocks, sizeof(blocks), " -DBM=%d -DBN=%d -DBK=%d -DWM=%d -DWN=%d -DSTAGES=%d", tile.bm, tile.bn,
+                tile.bk, tile.wm, tile.wn, tile.stages);
   const std::string options = std::string("-DT=") + cl_storage_type(c.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
                               blocks + (A.kc ? " -DA_KC" : "") + (B.kc ? " -DB_KC" : "") + (pairs ? " -DC_PAIRS" : "") +
-                              (emulated ? " -DMMA_EMULATE" : "") + activation_option(act);
-  const cl_kernel kernel = Device::get().kernel(kFile, "gemm16_mma", options);
+                              (splits > 1 ? " -DSPLIT_K" : "") + (emulated ? " -DMMA_EMULATE" : "") +
+                              activation_option(act);
   const size_t tiles = size_t((m + tile.bm - 1) / tile.bm) * size_t((n + tile.bn - 1) / tile.bn);
-  const size_t global[2] = {tiles * size_t(tile.threads()), size_t(batch)}, local[2] = {size_t(tile.threads()), 1};
-  launch(kernel, NDRange(2, global, local), ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), cl_int(A.rs),
-         cl_int(A.cs), cl_long(A.bs), cl_int(B.rs), cl_int(B.cs), cl_long(B.bs), cl_int(c.stride(-2)), cl_long(c_bs),
-         alpha, beta, cl_int(row.defined()));
+  const size_t global[2] = {tiles * size_t(tile.threads()), size_t(batch * splits)};
+  const size_t local[2] = {size_t(tile.threads()), 1};
+  const cl_int kc = cl_int(k_chunk), sk = cl_int(splits);
+  auto run = [&](const char* name, const NDRange& range) {
+    launch(Device::get().kernel(kFile, name, options), range, ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k),
+           cl_int(A.rs), cl_int(A.cs), cl_long(A.bs), cl_int(B.rs), cl_int(B.cs), cl_long(B.bs), cl_int(c.stride(-2)),
+           cl_long(c_bs), alpha, beta, cl_int(row.defined()), tp, sk, kc);
+  };
+  run("gemm16_mma", NDRange(2, global, local));
+  if (splits > 1) {
+    const size_t sum_global[3] = {round_up(size_t(n), 64), size_t(m), size_t(batch)}, sum_local[3] = {64, 1, 1};
+    run("gemm16_mma_sum", NDRange(3, sum_global, sum_local));
+  }
 }
 
 }  // namespace
@@ -210,8 +252,8 @@ bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, f
       << forced;
   const plans::Plan plan = plans::remembered(key, [&] {
     if (!forced.empty()) return plans::Plan{forced, "setting"};
-    const std::vector<std::string> quick = candidates(info, m, n, batch, false);
-    const std::vector<std::string> full = candidates(info, m, n, batch, true);
+    const std::vector<std::string> quick = candidates(info, m, n, k, batch, false);
+    const std::vector<std::string> full = candidates(info, m, n, k, batch, true);
     if (quick.empty()) return plans::Plan{"", ""};
     DeviceLauncher launcher;
     at::Tensor trial;  // trial runs write a scratch result (c may be read: beta · c)
@@ -220,7 +262,7 @@ bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, f
       run_tile(Tile::of(config), A, B, trial, at::Tensor(), 1.0f, 0.0f, Activation::kNone, how == Mode::emulated);
     };
     char tuning_key[160];
-    std::snprintf(tuning_key, sizeof(tuning_key), "gemm16_mma.v1 M=%lld N=%lld K=%lld B=%lld A_KC=%d B_KC=%d %s",
+    std::snprintf(tuning_key, sizeof(tuning_key), "gemm16_mma.v2 M=%lld N=%lld K=%lld B=%lld A_KC=%d B_KC=%d %s",
                   (long long)m, (long long)n, (long long)k, (long long)batch, int(A.kc), int(B.kc),
                   cl_storage_type(c.scalar_type()));
     const std::string hash = dev.runtime().programs().source_hash(Device::kernels_dir() + "/" + kFile);
