@@ -75,24 +75,27 @@ struct Tile {
   }
 };
 
-// The blocks tried (BM, BN, WM, WN, BK), in order of preference: 4 warps of 64×64 outputs on
-// 128×128 first (on NVIDIA's 48 KB of local memory per work-group, 3 slices of 32 in flight;
-// 335 TFLOP/s on the H200's 4096³ float16 product, 270-313 for the larger and smaller blocks
-// of 32-value slices); blocks of 8 warps over 256 rows or columns, whose reads per product
-// from the L2 cache are fewer, with 4 slices of 16 in flight; then smaller blocks for products
-// that would leave compute units idle, and blocks of 16 or 32 rows for products of few rows
-// (a batch of tokens).
-constexpr int kTiles[][5] = {{128, 128, 2, 2, 32}, {256, 128, 4, 2, 16}, {128, 256, 2, 4, 16}, {128, 128, 2, 4, 32},
-                             {256, 128, 4, 2, 32}, {128, 256, 2, 4, 32}, {128, 64, 2, 2, 32},  {64, 128, 2, 2, 32},
-                             {64, 64, 2, 2, 32},   {32, 128, 1, 4, 32},  {32, 64, 1, 2, 32},   {16, 128, 1, 4, 32},
-                             {16, 64, 1, 2, 32}};
+// The blocks tried (BM, BN, WM, WN, BK), in order of preference. On the H200 (NVIDIA's 48 KB
+// of local memory per work-group, 248 registers a work-item for 64×64 outputs per warp), the
+// 4096³ float16 product ran at 339 TFLOP/s on 4 warps of 64×64 outputs over 128×128 with 3
+// slices of 32 in flight, 313 on 8 warps, 270-290 on 128×256 and 256×128 blocks of 8 warps (2
+// slices of 32 in flight) and 270-300 on smaller blocks; slices of 16 (4 in flight) ran the
+// large blocks at 218-222 and 128×128 at 290, so they come last (sweeps only). Smaller blocks
+// serve products that would leave compute units idle, blocks of 16 or 32 rows products of
+// few rows (a batch of tokens).
+constexpr int kTiles[][5] = {{128, 128, 2, 2, 32}, {128, 128, 2, 4, 32}, {128, 256, 2, 4, 32}, {256, 128, 4, 2, 32},
+                             {128, 64, 2, 2, 32},  {64, 128, 2, 2, 32},  {64, 64, 2, 2, 32},   {32, 128, 1, 4, 32},
+                             {32, 64, 1, 2, 32},   {16, 128, 1, 4, 32},  {16, 64, 1, 2, 32},   {256, 128, 4, 2, 16},
+                             {128, 256, 2, 4, 16}, {128, 128, 2, 2, 16}};
 
 // The candidates for an m × n × k product over `batch` matrices, the default first: blocks no
 // taller than m (rounded up to a power of two), each with as many slices in flight as fit (up
 // to 4); the default is the first that makes a work-group for every compute unit, else the
-// one that makes the most, its k split so that there are two work-groups per compute unit
-// (each split at least 8 slices long), that block unsplit and split half as much next.
-// `full`: all of them (a sweep), else the default and three more.
+// one that makes the most. Where that makes fewer than two work-groups per compute unit, k
+// is split until it does (each split at least 8 slices long), the block unsplit and split
+// half as much next (on the H200, 16 rows of float16 over 64 columns: 16×4096×11008 in 36.9 µs
+// split 2 ways, 41.0 unsplit; 16×11008×4096 in 33.3 µs split 8 ways, 38.0 4 ways, 88.8
+// unsplit). `full`: all of them (a sweep), else the default and three more.
 std::vector<std::string> candidates(const DeviceInfo& info, int64_t m, int64_t n, int64_t k, int64_t batch,
                                     bool full) {
   int64_t rows = 16;
@@ -108,11 +111,13 @@ std::vector<std::string> candidates(const DeviceInfo& info, int64_t m, int64_t n
   auto blocks = [&](const Tile& t) { return (m + t.bm - 1) / t.bm * ((n + t.bn - 1) / t.bn) * batch; };
   size_t pick = 0;
   while (pick < tiles.size() && blocks(tiles[pick]) < units) ++pick;
-  std::vector<Tile> first;
   if (pick == tiles.size()) {
     pick = 0;
     for (size_t i = 1; i < tiles.size(); ++i)
       if (blocks(tiles[i]) > blocks(tiles[pick])) pick = i;
+  }
+  std::vector<Tile> first;
+  if (blocks(tiles[pick]) < 2 * units) {
     Tile split = tiles[pick];
     split.splits = int(std::min<int64_t>({(2 * units + blocks(split) - 1) / blocks(split), k / (8 * split.bk), 16}));
     if (split.splits > 1 && batch * split.splits <= 65535) {
