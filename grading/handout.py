@@ -100,6 +100,7 @@ STAFF_ONLY = (
     "tests/test_device_registration.py",
     "tests/test_device_rnn.py",
     "tests/test_device_sort.py",
+    "tests/test_device_tensor_cores.py",
     "tests/test_device_tools.py",
     "tests/test_device_transformers.py",
     "tests/test_exploits.py",

@@ -87,9 +87,16 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
             "the reference's host code, the opencl device", staff=True),
     Setting("MMA", "auto",
-            "the reference's GPU convolution kernel on tensor cores (16-bit layers, NVIDIA devices that build "
-            "inline PTX mma.sync): 0 turns it off",
+            "tensor cores (inline PTX mma.sync, NVIDIA devices of compute capability 8.0 and later that build "
+            "it) for the reference's GPU convolution kernel on 16-bit layers and the opencl device's 16-bit "
+            "products: 0 turns them off; emulate runs the products' tensor-core kernel on any device, its warp "
+            "instructions done in plain OpenCL C (slow: for tests)",
             "the reference's host code, the opencl device", staff=True),
+    Setting("MMA_TILE", "by shape",
+            "the opencl device's 16-bit products on tensor cores: force a block BM,BN,WM,WN,STAGES or "
+            "BM,BN,WM,WN,STAGES,BK,SPLITS (BM×BN outputs per work-group of WM×WN warps, STAGES slices of BK "
+            "values of k in flight, k split SPLITS ways)",
+            "the opencl device", staff=True),
     Setting("MATMUL", "by shape and device",
             "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "
             "or a whole configuration such as \"rows VW=8 MR=1 RN=4 LX=1 LY=1\"",

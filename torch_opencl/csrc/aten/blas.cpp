@@ -14,6 +14,7 @@
 #include "activations.h"
 #include "dispatch.h"
 #include "device_launcher.h"
+#include "gemm16_mma.h"
 #include "plans.h"
 #include "pointwise.h"
 #include "split_k.h"
@@ -251,7 +252,8 @@ bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t
 // c = alpha · a · b + beta · c (+ row, n contiguous elements), a, b and c 2-D (one product)
 // or 3-D (a batch); c's columns contiguous. One launch: for up to 8 rows on GPUs gemm16_rows_kc
 // (B's columns contiguous and aligned) or gemm16_rows_nc (B's rows so), else gemm16_rows;
-// gemm16_tiled for more rows.
+// for more rows gemm16_mma (tensor cores: gemm16_mma.cpp) where the device takes it, else
+// gemm16_tiled.
 void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
             const at::Tensor& row = at::Tensor(), Activation act = Activation::kNone) {
   const bool batched = a.dim() == 3;
@@ -270,6 +272,7 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
                b_cs = cl_int(b.stride(-1)), c_rs = cl_int(c.stride(-2));
   const cl_long a_bs = batched ? a.stride(0) : 0, b_bs = batched ? b.stride(0) : 0, c_bs = batched ? c.stride(0) : 0;
   const bool rows = m <= 8;  // MAX_ROWS of gemm16_rows
+  if (!rows && gemm16_mma(a, b, c, alpha, beta, row, act)) return;
   const bool bf16 = a.scalar_type() == at::kBFloat16;
   std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
                         activation_option(act);
