@@ -20,9 +20,10 @@ process of its own). A variant that fails is recorded with its reason.
 Per variant: the median (and fastest) run of --rounds, as ms/token (the run over its new
 tokens) and tokens/s; commands per token (ours: kernel launches and CLBlast calls, by a
 kernel profile of one step, the recording's own count when replayed, a compiled step's
-first, unrecorded call; torch CUDA eager: kernels, by torch.profiler) and the wall time per
-command (ms/token over commands: the host's cost per launch where, as in eager mode on a GPU,
-the host is the bound); the share of the memory bandwidth (bench.peaks): each pass reads every
+first, unrecorded call; torch CUDA eager: kernels, by torch.profiler), the wall time per
+command (ms/token over commands) and the host's (one more run's steps handed to the device,
+not waited for, over commands: what a launch costs the host); the share of the memory
+bandwidth (bench.peaks): each pass reads every
 weight once (an embedding one row), each step the keys and values cached so far. Agreement:
 our logits against torch's float32 on the CPU with the same weights, fed the same tokens (one
 pass over the prompt and ours): the largest error relative to the largest logit, and the steps
@@ -87,9 +88,9 @@ def config(name: str, quick: bool):
 
 
 def label(name: str, quick: bool, dtype: str) -> str:
-    prompt, new = (QUICK_PROMPT, QUICK_NEW) if quick else (PROMPT_TOKENS, NEW_TOKENS)
     what = {"llama": "Llama (TinyLlama-1.1B's shape)", "gpt2": "GPT-2"}[name] + (" tiny" if quick else "")
-    return f"{what}, random weights, {prompt}-token prompt + {new} tokens, {dtype}"
+    return f"{what}, random weights, {QUICK_PROMPT if quick else PROMPT_TOKENS}-token prompt + " \
+           f"{QUICK_NEW if quick else NEW_TOKENS} tokens, {dtype}"
 
 
 def build(name: str, quick: bool, device: str, dtype: torch.dtype):
@@ -151,9 +152,6 @@ class Decoder:
         # transformers releases before 5 take the cache's write positions as an argument.
         self.positions_arg = "cache_position" in inspect.signature(model.base_model.forward).parameters
 
-    def buffers(self) -> List[torch.Tensor]:
-        return [self.ids, self.pos, self.i, self.tokens, self.logits]
-
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor):
         extra = {"cache_position": positions} if self.positions_arg else {}
         return self.model(input_ids=ids, past_key_values=self.cache, use_cache=True,
@@ -190,15 +188,23 @@ class Decoder:
             step()
 
 
-def times(run: Callable[[], None], sync: Callable[[], None], rounds: int) -> Tuple[float, float]:
-    """(median, fastest) seconds of `rounds` runs, each waited for."""
+def times(dec: Decoder, step: Callable[[], None], sync: Callable[[], None], rounds: int) -> Dict[str, float]:
+    """The median and fastest of `rounds` runs, each waited for, and the host's seconds per
+    step in one more run (steps handed to the device, not waited for)."""
     spent = []
     for _ in range(rounds):
         start = time.perf_counter()
-        run()
+        dec.run(step)
         sync()
         spent.append(time.perf_counter() - start)
-    return statistics.median(spent), min(spent)
+    dec.prefill()
+    sync()
+    start = time.perf_counter()
+    for _ in range(dec.new - 1):
+        step()
+    host = (time.perf_counter() - start) / (dec.new - 1)
+    sync()
+    return {"seconds": statistics.median(spent), "seconds_min": min(spent), "host_per_token": host}
 
 
 def prepared(dec: Decoder, mode: str, sync: Callable[[], None], count: Callable) -> Tuple[Callable[[], None], int]:
@@ -260,24 +266,24 @@ def measure_ours(model, prompt: torch.Tensor, new: int, mode: str, rounds: int, 
     if opencl_functions.device_info()["type"] == "CPU":
         torch.set_num_threads(1)  # torch's idle OpenMP workers would spin on PoCL's cores
     try:
-        seconds, fastest_s = times(lambda: dec.run(step), sync, rounds)
+        result.update(times(dec, step, sync, rounds))
     finally:
         torch.set_num_threads(threads)
-    return {**result, "seconds": seconds, "seconds_min": fastest_s, "launches_per_token": commands,
-            "first_call": first, "tokens": dec.tokens.cpu().tolist()}
+    return {**result, "launches_per_token": commands, "first_call": first, "tokens": dec.tokens.cpu().tolist()}
 
 
 def cuda_kernels(fn: Callable[[], None], device: str) -> Optional[int]:
-    """Kernels torch CUDA ran for one fn() (torch.profiler), None elsewhere."""
-    if device != "cuda":
-        return None
+    """Kernels torch CUDA ran for one fn() (torch.profiler), None elsewhere or if it cannot say."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA and not e.name.startswith("Memset"))
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA and not e.name.startswith("Memset"))
+    except Exception:  # noqa: BLE001  (the count is an extra: the time stands without it)
+        return None
 
 
 def peer_only(args: argparse.Namespace) -> Dict:
@@ -297,11 +303,11 @@ def peer_only(args: argparse.Namespace) -> Dict:
             step, launches = dec.step, None
             if variant == "eager":
                 dec.step()
-                launches = cuda_kernels(dec.step, device)
+                launches = cuda_kernels(dec.step, device) if device == "cuda" else None
             elif variant == "graph":
                 step = peers.cuda_graph(dec.step)
             elif variant == "reduce-overhead":
-                for buffer in dec.buffers():  # written in place by each step: cudagraphs keep them
+                for buffer in (dec.ids, dec.pos, dec.i, dec.tokens, dec.logits):  # written in place by each step
                     torch._dynamo.mark_static_address(buffer)
                 step = torch.compile(dec.step, mode="reduce-overhead")
                 for _ in range(3):  # compiles, then records the CUDA graph
@@ -309,8 +315,7 @@ def peer_only(args: argparse.Namespace) -> Dict:
             else:
                 raise ValueError(f"unknown variant {variant!r} ({', '.join(PEER_VARIANTS)})")
             sync()
-            seconds, fastest = times(lambda: dec.run(step), sync, args.rounds)
-            out[variant] = {"seconds": seconds, "seconds_min": fastest, "launches_per_token": launches,
+            out[variant] = {**times(dec, step, sync, args.rounds), "launches_per_token": launches,
                             "tokens": dec.tokens.cpu().tolist()}
         except Exception as err:  # noqa: BLE001  (any failure is recorded, with its reason)
             out["errors"][variant] = peers._reason(err)
@@ -344,7 +349,8 @@ def describe(row: Dict) -> str:
         per = r["seconds"] / new
         text = f"{what} {per * 1e3:.3f} ms/token ({1 / per:.0f} tokens/s"
         if r.get("launches_per_token"):
-            text += f", {r['launches_per_token']} commands/token, {per / r['launches_per_token'] * 1e6:.2f} µs each"
+            n = r["launches_per_token"]
+            text += f", {n} commands/token, {per / n * 1e6:.2f} µs each, host {r['host_per_token'] / n * 1e6:.2f} µs"
         if peak and peak.bw:
             text += f", {peaks.percent(row['bytes_per_run'] / r['seconds'] / peak.bytes_per_s())} of bandwidth"
         if "max_rel_error" in r:

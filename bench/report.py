@@ -272,7 +272,10 @@ def decode_tables(rows: List[Dict]) -> str:
 
         def launches(result: Optional[Dict]) -> str:
             n = (result or {}).get("launches_per_token")
-            return f"{n} ({num(result['seconds'] / r['new_tokens'] / n * 1e6)} µs)" if n else "-"
+            if not n:
+                return "-"
+            wall, host = result["seconds"] / r["new_tokens"] / n, result.get("host_per_token")
+            return f"{n} ({num(wall * 1e6)} µs" + (f", host {num(host / n * 1e6)} µs)" if host else ")")
 
         best = fastest(r["ours"], MODES), fastest(r["torch"], PEER_VARIANTS)
         body.append([r["label"]] + [cell(r["ours"], r["ours_errors"], k) for k, _ in ours]
@@ -289,7 +292,8 @@ def decode_tables(rows: List[Dict]) -> str:
     rounds = "/".join(map(str, sorted({r["rounds"] for r in rows})))
     parts = [f"**LLM decoding** (`bench.decode`, batch 1, greedy; ms per token (tokens/s, % of the memory bandwidth: "
              f"weights and cached keys and values read per token); {rounds} rounds)\n\n" + table(header, body),
-             "**Commands per generated token** (µs each: ms/token over commands)\n\n"
+             "**Commands per generated token** (µs each: ms/token over commands; host: the host's time per "
+             "token, steps handed to the device without waiting, over commands)\n\n"
              + table(["workload"] + [f"ours {name}" for _, name in ours] + [f"{peer} eager (kernels)"], counts)]
     if notes:
         parts.append("Decoding, noted:\n\n" + "\n".join(f"- {n}" for n in notes))

@@ -49,6 +49,7 @@ def test_our_greedy_tokens_are_the_cpus(opencl_device, tiny, mode):
     assert result["tokens"] == tokens, (name, mode)
     assert result["tokens_agree"] == NEW and result["max_rel_error"] < 1e-5
     assert result["seconds"] > 0 and result["first_call"] > 0 and result["launches_per_token"] > 0
+    assert 0 < result["host_per_token"] < result["seconds"]
 
 
 def test_float16_logits_within_16bit_rounding(opencl_device, tiny):
@@ -122,7 +123,8 @@ def test_report_renders_a_recorded_gpu_decode_row(tmp_path, monkeypatch):
     # 128 tokens: 2.4e11 bytes a run in 0.64 s is 375 GB/s, 7.8 % of 4.8 TB/s.
     row = {"model": "llama", "label": "Llama", "dtype": "float16", "quick": False, "prompt_tokens": 16,
            "new_tokens": 128, "params": 1.1e9, "bytes_per_run": 2.4e11, "rounds": 5, "machine": machine,
-           "ours": {"eager": {"seconds": 0.64, "launches_per_token": 1000, "tokens_agree": 128},
+           "ours": {"eager": {"seconds": 0.64, "launches_per_token": 1000, "tokens_agree": 128,
+                              "host_per_token": 4.1e-3},
                     "replay": {"seconds": 0.128, "launches_per_token": 1100, "tokens_agree": 127}},
            "ours_errors": {"compile": "IndexError: out of range"}, "peer_device": "cuda",
            "torch": {"eager": {"seconds": 0.32, "launches_per_token": 400}, "graph": {"seconds": 0.096}},
@@ -131,8 +133,8 @@ def test_report_renders_a_recorded_gpu_decode_row(tmp_path, monkeypatch):
     # ours eager 5 ms/token (200/s), replayed 1 ms (1000/s, 39 %); CUDA eager 2.5 ms, graph 0.75 ms.
     assert "| Llama | 5.00 (200/s, 7.8 %) | 1.00 (1000/s, 39.1 %) | failed | 2.50 (400/s, 15.6 %) |" in text
     assert "| 0.750 (1333/s, 52.1 %) | failed | **0.50×** (eager / eager) | **0.75×** (replay / graph) |" in text
-    # 5 ms over 1000 commands: 5 µs each; CUDA's eager 2.5 ms over 400 kernels.
-    assert "| Llama | 1000 (5.00 µs) | 1100 (0.909 µs) | - | 400 (6.25 µs) |" in text
+    # 5 ms over 1000 commands: 5 µs each, 4.1 of them the host's; CUDA's eager 2.5 ms over 400 kernels.
+    assert "| Llama | 1000 (5.00 µs, host 4.10 µs) | 1100 (0.909 µs) | - | 400 (6.25 µs) |" in text
     assert "Llama, ours compile: IndexError" in text and "torch CUDA reduce-overhead: timed out" in text
     assert "ours replay: 127 of 128 tokens" in text
 
