@@ -166,7 +166,7 @@ programs: build $(TEST_NEEDS)
 torch-suites: build $(TEST_NEEDS)
 	nice $(PY) -m extras.validation.torch_suites --scope full --doc $(ARGS)
 
-# The benchmarks' suites (bench.report: micro, layers, models, models16, compile) recorded into
+# The benchmarks' suites (bench.report: micro, layers, models, models16, compile, llama) recorded into
 # out/perf, then rendered into docs/PERFORMANCE.md; ARGS="--suite micro --budget 560" runs some.
 perf-tables: build $(TEST_NEEDS)
 	$(PY) -m bench.report $(or $(ARGS),--suite all)

@@ -112,10 +112,11 @@ def time_variants(make: Callable[[str], Callable[[], object]], device: str, roun
     return {**times, "errors": errors}
 
 
-def _child(args: List[str], timeout: float) -> Dict[str, object]:
-    """Runs `python -m bench.models --cuda-only ...` and reads its last line's JSON."""
+def _child(args: List[str], timeout: float, module: str = "bench.models") -> Dict[str, object]:
+    """Runs `python -m MODULE ARGS` (bench.models --cuda-only ..., bench.decode --peer-only ...)
+    and reads its last line's JSON."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "bench.models", *args], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"failed": f"timed out after {timeout:.0f} s (--cuda-timeout)"}

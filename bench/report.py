@@ -1,7 +1,7 @@
 """docs/PERFORMANCE.md's tables, drawn from the benchmarks' JSON records, and the one command
 that measures them first:
 
-    python -m bench.report [--suite micro|layers|models|models16|compile|all ...] [--model NAME ...]
+    python -m bench.report [--suite micro|layers|models|models16|compile|llama|all ...] [--model NAME ...]
                            [--out DIR] [--from DIR ...] [--doc FILE | --no-doc] [--budget S] [--quick]
                            [--cuda-compile-modes MODES] [--cuda-timeout S]
 
@@ -12,6 +12,7 @@ Each --suite runs its benchmark in a process of its own, recording into DIR (def
     models    bench.models --mode device --mode replay, float32      DIR/models.json
     models16  the same in float16 (inference models and GPT-2)       DIR/models.json
     compile   bench.models --compile, float32                        DIR/models.json
+    llama     bench.decode: Llama and GPT-2 decoding, float16        DIR/decode.json
 
 Records keep each row as soon as it is measured, merged by key (bench.record), so runs of
 subsets add up, one lease after another; --budget S stops a suite that would outlive S seconds
@@ -43,9 +44,12 @@ SUITES = {
     "models16": ["bench.models", "--mode", "device", "--mode", "replay", "--rounds", "5", "--dtype", "float16",
                  "--json", "{out}/models.json"],
     "compile": ["bench.models", "--compile", "--rounds", "5", "--json", "{out}/models.json"],
+    "llama": ["bench.decode", "--json", "{out}/decode.json"],
 }
 MODEL_SUITES = ("models", "models16", "compile")
 DTYPED_MODELS = ("resnet18", "resnet50", "resnet50_b16", "mobilenet_v2", "gpt2")  # bench.models' "dtyped"
+DECODE_MODELS = ("llama", "gpt2")  # bench.decode's
+KINDS = ("models", "micro", "decode")  # the records' kinds (bench.record) rendered here
 MODE_TITLES = {"device": "Eager", "replay": "Replayed (ours: one recording; CUDA: one CUDA graph)",
                "compile": "torch.compile", "patched": "Patched layers (tensors on the host)"}
 COMPILE_COLUMNS = (("torch_cuda_compile", "default"), ("torch_cuda_reduce_overhead", "reduce-overhead"),
@@ -66,7 +70,10 @@ def suite_command(suite: str, out: Path, args: argparse.Namespace) -> List[str]:
         cmd += ["--cuda-compile-modes", args.cuda_compile_modes, "--cuda-timeout", str(args.cuda_timeout)]
         if args.quick:
             cmd += ["--rounds", "1"]
-    elif args.quick:
+    elif suite == "llama":
+        models = [m for m in args.model or [] if m in DECODE_MODELS] or list(DECODE_MODELS)
+        cmd += [arg for m in models for arg in ("--model", m)] + ["--cuda-timeout", str(args.cuda_timeout)]
+    if args.quick and suite not in MODEL_SUITES:
         cmd.append("--quick")
     return cmd
 
@@ -92,9 +99,9 @@ def run_suites(suites: List[str], out: Path, args: argparse.Namespace) -> Dict[s
 # Reading the records.
 
 def load(folders: List[Path]) -> Dict[str, List[Dict]]:
-    """Every record under the folders: {"models": rows, "micro": rows, "layers": bench.json
-    results}; a row measured again in a later folder replaces the earlier one."""
-    rows: Dict[str, Dict[str, Dict]] = {"models": {}, "micro": {}}
+    """Every record under the folders: {"models": rows, "micro": rows, "decode": rows, "layers":
+    bench.json results}; a row measured again in a later folder replaces the earlier one."""
+    rows: Dict[str, Dict[str, Dict]] = {kind: {} for kind in KINDS}
     layers: Dict[str, Dict] = {}
     for folder in folders:
         for path in sorted(Path(folder).rglob("*.json")):
@@ -103,8 +110,7 @@ def load(folders: List[Path]) -> Dict[str, List[Dict]]:
                 rows[data["kind"]].update(data["rows"])
             elif isinstance(data, dict) and "groups" in data and "geomean" in data:
                 layers[data["device"]["device"]] = data
-    return {"models": list(rows["models"].values()), "micro": list(rows["micro"].values()),
-            "layers": list(layers.values())}
+    return {**{kind: list(found.values()) for kind, found in rows.items()}, "layers": list(layers.values())}
 
 
 def block_of(device_type: str) -> str:
@@ -114,8 +120,8 @@ def block_of(device_type: str) -> str:
 def split(records: Dict[str, List[Dict]]) -> Dict[str, Dict[str, List[Dict]]]:
     """The records by block (perf-gpu, perf-cpu)."""
     blocks: Dict[str, Dict[str, List[Dict]]] = {}
-    for kind in ("models", "micro"):
-        for row in records[kind]:
+    for kind in KINDS:
+        for row in records.get(kind, []):
             blocks.setdefault(block_of(row["machine"]["device_type"]), {}).setdefault(kind, []).append(row)
     for result in records["layers"]:
         blocks.setdefault(block_of(result["device"]["type"]), {}).setdefault("layers", []).append(result)
@@ -143,7 +149,7 @@ def share(flops: Optional[float], seconds: Optional[float], device: str, dtype: 
 def provenance(blocks: Dict[str, List[Dict]]) -> str:
     """One line per machine the block's rows come from."""
     seen = []
-    for row in blocks.get("models", []) + blocks.get("micro", []):
+    for row in [r for kind in KINDS for r in blocks.get(kind, [])]:
         m = row["machine"]
         seen.append(f"{m['date']} on {m['host_cpu']}, OpenCL device {m['device']} ({m['platform']}), "
                     f"torch {m['torch']}" + (f", CUDA {m['cuda']}" if m.get("cuda") else ""))
@@ -234,6 +240,66 @@ def models_tables(rows: List[Dict]) -> str:
     return "\n\n".join(parts)
 
 
+def decode_tables(rows: List[Dict]) -> str:
+    """bench.decode's rows: per token, each of our modes and torch's variants, and the
+    commands each token costs."""
+    from bench.decode import MODES, PEER_VARIANTS, fastest
+
+    if not rows:
+        return ""
+    rows = sorted(rows, key=lambda r: (r["model"] != "llama", r["quick"], DTYPES.index(r["dtype"])))
+    ours = (("eager", "eager"), ("replay", "replayed"), ("compile", "compiled"))
+    theirs = (("eager", "eager"), ("graph", "graph"), ("reduce-overhead", "reduce-overhead"))
+    theirs = tuple(t for t in theirs if any(t[0] in r["torch"] or t[0] in r["torch_errors"] for r in rows))
+    peer = {"cuda": "torch CUDA", "cpu": "torch CPU"}.get(next((r["peer_device"] for r in rows if r["peer_device"]),
+                                                              None), "torch")
+    body, counts, notes = [], [], []
+    for r in rows:
+        bw = peaks.lookup(r["machine"]["device"])
+
+        def cell(results: Dict, errors: Dict, key: str) -> str:
+            if key not in results:
+                return "failed" if key in errors else "-"
+            per = results[key]["seconds"] / r["new_tokens"]
+            part = f", {peaks.percent(r['bytes_per_run'] / results[key]['seconds'] / bw.bytes_per_s())}" \
+                if bw and bw.bw else ""
+            return f"{num(per * 1e3)} ({1 / per:.0f}/s{part})"
+
+        def speed(a: Optional[str], b: Optional[str]) -> str:
+            if a not in r["ours"] or b not in r["torch"]:
+                return "-"
+            return f"**{r['torch'][b]['seconds'] / r['ours'][a]['seconds']:.2f}×** ({a} / {b})"
+
+        def launches(result: Optional[Dict]) -> str:
+            n = (result or {}).get("launches_per_token")
+            if not n:
+                return "-"
+            wall, host = result["seconds"] / r["new_tokens"] / n, result.get("host_per_token")
+            return f"{n} ({num(wall * 1e6)} µs" + (f", host {num(host / n * 1e6)} µs)" if host else ")")
+
+        best = fastest(r["ours"], MODES), fastest(r["torch"], PEER_VARIANTS)
+        body.append([r["label"]] + [cell(r["ours"], r["ours_errors"], k) for k, _ in ours]
+                    + [cell(r["torch"], r["torch_errors"], k) for k, _ in theirs]
+                    + [speed("eager", "eager"), speed(*best)])
+        counts.append([r["label"]] + [launches(r["ours"].get(k)) for k, _ in ours]
+                      + [launches(r["torch"].get("eager"))])
+        notes += [f"{r['label']}, ours {k}: {why}" for k, why in r["ours_errors"].items()]
+        notes += [f"{r['label']}, {peer} {k}: {why}" for k, why in r["torch_errors"].items()]
+        notes += [f"{r['label']}, ours {k}: {v['tokens_agree']} of {r['new_tokens']} tokens the CPU's greedy choice"
+                  for k, v in r["ours"].items() if v["tokens_agree"] != r["new_tokens"]]
+    header = ["workload"] + [f"ours {name}" for _, name in ours] + [f"{peer} {name}" for _, name in theirs]
+    header += ["eager speed over torch's", "fastest over torch's fastest"]
+    rounds = "/".join(map(str, sorted({r["rounds"] for r in rows})))
+    parts = [f"**LLM decoding** (`bench.decode`, batch 1, greedy; ms per token (tokens/s, % of the memory bandwidth: "
+             f"weights and cached keys and values read per token); {rounds} rounds)\n\n" + table(header, body),
+             "**Commands per generated token** (µs each: ms/token over commands; host: the host's time per "
+             "token, steps handed to the device without waiting, over commands)\n\n"
+             + table(["workload"] + [f"ours {name}" for _, name in ours] + [f"{peer} eager (kernels)"], counts)]
+    if notes:
+        parts.append("Decoding, noted:\n\n" + "\n".join(f"- {n}" for n in notes))
+    return "\n\n".join(parts)
+
+
 def _micro_cell(row: Dict, column: str) -> str:
     t = row["times_ns"].get(column)
     if not t:
@@ -319,10 +385,10 @@ def layers_tables(results: List[Dict]) -> str:
 
 
 def render(block: Dict[str, List[Dict]]) -> str:
-    devices = [r["machine"]["device"] for r in block.get("models", []) + block.get("micro", [])]
+    devices = [r["machine"]["device"] for kind in KINDS for r in block.get(kind, [])]
     devices += [r["device"]["device"] for r in block.get("layers", [])]
-    parts = [peaks_line(devices), models_tables(block.get("models", [])), micro_tables(block.get("micro", [])),
-             layers_tables(block.get("layers", []))]
+    parts = [peaks_line(devices), models_tables(block.get("models", [])), decode_tables(block.get("decode", [])),
+             micro_tables(block.get("micro", [])), layers_tables(block.get("layers", []))]
     return "\n\n".join(p for p in parts if p)
 
 

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Paths (files, or folders ending in /) that stay with the staff.
 STAFF_ONLY = (
     "STAFF.md",
+    "bench/decode.py",
     "bench/micro.py",
     "bench/models.py",
     "bench/peaks.py",
@@ -51,6 +52,7 @@ STAFF_ONLY = (
     "scripts/architecture.py",
     "setup_device.py",
     "tests/test_architecture.py",
+    "tests/test_bench_decode.py",
     "tests/test_bench_peers.py",
     "tests/test_conv_paths.py",
     "tests/device_checks.py",
@@ -73,6 +75,7 @@ STAFF_ONLY = (
     "tests/test_device_autograd.py",
     "tests/test_device_autoload.py",
     "tests/test_device_compile.py",
+    "tests/test_device_compile_groups.py",
     "tests/test_device_compile_dynamic.py",
     "tests/test_device_distributed.py",
     "tests/test_device_dtypes.py",

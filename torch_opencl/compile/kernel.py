@@ -36,6 +36,7 @@ from .printer import cexpr, compute_type, storage_type
 DECLARE = "@declare "            # CSE's prefix for a new variable; replaced by its C type
 KERNEL_NAME = "oclf_generated_kernel"  # renamed per kernel by the scheduling's define_kernel
 _DECLARATION = re.compile(re.escape(DECLARE) + r"(\w+)")
+_GROUP_FENCE = "@group_fence"  # before and after a group's stores; a barrier where they need one
 
 
 def device_kind() -> str:
@@ -239,7 +240,7 @@ class OpenCLKernel(SIMDKernel):
                     self.body.splice(self.compute)
                 self.body.writeline("}")
             self.body.splice(self.loop_suffix)
-            self.body.splice(self.stores)
+            self._splice_stores()
             # What the loop defined is out of scope now: only kernel-scope values stay.
             self.cse.invalidate(set(self.kept))
             for tree in self.range_trees:
@@ -250,12 +251,29 @@ class OpenCLKernel(SIMDKernel):
         else:
             self.body.splice(self.loads)
             self.body.splice(self.compute)
-            self.body.splice(self.stores)
+            self._splice_stores()
             self.kept.update(self._cached_vars())
         for buffer in (self.loads, self.compute, self.stores, self.loop_prefix, self.loop_indexing,
                        self.loop_suffix):
             buffer.clear()
         self.kept_indices.clear()
+
+    def _splice_stores(self) -> None:
+        """The segment's stores. In a group, work-item 0 writes values every work-item holds:
+        where the kernel also reads a buffer it writes (a step's index moved on in place),
+        barriers keep every work-item's reads of it before that write and later segments'
+        after it (_GROUP_FENCE, resolved in codegen_kernel once every buffer is known)."""
+        fenced = self.mode == "group" and bool(self.stores)
+        if fenced:
+            self.body.writeline(_GROUP_FENCE)
+        self.body.splice(self.stores)
+        if fenced:
+            self.body.writeline(_GROUP_FENCE)
+
+    def _reads_what_it_writes(self) -> bool:
+        written = {name for name, arg in self.args.output_buffers.items() if str(arg) != "REMOVED"}
+        return bool(written & set(self.args.input_buffers)) or any(
+            str(arg) != "REMOVED" for arg in self.args.inplace_buffers.values())
 
     def _cached_vars(self) -> set[CSEVariable]:
         cache = getattr(self.cse, "_cache", {})
@@ -307,7 +325,9 @@ class OpenCLKernel(SIMDKernel):
             code.splice(self.indexing_code)
             code.splice(self.body)
         code.writeline("}")
-        source = self._declare(code.getvalue())
+        fence = "barrier(CLK_GLOBAL_MEM_FENCE);" if self._reads_what_it_writes() else ""
+        fences = rf"^( *){re.escape(_GROUP_FENCE)}\n(?: *{re.escape(_GROUP_FENCE)}\n)*"  # a run: one barrier
+        source = self._declare(re.sub(fences, rf"\g<1>{fence}\n" if fence else "", code.getvalue(), flags=re.M))
         if self.uses_double:
             source = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + source
         return source
