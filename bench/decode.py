@@ -58,15 +58,10 @@ QUICK_PROMPT, QUICK_NEW = 7, 6
 
 
 def device_module():
-    """The opencl torch device's Python module (importing it registers the device): the
-    package torch_opencl where it goes by that name, torch_opencl before."""
-    try:
-        import torch_opencl as module
-    except ModuleNotFoundError as err:
-        if err.name != "torch_opencl":
-            raise
-        import torch_opencl as module
-    return module
+    """The opencl torch device's Python module (importing it registers the device)."""
+    import torch_opencl
+
+    return torch_opencl
 
 
 def config(name: str, quick: bool):
