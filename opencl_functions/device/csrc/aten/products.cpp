@@ -59,7 +59,6 @@ void clblast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size
 
 }  // namespace
 
-// rows × cols are the last two dimensions of t.
 Matrix as_matrix(const at::Tensor& t) {
   const int64_t nd = t.dim();
   const int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
@@ -70,8 +69,6 @@ Matrix as_matrix(const at::Tensor& t) {
   return {c, false, size_t(std::max<int64_t>(cols, 1))};
 }
 
-// OCLF_DEVICE_MATMUL: "gpu" plans products as on a GPU on any device (so CPU machines run the
-// GPUs' configurations), "clblast" leaves every product to CLBlast; else by device.
 std::string product_mode() {
   const std::string mode = setting("DEVICE_MATMUL");
   DEVICE_CHECK(mode.empty() || mode == "auto" || mode == "gpu" || mode == "clblast", "opencl: ",
@@ -137,8 +134,6 @@ bool fast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t 
   return true;
 }
 
-// c (M×N, contiguous) = alpha · a (M×K) · b (K×N) + beta · c, or, with a bias row (N
-// contiguous floats, beta 1), alpha · a · b + row added to every row (c is not read).
 void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
           const at::Tensor& row) {
   if (row.defined()) {
@@ -176,7 +171,6 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float a
   clblast_product(A, B, c, m, n, k, alpha, beta);
 }
 
-// c (batch×M×N, contiguous) = alpha · a (batch×M×K) · b (batch×K×N) + beta · c.
 void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta) {
   const size_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
   if (batch == 0 || m == 0 || n == 0) return;

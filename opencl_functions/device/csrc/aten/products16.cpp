@@ -9,7 +9,6 @@
 
 namespace oclf::device::products {
 
-// Whether every tensor is a device tensor of one 16-bit dtype (the route of gemm16).
 bool all_16bit(std::initializer_list<const at::Tensor*> tensors) {
   const at::ScalarType type = (*tensors.begin())->scalar_type();
   for (const at::Tensor* t : tensors)
@@ -17,14 +16,10 @@ bool all_16bit(std::initializer_list<const at::Tensor*> tensors) {
   return true;
 }
 
-// Whether a and b are `dims`-D (2: matrices, 3: batches of them) and multiply: what
-// check_mm and check_bmm require of their shapes.
 bool multipliable(const at::Tensor& a, const at::Tensor& b, int64_t dims) {
   return a.dim() == dims && b.dim() == dims && a.size(-1) == b.size(-2) && (dims == 2 || a.size(0) == b.size(0));
 }
 
-// Whether addmm's bias goes to the product's kernels as a row added to every row of out
-// (n contiguous elements, beta 1, not out itself) rather than into out first.
 bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t n) {
   return beta == 1.0f && !bias.is_same(out) && bias.dim() >= 1 && bias.size(-1) == n && bias.numel() == n &&
          bias.stride(-1) == 1;
@@ -104,8 +99,6 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
 
 }  // namespace
 
-// out (2-D or 3-D, any strides) = act(alpha · a · b + beta · bias (broadcast)), all of one
-// 16-bit dtype; a bias that is one row with beta 1 goes to the kernel, others are copied first.
 void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias, float alpha,
                float beta, Activation act) {
   const bool direct = out.stride(-1) == 1 || out.size(-1) == 1;
