@@ -35,6 +35,8 @@ STAFF_ONLY = (
     "bench/report.py",
     "bench/tune.py",
     "docs/PERFORMANCE.md",
+    "docs/device/",
+    "docs/staff/",
     "docs/TORCH_SUITES.md",
     "docs/opdb.json",
     "extras/train_ddp.py",
@@ -55,7 +57,9 @@ STAFF_ONLY = (
     "tests/test_bench_decode.py",
     "tests/test_bench_peers.py",
     "tests/test_conv_paths.py",
+    "tests/compile_checks.py",
     "tests/device_checks.py",
+    "tests/dtype_checks.py",
     "tests/distributed_worker.py",
     "tests/sweeps.py",
     "tests/test_device_accelerator.py",
@@ -76,9 +80,12 @@ STAFF_ONLY = (
     "tests/test_device_autoload.py",
     "tests/test_device_compile.py",
     "tests/test_device_compile_groups.py",
+    "tests/test_device_compile_networks.py",
+    "tests/test_device_compile_replay.py",
     "tests/test_device_compile_dynamic.py",
     "tests/test_device_distributed.py",
     "tests/test_device_dtypes.py",
+    "tests/test_device_dtypes_nn.py",
     "tests/test_device_error_types.py",
     "tests/test_torch_suites_driver.py",
     "tests/test_device_edge_cases.py",
@@ -95,6 +102,7 @@ STAFF_ONLY = (
     "tests/test_device_modules.py",
     "tests/test_device_nn.py",
     "tests/test_device_nn_nd.py",
+    "tests/test_device_oclgrind.py",
     "tests/test_device_opdb.py",
     "tests/test_device_ops.py",
     "tests/test_device_ops_more.py",
@@ -107,12 +115,14 @@ STAFF_ONLY = (
     "tests/test_device_tools.py",
     "tests/test_device_transformers.py",
     "tests/test_exploits.py",
+    "tests/test_file_sizes.py",
     "tests/test_fixtures.py",
     "tests/test_grading.py",
     "tests/test_handout.py",
     "tests/test_launch_layer.py",
     "tests/test_matmul_paths.py",
     "tests/test_oclgrind.py",
+    "tests/oclgrind_checks.py",
     "tests/test_programs.py",
     "tests/programs/",
     "tests/torch_suites/",
@@ -121,10 +131,12 @@ STAFF_ONLY = (
 )
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need
-# (the child harness, its pipes and the process runner the check starts children with), and
-# what a correct result is (the oracle tests.py shares with the grader).
+# (the child harness, its pipes, and the process runner the check starts children with and
+# its account's bookkeeping), and what a correct result is (the oracle tests.py shares with
+# the grader).
 PUBLIC_IN_STAFF = (
     "grading/__init__.py",
+    "grading/account.py",
     "grading/cases.py",
     "grading/channel.py",
     "grading/check.py",

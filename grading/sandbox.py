@@ -24,11 +24,11 @@ student's compiled code) in a child process, never in the grader's own:
 `start` returns a Running step (the grader's timing protocol talks to it over pipes
 passed in `pass_fds`); `run` starts and waits. Steps of the sandbox account run one at a
 time on a machine (a lock file), so two gradings at once wait for each other's steps
-instead of killing them.
+instead of killing them. The account, its processes, its files and that lock:
+grading/account.py (its names the grader uses are this module's too).
 """
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
 import os
@@ -45,10 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from grading.library import settings
+from grading.account import (SANDBOX_USER, SHARED_FOLDERS, SandboxError, give_to_sandbox, kill_all, kill_user,
+                             processes_of, remove_files_of, sandbox_user, session_members, setting, take_lock,
+                             threads_of)
+
+__all__ = ["OUTPUT_KEEP", "SANDBOX_USER", "SHARED_FOLDERS", "Limits", "Result", "Running", "SandboxError", "View",
+           "containment", "give_to_sandbox", "namespaces", "processes_of", "python_for", "run", "sandbox_user",
+           "start"]
 
 OUTPUT_KEEP = 64 * 1024
-SANDBOX_USER = "oclf-sandbox"
 
 
 @dataclass
@@ -94,31 +99,6 @@ class Result:
         return text
 
 
-class SandboxError(RuntimeError):
-    """The machine cannot sandbox students' code as required (no account, stray processes)."""
-
-
-def _setting(name: str) -> str:
-    """A grader setting's value; "" in a tree whose settings table has no grader settings
-    (the handout, where this module serves make check alone)."""
-    return settings.get(name) if name in settings.SETTINGS else ""
-
-
-def sandbox_user() -> Optional[pwd.struct_passwd]:
-    """The account children run as, or None when the grader is not root (it cannot switch)."""
-    if os.geteuid() != 0:
-        return None
-    name = _setting("GRADER_USER") or SANDBOX_USER
-    if name == "nobody":
-        raise SandboxError(f"{settings.variable('GRADER_USER')}=nobody: other services share that account; "
-                           "use a dedicated one")
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        raise SandboxError(f"no sandbox account {name!r}: create it with `useradd --system --no-create-home "
-                           f"--shell /usr/sbin/nologin {name}` (scripts/setup.sh does) or set OCLF_GRADER_USER"
-                           ) from None
-
 
 @functools.lru_cache(maxsize=None)
 def namespaces() -> bool:
@@ -126,7 +106,7 @@ def namespaces() -> bool:
     --mount --mount-proc`: root, and a kernel and container that allow it).
     OCLF_GRADER_NAMESPACES=0 turns them off, to try the fallback that Gradescope's
     containers get."""
-    if os.geteuid() != 0 or not shutil.which("unshare") or _setting("GRADER_NAMESPACES") == "0":
+    if os.geteuid() != 0 or not shutil.which("unshare") or setting("GRADER_NAMESPACES") == "0":
         return False
     try:
         probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
@@ -168,8 +148,8 @@ def python_for(user: Optional[pwd.struct_passwd]) -> Tuple[str, List[str]]:
     The grader's own interpreter when the sandbox user may run it; else GRADER_PYTHON or the
     system's python3.X of the same version, given this environment's site-packages
     (a virtualenv made from an interpreter under /root, say, is out of other users' reach)."""
-    if _setting("GRADER_PYTHON"):
-        python = _setting("GRADER_PYTHON")
+    if setting("GRADER_PYTHON"):
+        python = setting("GRADER_PYTHON")
     elif user is None or _others_can_run(sys.executable):
         return sys.executable, []
     else:
@@ -179,116 +159,6 @@ def python_for(user: Optional[pwd.struct_passwd]) -> Tuple[str, List[str]]:
     return python, [p for p in site.getsitepackages() if os.path.isdir(p)]
 
 
-def give_to_sandbox(path: Path, user: Optional[pwd.struct_passwd]) -> None:
-    """Makes `path` (recursively) owned by the sandbox user, so its children may write it."""
-    if user is None:
-        return
-    for dirpath, dirnames, filenames in os.walk(path):
-        os.chown(dirpath, user.pw_uid, user.pw_gid)
-        for name in filenames:
-            os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
-
-
-# World-writable folders outside the grader's hidden ones, where one step could leave files
-# for a later one (its scratch folder is new each step).
-SHARED_FOLDERS = ("/dev/shm", "/run/lock")
-
-
-def remove_files_of(uid: int) -> None:
-    """Removes what `uid` owns at the top of SHARED_FOLDERS (its processes are gone: nothing
-    can swap a path meanwhile); links are removed, never followed."""
-    for folder in SHARED_FOLDERS:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                continue
-
-
-def _processes(where) -> List[int]:
-    """The pids of /proc for which where(pid) is true; processes that end meanwhile are skipped."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            if where(pid):
-                pids.append(int(pid))
-        except (OSError, IndexError, KeyError, ValueError):
-            continue
-    return pids
-
-
-def _status(pid: str) -> Dict[str, str]:
-    with open(f"/proc/{pid}/status") as f:
-        return dict(line.split(":", 1) for line in f if ":" in line)
-
-
-def _session(pid: str) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    return int(stat.rsplit(")", 1)[1].split()[3])  # after the command name: state ppid pgrp session ...
-
-
-def processes_of(uid: int) -> List[int]:
-    """Processes whose real or effective uid is `uid`."""
-    return _processes(lambda pid: str(uid) in _status(pid)["Uid"].split()[:2])
-
-
-def _threads_of(uid: int) -> int:
-    """Threads now running under uid: the base for RLIMIT_NPROC when the user cannot change."""
-    count = 0
-    for pid in processes_of(uid):
-        try:
-            count += int(_status(str(pid))["Threads"])
-        except (OSError, KeyError, ValueError):
-            continue
-    return count
-
-
-def _session_members(sid: int) -> List[int]:
-    """Processes in session sid: the child and everything it started that stayed in it."""
-    return _processes(lambda pid: _session(pid) == sid)
-
-
-def _kill_all(find) -> List[int]:
-    """SIGKILLs what find() lists until it lists nothing (fork bombs respawn); returns what
-    is left after 50 rounds (empty when all died)."""
-    for _ in range(50):
-        members = find()
-        if not members:
-            return []
-        for pid in members:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.02)
-    return find()
-
-
-def kill_user(uid: int) -> None:
-    """Kills every process of the sandbox user; raises SandboxError if some survive."""
-    left = _kill_all(lambda: processes_of(uid))
-    if left:
-        raise SandboxError(f"processes {left} of uid {uid} survived SIGKILL")
-
-
-def _lock(uid: int) -> int:
-    """Takes the machine-wide lock of the sandbox account's steps (waits for it); returns
-    its file descriptor."""
-    fd = os.open(f"/tmp/oclf-sandbox-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
 
 
 class Running:
@@ -352,7 +222,7 @@ class Running:
             self.proc.wait(timeout=self.remaining_s())
         except subprocess.TimeoutExpired:
             timed_out = True
-        _kill_all(lambda: _session_members(self.proc.pid))  # the namespace's init and helpers
+        kill_all(lambda: session_members(self.proc.pid))  # the namespace's init and helpers
         self.proc.wait()
         try:
             if self.uid is not None:
@@ -411,7 +281,7 @@ def start(
     own user), under `limits`, contained as containment() says. Never raises for what the
     command does; raises SandboxError when the sandbox user already owns processes."""
     run_as = user if as_sandbox else None
-    lock = _lock(run_as.pw_uid) if run_as is not None else None
+    lock = take_lock(run_as.pw_uid) if run_as is not None else None
     if run_as is not None and processes_of(run_as.pw_uid):
         os.close(lock)
         raise SandboxError(f"the sandbox user {run_as.pw_name} owns processes {processes_of(run_as.pw_uid)}; "
@@ -419,7 +289,7 @@ def start(
     if run_as is not None:
         remove_files_of(run_as.pw_uid)  # an earlier grading's, had it stopped before its cleanup
     uid = run_as.pw_uid if run_as else os.getuid()
-    nproc = limits.nproc if run_as else _threads_of(uid) + limits.nproc
+    nproc = limits.nproc if run_as else threads_of(uid) + limits.nproc
     cpu = limits.cpu_s or int(2 * limits.timeout_s) + 5
     command = list(argv)
     namespaced = namespaces()

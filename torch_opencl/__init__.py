@@ -16,8 +16,9 @@ back) with one UserWarning per operator; OCLF_FALLBACK=error (or
 OCL_FALLBACK) turns that into a NotImplementedError, OCLF_FALLBACK=silent drops the
 warnings; `fallback_report()` and `with fallback_scope() as report:` say which operators
 fell back, how often, for how long and how many bytes they moved. Which operators
-run natively: README.md in this folder. Random numbers for device tensors (randn,
-dropout, init) come from each device's generator (rng.py), which `torch.manual_seed` seeds.
+run natively: docs/device/operators.md (this folder's README links every document). Random
+numbers for device tensors (randn, dropout, init) come from each device's generator (rng.py),
+which `torch.manual_seed` seeds.
 `graph()` records a step to replay (graphs.py), `fuse(model)` fuses an eval model's
 convolutions with their batch norm, residual addition and activation (fusion.py),
 `torch.autocast("opencl")` and `torch.amp.GradScaler("opencl")` train in mixed precision
@@ -44,7 +45,7 @@ except ImportError as err:
     # Built against another torch release (its C++ ABI differs), or not built at all.
     raise ImportError(f"torch_opencl cannot load its native module ({err}); it must be built "
                       f"against the torch it runs with ({torch.__version__}): make device in a source tree, "
-                      f"or pip install --no-build-isolation . (README.md: Install as a package)") from err
+                      f"or pip install --no-build-isolation . (torch_opencl/README.md: Install)") from err
 # Commands a program never waited for run to the end at its exit, before the interpreter frees
 # their tensors and the driver is torn down (both crashed such exits now and then, on PoCL and
 # under Oclgrind).

@@ -14,7 +14,7 @@ pointwise chains, and the reductions that end them (norms, softmax, losses, opti
 arithmetic), in one kernel. Convolutions and matrix products stay extern kernels: the
 device's own aten operators with their tuned OpenCL kernels. The host wrapper (Inductor's
 Python wrapper) builds each kernel once and launches it with torch.ops.oclf.
-generated_launch (csrc/aten/generated.cpp); runtime.Replayed records the graph's second
+generated_launch (csrc/aten/generated.cpp); Replayed (replay.py) records the graph's second
 run and replays it after (graphs.py: no host work per kernel). The device's graph pass
 (passes.py) folds activations and residuals into convolutions and products, and its fusion
 heuristics (choices.py) fuse small pointwise groups Inductor would leave apart.

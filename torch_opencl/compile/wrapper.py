@@ -8,7 +8,7 @@ extern kernels, buffer reuse) with three changes: each generated kernel is defin
 built once through the device's program cache), a kernel call is `kernel.run(tensors,
 scalars, global_size, local_size)`, and the module's `call` is wrapped by
 `oclf_runtime.Replayed`, which records the graph's launches once and replays them
-(runtime.py), told whether the graph's 0-dim CPU inputs may become device tensors there.
+(replay.py), told whether the graph's 0-dim CPU inputs may become device tensors there.
 """
 from __future__ import annotations
 

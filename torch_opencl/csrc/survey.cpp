@@ -1,4 +1,4 @@
-// survey(): what a compiled graph's replay checks before every call (compile/runtime.py,
+// survey(): what a compiled graph's replay checks before every call (compile/replay.py,
 // Replayed), in one pass over the arguments without a Python call per tensor. A decode step
 // of GPT-2 hands its graph ~150 arguments; read attribute by attribute from Python they took
 // ~0.3 ms a call (2-core Zen 3), before any of the step's work reached the device.

@@ -7,7 +7,7 @@
 // 38.4 s with the tiled kernel, 4.3 s so); elsewhere the direct and tiled kernels of
 // conv2d_backward.cl, which compute the gradient of the padded input (its interior is
 // taken).
-// torch_opencl/README.md explains the two formulations.
+// docs/device/internals.md ("Convolution gradients") explains the two formulations.
 #include <torch/library.h>
 
 #include "opencl_functions/launch/gradients.hpp"

@@ -18,7 +18,7 @@
 // Launches go through the device's queue like every other kernel, so a graph recording
 // (graph.h) keeps them, and replaying it issues them with no Python or dispatcher.
 //
-// A replayed compiled graph (compile/runtime.py) returns its outputs in the memory the
+// A replayed compiled graph (compile/replay.py) returns its outputs in the memory the
 // recording owns; two more operators keep what the caller holds apart from that memory:
 //
 //   torch.ops.oclf.storage_alias(t) -> Tensor

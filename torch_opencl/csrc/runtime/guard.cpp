@@ -56,7 +56,7 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return getStream(s.device()); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
   // torch.accelerator.get_device_capability(): the dtypes a device tensor can have (stored,
-  // copied to and from every other, viewed, printed; README's dtype table): not the
+  // copied to and from every other, viewed, printed; docs/device/dtypes.md's table): not the
   // quantized, bit, float8, 4-bit, unsigned 16-64-bit or complex32 ones.
   c10::DeviceCapability getDeviceCapability(c10::Device) const override {
     c10::DeviceCapability cap;
