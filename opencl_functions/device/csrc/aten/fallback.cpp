@@ -112,7 +112,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool 
   // keeps the kernels queued earlier out of this operator's time.
   if (to_host > 0) Device::get().synchronize();
   const auto start = std::chrono::steady_clock::now();
-  run_on_cpu(op, stack);
+  run_with_host_copies(op, stack);
   const auto stop = std::chrono::steady_clock::now();
   const size_t returns = op.schema().returns().size();
   const int64_t to_device = device_bytes(torch::jit::last(*stack, returns));

@@ -105,7 +105,7 @@ void make_host_copies(std::vector<Argument>& args, std::vector<SharedSpan>& span
 
 }  // namespace
 
-void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void run_with_host_copies(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema_args = op.schema().arguments();
   const size_t begin = stack->size() - schema_args.size();
   std::vector<Argument> args;
