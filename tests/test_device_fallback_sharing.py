@@ -43,6 +43,12 @@ def _cumprod_shifted_over_its_input(d):
     return torch.cumprod(x[:-1], 0, out=x[1:])
 
 
+def _index_put_through_its_own_memory(d):
+    """An index (in a list argument) reading the complex tensor's own bytes as int64."""
+    x = torch.zeros(4, dtype=torch.complex64, device=d)
+    return x.index_put_((x.view(torch.int64)[:2],), torch.ones(2, dtype=torch.complex64, device=d))
+
+
 RAISING = {
     "kthvalue into its input": _kthvalue_into_its_input,
     "take into its input": _take_into_its_input,
@@ -51,6 +57,7 @@ RAISING = {
     "put_ from its own elements": _put_from_its_own_elements,
     "linalg.cross into its input": _cross_into_its_input,
     "cumprod shifted over its input": _cumprod_shifted_over_its_input,
+    "index_put_ through its own memory": _index_put_through_its_own_memory,
 }
 
 

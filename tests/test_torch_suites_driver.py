@@ -1,6 +1,7 @@
 """The driver of torch's suites on the device (tests/torch_suites, extras/validation/torch_suites.py)
 sorts failures as it says: a result off the CPU's is a wrong answer (not equal elements topk
-picks otherwise, nor a dtype torch's meta functions give devices other than the CPU), a device
+picks otherwise, nor a dtype torch's meta functions give devices other than the CPU, nor a
+compiled answer Inductor gives on the CPU too), a device
 refusal is missing, torch's plain Exception wrapping ours keeps our kind; the runner counts a test xdist
 saw fail without a verdict as crashed, and a later log's verdict replaces an earlier one's."""
 import json
@@ -54,6 +55,22 @@ def test_equal_elements_and_other_devices_dtypes_are_not_wrong_answers(common):
     assert common.compare(judged, expected) is None
     wrong = (got[0], got[1], got[2].double())  # not what the meta function says: judged as it is
     assert suite._in_cpus_dtypes(norm, sample, wrong, expected) is wrong
+
+
+@pytest.mark.filterwarnings("ignore:var_mean:UserWarning")  # degrees of freedom <= 0: the empty sample
+def test_an_answer_inductor_gives_on_the_cpu_too_is_not_the_devices(common):
+    """var_mean of an empty tensor compiled: Inductor's Welford gives the mean 0 (eager NaN) with
+    its C++ back end on the CPU as with the device's code generation."""
+    from torch.testing._internal.common_methods_invocations import SampleInput, op_db
+    from torch_suites import test_compiled_ops as suite
+
+    var_mean = next(op for op in op_db if op.name == "var_mean")
+    sample = SampleInput(torch.empty(0, 5), args=(True,))
+    moved = suite.to_device(sample)
+    got = suite._compiled(var_mean)(moved.input, moved.args, moved.kwargs)
+    assert got[1].item() == 0.0 and torch.var_mean(torch.empty(0, 5), unbiased=True)[1].isnan()
+    assert suite._inductors_own(var_mean, sample, got)
+    assert not suite._inductors_own(var_mean, sample, (got[0], got[1] + 1))
 
 
 def _report(excinfo, passed=False, skipped=None):

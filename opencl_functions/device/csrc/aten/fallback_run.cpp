@@ -143,20 +143,21 @@ void run_with_host_copies(const c10::OperatorHandle& op, torch::jit::Stack* stac
   make_host_copies(args, spans);
   // The original arguments (lists with their device tensors), for the returns that alias them.
   const std::vector<c10::IValue> originals(stack->begin() + int64_t(begin), stack->end());
+  std::map<size_t, std::vector<at::Tensor>> lists;  // the host lists, made whole before they go on the stack
+  std::map<size_t, std::vector<std::optional<at::Tensor>>> optional_lists;
   for (const Argument& a : args) {
-    c10::IValue& v = (*stack)[begin + a.index];
+    const c10::IValue& v = (*stack)[begin + a.index];
     if (a.element < 0) {
-      v = c10::IValue(a.host);
+      (*stack)[begin + a.index] = c10::IValue(a.host);
     } else if (v.isTensorList()) {
-      std::vector<at::Tensor> list = v.toTensorVector();
-      list[size_t(a.element)] = a.host;
-      v = c10::IValue(c10::List<at::Tensor>(std::move(list)));
+      lists.try_emplace(a.index, v.toTensorVector()).first->second[size_t(a.element)] = a.host;
     } else {
-      std::vector<std::optional<at::Tensor>> list = v.toOptionalTensorVector();
-      list[size_t(a.element)] = a.host;
-      v = c10::IValue(c10::List<std::optional<at::Tensor>>(std::move(list)));
+      optional_lists.try_emplace(a.index, v.toOptionalTensorVector()).first->second[size_t(a.element)] = a.host;
     }
   }
+  for (auto& [i, list] : lists) (*stack)[begin + i] = c10::IValue(c10::List<at::Tensor>(std::move(list)));
+  for (auto& [i, list] : optional_lists)
+    (*stack)[begin + i] = c10::IValue(c10::List<std::optional<at::Tensor>>(std::move(list)));
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 
