@@ -171,12 +171,14 @@ SCRIPT = textwrap.dedent("""
             p = torch.tensor([[0.2, 0.0, 0.8], [1.0, 1.0, 0.0]])
             assert (torch.multinomial(d(p), 5, replacement=True).cpu() != torch.tensor([[1], [2]])).all()
             assert torch.multinomial(d(p), 2).cpu().sort().values.tolist() == [[0, 2], [0, 1]]
-            # random_ (random_range): int64 and int32, a strided view, a 16-bit tensor
+            # random_: int64 and int32, a strided view, a 16-bit tensor, 64-bit draws; from an offset
+            torch.opencl.set_rng_state(torch.tensor([7, 13], dtype=torch.int64).view(torch.uint8))  # mid-block
             ri = torch.randint(-2, 3, (67,), device="opencl").cpu()
             assert ri.min().item() >= -2 and ri.max().item() <= 2
             z = torch.zeros(5, 7, dtype=torch.int32, device="opencl").t().random_(4)
             assert 0 <= z.min().item() and z.max().item() < 4
             assert torch.empty(9, dtype=torch.float16, device="opencl").random_().cpu().max().item() <= 2**11
+            assert torch.empty(5, dtype=torch.int64, device="opencl").random_().cpu().min().item() >= 0
             # random_fill's other distributions, and draws with a tensor of probabilities
             assert torch.empty(11, device="opencl").geometric_(0.4).cpu().min().item() >= 1
             assert torch.empty(11, device="opencl").exponential_(3.0).cpu().min().item() > 0
