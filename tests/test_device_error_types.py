@@ -2,9 +2,9 @@
 op_db's error inputs check, tests/torch_suites/test_ops_common.py test_errors): reductions
 over zero-size dimensions or 65 dimensions, mean of integers, out= of another dtype or sharing
 memory with an input, gather's and scatter's indices out of range, index_select's and
-masked_select's out= (native),
-negating booleans, layer norm's shapes, margin losses' float targets, 3-D pooling of empty
-channels, random fills of a negative spread or a reversed range, rolling a 0-d tensor."""
+masked_select's out= (native), negating booleans, layer norm's shapes, margin losses' float
+targets, 3-D pooling of empty channels, random fills of a negative spread or a reversed range,
+rolling a 0-d tensor, the norm of integers (and complex norms computed, not refused)."""
 import pytest
 import torch
 
@@ -75,6 +75,7 @@ CASES = {
     "normal_ with a negative std": lambda d: torch.empty(3, device=d).normal_(0.0, -1.0),
     "uniform_ over a reversed range": lambda d: torch.empty(3, device=d).uniform_(2.0, 1.0),
     "roll of a 0-d tensor over a dim": lambda d: torch.roll(torch.tensor(1.0, device=d), 1, 0),
+    "vector_norm of integers": lambda d: torch.linalg.vector_norm(torch.ones(3, dtype=torch.long, device=d)),
 }
 
 
@@ -103,3 +104,15 @@ def test_the_device_raises_torchs_exception_type(opencl_device, name):
     assert got is not None, f"{name}: the device raises nothing, the CPU {type(expected).__name__}: {expected}"
     assert type(got) is type(expected), f"{name}: the device raises {type(got).__name__} ({got}), " \
                                         f"the CPU {type(expected).__name__} ({expected})"
+
+
+def test_complex_norms_are_computed_not_refused(opencl_device, monkeypatch):
+    """A complex input's norm runs on the CPU (the registration's route for dtypes without a
+    kernel), as torch computes it; it was refused as if it were an integer one."""
+    monkeypatch.setenv("OCLF_FALLBACK", "silent")
+    z = torch.tensor([[3 + 4j, 1 - 2j], [0.5j, -2 + 0j]], dtype=torch.complex64)
+    for ord_ in (2, 1, float("inf")):
+        expected = torch.linalg.vector_norm(z, ord_, dim=1)
+        got = torch.linalg.vector_norm(z.to("opencl"), ord_, dim=1)
+        assert got.device.type == "opencl" and got.dtype == expected.dtype
+        torch.testing.assert_close(got.cpu(), expected)
