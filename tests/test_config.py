@@ -82,6 +82,16 @@ def test_readme_table_is_the_settings_table():
         assert s.meaning in row and s.default in row and all(f"`{a}`" in row for a in s.aliases)
 
 
+def test_the_runtime_knows_the_tables_aliases():
+    """runtime/settings.cpp's older names are the table's aliases of the settings the C++ side
+    reads (the grader's are read in Python alone), no more and no fewer."""
+    text = (ROOT / "opencl_functions" / "runtime" / "settings.cpp").read_text()
+    known = set(re.findall(r'\{"([A-Z_]+)", "([A-Z_]+)"\}', text))
+    table = {(s.name, alias) for s in settings.SETTINGS.values() if not s.reader.startswith("grading")
+             for alias in s.aliases}
+    assert known == table
+
+
 @pytest.mark.parametrize("name", sorted(settings.SETTINGS))
 def test_every_setting_is_documented(name):
     s = settings.SETTINGS[name]

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../../../runtime/cl_info.hpp"
 #include "../../../runtime/launch_log.hpp"
 #include "../check.h"
 #include "graph.h"
@@ -106,11 +107,7 @@ void Device::refuse_in_forked_child() {
 Device::Device(Runtime& rt) : rt_(rt) {
   std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, [] { forked_child = true; }); });
   is_cpu_ = rt.info().type == "CPU";
-  size_t size = 0;
-  CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_EXTENSIONS, 0, nullptr, &size));
-  std::string extensions(size, '\0');
-  CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_EXTENSIONS, size, extensions.data(), nullptr));
-  has_fp64_ = extensions.find("cl_khr_fp64") != std::string::npos;
+  has_fp64_ = device_string(rt.device(), CL_DEVICE_EXTENSIONS).find("cl_khr_fp64") != std::string::npos;
   // OCLF_DEVICE_SYNC=1 waits for each kernel (for profiling per operator; slow).
   sync_each_ = setting("DEVICE_SYNC") == "1";
   const std::string async = setting("DEVICE_ASYNC");
