@@ -158,14 +158,12 @@ cl_kernel Device::kernel(const std::string& file, const std::string& name, const
 
 cl_kernel Device::library_kernel(const std::string& file, const std::string& name, const std::string& options) {
   // The library's kernel folder: OCLF_KERNEL_DIR when set, else the folder of this package.
-  // A build with a fused epilogue or 16-bit operands includes reference/epilogue.h or
-  // reference/io_types.h from beside the file; plain builds take the options as the library
-  // gives them, so both launch alike (and share the programs the library built).
+  // The options are the library's (the runtime finds the reference's headers beside its
+  // files), so both launch alike and share the programs the library built.
   const std::string dir = Programs::kernel_dir();
   const std::string path = (dir.empty() ? library_dir() : dir) + "/" + file;
-  const bool headers = options.find("-DEPI_") != std::string::npos || options.find("-DIO_") != std::string::npos;
   std::lock_guard<std::recursive_mutex> lock(mutex());
-  return rt_.programs().kernel_fixed(path, name, headers ? options + " -I" + folder_of(path) : options);
+  return rt_.programs().kernel_fixed(path, name, options);
 }
 
 std::string Device::library_source_hash(const std::string& file) {
