@@ -2,7 +2,7 @@
 CPU, GPU with and without split-K, depthwise v2 and v3, Winograd), the backward kernels,
 the CLBlast calls (GEMM, and GEMV for one-row products) and our own products
 (reference/matmul.cl), and the opencl device's GPU paths, the gradient scaler's kernels,
-recurrent cells, 3-D pooling and transposed and 3-D convolutions, and the activations,
+recurrent cells, 2-D and 3-D pooling and transposed and 3-D convolutions, and the activations,
 losses, padding, group norm and fractional pooling kernels, and the 16-bit products. No data race, no
 out-of-bounds access, no read of a write-only buffer, and the results still match torch."""
 import os
@@ -270,8 +270,9 @@ SCRIPT = textwrap.dedent("""
                           torch.ops.oclf.conv2d_fused(x, w, b, r, *args))
     elif what == "nn_nd":
         # The opencl device's recurrent cells (rnn.cl: LSTM and GRU, with and without biases,
-        # the LSTM's backward without dcy), 3-D and adaptive max pooling (pool3d.cl), and the
-        # transposed and 3-D convolutions on the 2-D kernels, forward and backward.
+        # the LSTM's backward without dcy), 2-D and 3-D pooling (pool.cl: windows compiled in
+        # and read at run time), and the transposed and 3-D convolutions on the 2-D kernels,
+        # forward and backward.
         import opencl_functions.device  # noqa: F401
         def both(fn, *xs):
             results = []
@@ -295,7 +296,10 @@ SCRIPT = textwrap.dedent("""
         for fn in (lambda t: F.max_pool3d(t, 3, 2, 1), lambda t: F.max_pool3d(t, 2, dilation=2, ceil_mode=True),
                    lambda t: F.avg_pool3d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False),
                    lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)), lambda t: F.adaptive_max_pool3d(t, (3, 4, 9)),
-                   lambda t: F.adaptive_max_pool2d(t[:, 0], (4, 3))):
+                   lambda t: F.adaptive_max_pool2d(t[:, 0], (4, 3)), lambda t: F.max_pool2d(t[:, 0], 3, 2, 1),
+                   lambda t: F.max_pool2d(t[:, 0], 2, dilation=2, ceil_mode=True),
+                   lambda t: F.avg_pool2d(t[:, 0], 3, 2, 1, ceil_mode=True, count_include_pad=False),
+                   lambda t: F.avg_pool2d(t[:, 0], (6, 17), 1, (3, 8)), lambda t: F.adaptive_avg_pool2d(t[:, 0], (4, 5))):
             both(fn, x)
         both(lambda t, w: F.conv_transpose2d(t, w, stride=2, padding=1, output_padding=1, groups=2),
              torch.randn(2, 4, 5, 3), torch.randn(4, 3, 3, 3))
@@ -471,8 +475,8 @@ def test_device_ops_more_under_oclgrind(tmp_path, ocl):
 
 
 def test_device_recurrent_cells_pools_and_nd_convolutions_under_oclgrind(tmp_path, ocl):
-    """rnn.cl's LSTM and GRU cells, pool3d.cl's 3-D and adaptive max pooling, and the transposed
-    and 3-D convolutions on the 2-D kernels, forward and backward."""
+    """rnn.cl's LSTM and GRU cells, pool.cl's 2-D and 3-D poolings, and the transposed and 3-D
+    convolutions on the 2-D kernels, forward and backward."""
     run_under_oclgrind("nn_nd", tmp_path, OCLF_FALLBACK="error")
 
 
