@@ -136,13 +136,14 @@ __kernel void max_pool_forward(CBUF(x), BUF(y), IBUF(idx), GEOMETRY) {
   idx[idx_off + i] = at;
 }
 
-// Average pooling's window [start, end) (dilation 1), clipped to the padded input.
+// Average pooling's window [start, end) (dilation 1), clipped to the padded input. (Its part
+// inside the input is [max(start, (int3)(0)), min(end, IN3)): Oclgrind misreads max(int3, 0).)
 #define AVG_END(start) min((start) + KERNEL3, IN3 + PAD3)
 
 // The divisor of the average over the window [start, end).
 inline T avg_divisor(const int3 start, const int3 end, const int3 in, const int include_pad, const int divisor) {
   if (divisor != 0) return (T)divisor;
-  return (T)(include_pad ? volume(end - start) : volume(min(end, in) - max(start, 0)));
+  return (T)(include_pad ? volume(end - start) : volume(min(end, in) - max(start, (int3)(0))));
 }
 
 __kernel void avg_pool_forward(CBUF(x), BUF(y), const int include_pad, const int divisor, GEOMETRY) {
@@ -150,7 +151,7 @@ __kernel void avg_pool_forward(CBUF(x), BUF(y), const int include_pad, const int
   if (i >= total) return;
   const int ow = i % OW, oh = (i / OW) % OH, od = (i / (OW * OH)) % OD_, p = i / (OW * OH * OD_);
   const int3 start = WINDOW_START(od, oh, ow), end = AVG_END(start);
-  y[y_off + i] = box_sum(x + x_off + (size_t)p * D_ * H * W, max(start, 0), min(end, IN3), IN3) /
+  y[y_off + i] = box_sum(x + x_off + (size_t)p * D_ * H * W, max(start, (int3)(0)), min(end, IN3), IN3) /
                  avg_divisor(start, end, IN3, include_pad, divisor);
 }
 
