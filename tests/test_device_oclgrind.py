@@ -226,8 +226,9 @@ SCRIPT = textwrap.dedent("""
                           torch.ops.oclf.conv2d_fused(x, w, b, r, *args))
     elif what == "nn_nd":
         # The opencl device's recurrent cells (rnn.cl: LSTM and GRU, with and without biases,
-        # the LSTM's backward without dcy), 3-D and adaptive max pooling (pool3d.cl), and the
-        # transposed and 3-D convolutions on the 2-D kernels, forward and backward.
+        # the LSTM's backward without dcy), 2-D and 3-D pooling (pool.cl: windows compiled in
+        # and read at run time), and the transposed and 3-D convolutions on the 2-D kernels,
+        # forward and backward.
         import torch_opencl  # noqa: F401
         def both(fn, *xs):
             results = []
@@ -251,7 +252,10 @@ SCRIPT = textwrap.dedent("""
         for fn in (lambda t: F.max_pool3d(t, 3, 2, 1), lambda t: F.max_pool3d(t, 2, dilation=2, ceil_mode=True),
                    lambda t: F.avg_pool3d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False),
                    lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)), lambda t: F.adaptive_max_pool3d(t, (3, 4, 9)),
-                   lambda t: F.adaptive_max_pool2d(t[:, 0], (4, 3))):
+                   lambda t: F.adaptive_max_pool2d(t[:, 0], (4, 3)), lambda t: F.max_pool2d(t[:, 0], 3, 2, 1),
+                   lambda t: F.max_pool2d(t[:, 0], 2, dilation=2, ceil_mode=True),
+                   lambda t: F.avg_pool2d(t[:, 0], 3, 2, 1, ceil_mode=True, count_include_pad=False),
+                   lambda t: F.avg_pool2d(t[:, 0], (6, 17), 1, (3, 8)), lambda t: F.adaptive_avg_pool2d(t[:, 0], (4, 5))):
             both(fn, x)
         both(lambda t, w: F.conv_transpose2d(t, w, stride=2, padding=1, output_padding=1, groups=2),
              torch.randn(2, 4, 5, 3), torch.randn(4, 3, 3, 3))
@@ -318,7 +322,7 @@ SCRIPT = textwrap.dedent("""
     elif what == "ops_more":
         # The kernels of the operators public programs meet (tests/test_device_ops_more.py):
         # elementwise_nn.h's activations and losses (strided, in place), pad.cl, loss.cl,
-        # group_norm.cl, fractional_pool.cl and ctc.cl, forward and backward, on odd shapes.
+        # group_norm.cl, pool.cl (fractional pooling) and ctc.cl, forward and backward, on odd shapes.
         import torch_opencl  # noqa: F401
         def both(fn, *xs):
             results = []
@@ -382,8 +386,8 @@ def test_device_ops_more_under_oclgrind(tmp_path, ocl):
 
 
 def test_device_recurrent_cells_pools_and_nd_convolutions_under_oclgrind(tmp_path, ocl):
-    """rnn.cl's LSTM and GRU cells, pool3d.cl's 3-D and adaptive max pooling, and the transposed
-    and 3-D convolutions on the 2-D kernels, forward and backward."""
+    """rnn.cl's LSTM and GRU cells, pool.cl's 2-D and 3-D poolings, and the transposed and 3-D
+    convolutions on the 2-D kernels, forward and backward."""
     run_under_oclgrind(SCRIPT, "nn_nd", tmp_path, OCLF_FALLBACK="error")
 
 
