@@ -171,4 +171,7 @@ wheel: .venv/.requirements
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) -m pip wheel --no-build-isolation --no-deps -w $(DIST) .
 
 clean:
-	rm -rf build dist opencl_functions/_core*.so opencl_functions/device/_C*.so
+	rm -rf build dist opencl_functions/_core*.so
+# BEGIN STAFF
+	rm -rf opencl_functions/device/_C*.so
+# END STAFF

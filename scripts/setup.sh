@@ -2,8 +2,10 @@
 # One-time setup for a fresh machine, shared by the Makefile, .ci/run and the Dockerfile:
 #   1. Debian/Ubuntu packages: an OpenCL driver (PoCL), the ICD loader, headers, CLBlast,
 #      Oclgrind (make check) and binutils (nm, for the allowed-calls check);
-#   2. as root, the account "oclf-sandbox" that the grader runs students' code as;
-#   3. a virtual environment in .venv with requirements.txt installed.
+#   2. a virtual environment in .venv with requirements.txt installed.
+# BEGIN STAFF
+# As root, it makes the account "oclf-sandbox" too, that the grader runs students' code as.
+# END STAFF
 # Building the extension is the Makefile's job (make build).
 # Without root and with packages missing, it stops and prints the command to run.
 set -euo pipefail
@@ -39,10 +41,12 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# BEGIN STAFF
 # The grader's sandbox account (grading/sandbox.py); never "nobody", which other services share.
 if [ "$(id -u)" = 0 ] && ! id oclf-sandbox >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin oclf-sandbox
 fi
+# END STAFF
 
 stamp="$VENV/.requirements"
 if [ ! -x "$VENV/bin/python" ]; then
