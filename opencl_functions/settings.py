@@ -44,11 +44,11 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     # The library's.
     Setting("DEVICE", "the first GPU, else the first device",
             'the OpenCL device: "P:D" (platform and device index) or part of a device, platform or vendor name; '
-            "its platform's devices are the process's devices (opencl:0, opencl:1, ...) and it is the default one",
+            "its platform's devices are the process's devices (numbered 0, 1, ...) and it is the default one",
             "C++ runtime (device)", ("OCL_DEVICE",)),
     Setting("VISIBLE_DEVICES", "every device of the platform",
             'the platform\'s device indices that become the process\'s devices, in order: "1,0" makes the '
-            "platform's device 1 opencl:0 and its device 0 opencl:1",
+            "platform's device 1 the process's device 0 and its device 0 its device 1",
             "C++ runtime (device)"),
     Setting("KERNEL_DIR", "opencl_functions/", "the folder .cl files are read from", "C++ runtime (programs)",
             ("OCL_KERNEL_DIR",)),
