@@ -78,7 +78,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # BEGIN STAFF
-# Staff only: `opencl_device` is opencl_functions.device (torch's `opencl` device), a skip
+# Staff only: `opencl_device` is torch_opencl (torch's `opencl` device), a skip
 # with the reason when it is not built or cannot open a device; `ref_cache` is the grader's
 # reference and ladder build, made once per session.
 ROOT = Path(__file__).resolve().parent
@@ -87,7 +87,7 @@ ROOT = Path(__file__).resolve().parent
 @functools.lru_cache(maxsize=None)
 def _device_unavailable_reason():
     try:
-        import opencl_functions.device as device
+        import torch_opencl as device
     except ImportError as err:
         return f"the opencl device is not built ({err}); run make device"
     if not device.is_available():
@@ -97,13 +97,13 @@ def _device_unavailable_reason():
 
 @pytest.fixture(scope="session")
 def opencl_device():
-    """opencl_functions.device (torch's `opencl` device registered), or a skip with the reason."""
+    """torch_opencl (torch's `opencl` device registered), or a skip with the reason."""
     reason = _device_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    import opencl_functions.device
+    import torch_opencl
 
-    return opencl_functions.device
+    return torch_opencl
 
 
 @pytest.fixture(scope="session")

@@ -26,28 +26,36 @@ ROOT = Path(__file__).resolve().parent.parent
 # What stays with the staff: files, folders (ending in /) and patterns of file names
 # (fnmatch's, where * crosses folders too).
 #
-# The opencl torch device, whole: its package (opencl_functions/device/ now; torch_opencl/
-# once it moves to a top-level package of its own, with opencl_functions/device/ kept as a
-# shim), its build and autoload, its tests, tools, documents and validation harnesses.
+# The opencl torch device, whole: its package (torch_opencl/, and the shim that kept its old
+# name, in either form), its build and autoload, its tests, tools, documents and validation
+# harnesses.
 DEVICE = (
-    "opencl_functions/device/",
     "torch_opencl/",
-    "setup_device.py",
+    "torch_opencl_autoload.py",
+    "opencl_functions/device.py",
+    "opencl_functions/device/",
     "opencl_functions_autoload.py",
+    "setup_device.py",
     "tests/test_device_*.py",
     "tests/device_*.py",
-    "tests/torch_opencl/",
-    "tests/torch_suites/",
-    "tests/test_torch_suites*.py",
+    "tests/compile_checks.py",
+    "tests/dtype_checks.py",
+    "tests/special_values.py",
+    "tests/ddp_amp_worker.py",
     "tests/distributed_worker.py",
     "tests/parallel_worker.py",
-    "tests/special_values.py",
+    "tests/test_bench_decode.py",
     "tests/test_programs.py",
     "tests/programs/",
+    "tests/test_torch_suites*.py",
+    "tests/torch_suites/",
+    "bench/decode.py",
     "bench/first_call.py",
+    "bench/micro.py",
     "bench/models.py",
     "bench/ops.py",
     "bench/profile_device.py",
+    "docs/device/",
     "docs/TORCH_SUITES.md",
     "docs/opdb.json",
     "extras/train_ddp.py",
@@ -58,18 +66,26 @@ DEVICE = (
     "extras/validation/opdb_table.py",
     "extras/validation/torch_suites.py",
 )
-# The reference's fast paths, the grader and the staff's tools and documents.
+# The reference's fast paths, the grader, and the staff's tools, tests and documents.
 STAFF = (
     "STAFF.md",
+    "bench/peaks.py",
+    "bench/peers.py",
+    "bench/record.py",
+    "bench/report.py",
     "bench/tune.py",
     "docs/PERFORMANCE.md",
+    "docs/staff/",
     "grading/",
     "opencl_functions/reference/",
     "scripts/architecture.py",
+    "tests/oclgrind_checks.py",
     "tests/sweeps.py",
     "tests/test_architecture.py",
+    "tests/test_bench_peers.py",
     "tests/test_conv_paths.py",
     "tests/test_exploits.py",
+    "tests/test_file_sizes.py",
     "tests/test_fixtures.py",
     "tests/test_grading.py",
     "tests/test_handout.py",

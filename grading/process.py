@@ -144,12 +144,12 @@ def threads_of(uid: int) -> int:
     return count
 
 
-def _session_members(sid: int) -> List[int]:
+def session_members(sid: int) -> List[int]:
     """Processes in session sid: the child and everything it started that stayed in it."""
     return _processes(lambda pid: _session(pid) == sid)
 
 
-def _kill_all(find) -> List[int]:
+def kill_all(find) -> List[int]:
     """SIGKILLs what find() lists until it lists nothing (fork bombs respawn); returns what
     is left after 50 rounds (empty when all died)."""
     for _ in range(50):
@@ -167,7 +167,7 @@ def _kill_all(find) -> List[int]:
 
 def kill_user(uid: int) -> None:
     """Kills every process of uid; raises ProcessError if some survive."""
-    left = _kill_all(lambda: processes_of(uid))
+    left = kill_all(lambda: processes_of(uid))
     if left:
         raise ProcessError(f"processes {left} of uid {uid} survived SIGKILL")
 
@@ -235,7 +235,7 @@ class Running:
             self.proc.wait(timeout=self.remaining_s())
         except subprocess.TimeoutExpired:
             timed_out = True
-        _kill_all(lambda: _session_members(self.proc.pid))  # the namespace's init and helpers
+        kill_all(lambda: session_members(self.proc.pid))  # the namespace's init and helpers
         self.proc.wait()
         try:
             if self.uid is not None:

@@ -13,7 +13,7 @@ student's compiled code) in a child process, never in the grader's own:
 - with resource limits: processes (against fork bombs), file size, CPU time, address
   space and no core dumps, and a wall-clock timeout; with its stdout and stderr merged and
   capped; with a clean environment (nothing of the grader's leaks in): grading/process.py,
-  the runner make check uses too;
+  the runner make check starts its children with too;
 - with nothing carried from one step to the next through the machine's shared writable
   folders (SHARED_FOLDERS: /dev/shm, /run/lock): a namespaced step gets an empty tmpfs of
   its own over each (View.private), and whatever the sandbox user left in them is removed
@@ -23,11 +23,12 @@ student's compiled code) in a child process, never in the grader's own:
 `start` returns a Running step (the grader's timing protocol talks to it over pipes
 passed in `pass_fds`); `run` starts and waits. Steps of the sandbox account run one at a
 time on a machine (a lock file), so two gradings at once wait for each other's steps
-instead of killing them.
+instead of killing them. The account and that lock: grading/account.py; the runner,
+its processes and files: grading/process.py (the names the grader uses are this module's
+too).
 """
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
 import os
@@ -41,32 +42,13 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from grading import process
+from grading.account import SANDBOX_USER, SandboxError, give_to_sandbox, sandbox_user, take_lock
 from grading.library import settings
-# The runner's names, used as the sandbox's by the grader and its tests.
-from grading.process import (OUTPUT_KEEP, SHARED_FOLDERS, Limits, ProcessError, Result, Running,  # noqa: F401
-                             processes_of, remove_files_of)
+from grading.process import OUTPUT_KEEP, SHARED_FOLDERS, Limits, Result, Running, processes_of, remove_files_of
 
-SANDBOX_USER = "oclf-sandbox"
-
-
-class SandboxError(ProcessError):
-    """The machine cannot sandbox students' code as required (no account, stray processes)."""
-
-
-def sandbox_user() -> Optional[pwd.struct_passwd]:
-    """The account children run as, or None when the grader is not root (it cannot switch)."""
-    if os.geteuid() != 0:
-        return None
-    name = settings.get("GRADER_USER") or SANDBOX_USER
-    if name == "nobody":
-        raise SandboxError(f"{settings.variable('GRADER_USER')}=nobody: other services share that account; "
-                           "use a dedicated one")
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        raise SandboxError(f"no sandbox account {name!r}: create it with `useradd --system --no-create-home "
-                           f"--shell /usr/sbin/nologin {name}` (scripts/setup.sh does) or set OCLF_GRADER_USER"
-                           ) from None
+__all__ = ["OUTPUT_KEEP", "SANDBOX_USER", "SHARED_FOLDERS", "Limits", "Result", "Running", "SandboxError", "View",
+           "containment", "give_to_sandbox", "namespaces", "processes_of", "python_for", "run", "sandbox_user",
+           "start"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,25 +110,6 @@ def python_for(user: Optional[pwd.struct_passwd]) -> Tuple[str, List[str]]:
     return python, [p for p in site.getsitepackages() if os.path.isdir(p)]
 
 
-def give_to_sandbox(path: Path, user: Optional[pwd.struct_passwd]) -> None:
-    """Makes `path` (recursively) owned by the sandbox user, so its children may write it."""
-    if user is None:
-        return
-    for dirpath, dirnames, filenames in os.walk(path):
-        os.chown(dirpath, user.pw_uid, user.pw_gid)
-        for name in filenames:
-            os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
-
-
-
-
-def _lock(uid: int) -> int:
-    """Takes the machine-wide lock of the sandbox account's steps (waits for it); returns
-    its file descriptor."""
-    fd = os.open(f"/tmp/oclf-sandbox-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
-
 
 
 @dataclass
@@ -188,7 +151,7 @@ def start(
     own user), under `limits`, contained as containment() says. Never raises for what the
     command does; raises SandboxError when the sandbox user already owns processes."""
     run_as = user if as_sandbox else None
-    lock = _lock(run_as.pw_uid) if run_as is not None else None
+    lock = take_lock(run_as.pw_uid) if run_as is not None else None
     if run_as is not None and processes_of(run_as.pw_uid):
         os.close(lock)
         raise SandboxError(f"the sandbox user {run_as.pw_name} owns processes {processes_of(run_as.pw_uid)}; "

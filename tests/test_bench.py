@@ -82,7 +82,7 @@ def test_replayed_device_run_matches_torch(opencl_device):
 
 
 def test_fused_device_run_matches_torch(opencl_device, monkeypatch):
-    """bench.models --fuse: the device runs opencl_functions.device.fuse()'s model, torch the model."""
+    """bench.models --fuse: the device runs torch_opencl.fuse()'s model, torch the model."""
     from bench import models
 
     monkeypatch.setattr(models, "FUSE", True)

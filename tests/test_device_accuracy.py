@@ -76,6 +76,31 @@ def test_matrix_products(opencl_device, request, m, k, n):
         assert_as_accurate(f"{name} {m}x{k}x{n}", dev, cpu, ref)
 
 
+# CLBlast's products (OCLF_DEVICE_MATMUL=clblast sends every product there, as GPUs send
+# products of many rows): a K over 256 runs in partial products whose sums are added
+# (csrc/aten/split_k.cpp). Transposed operands, a K that leaves a shorter last part, scaled
+# accumulation into the output, batches.
+SPLIT_K_CASES = {
+    "a @ b": lambda p, q: p @ q,
+    "aᵀ @ bᵀ": lambda p, q: p.t().contiguous().t() @ q.t().contiguous().t(),
+    "addmm 0.5, 2": lambda p, q: torch.addmm(torch.ones(p.shape[0], q.shape[1], dtype=p.dtype, device=p.device),
+                                             p, q, beta=0.5, alpha=2.0),
+    "bmm": lambda p, q: torch.bmm(torch.stack([p, p.flip(0)]), torch.stack([q, q.flip(1)])),
+    "bmm of a transposed batch": lambda p, q: torch.bmm(torch.stack([p, -p]), torch.stack([q.t(), q.t()]).mT),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLIT_K_CASES))
+@pytest.mark.parametrize("m,k,n", [(64, 768, 96), (17, 2049, 33), (9, 257, 5)])
+def test_products_over_a_long_k_on_clblast(opencl_device, monkeypatch, name, m, k, n):
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", "clblast")
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(m, k, generator=g, dtype=torch.float64), torch.randn(k, n, generator=g, dtype=torch.float64)
+    f = SPLIT_K_CASES[name]
+    assert_as_accurate(f"{name} {m}x{k}x{n}", f(a.float().to("opencl"), b.float().to("opencl")), f(a.float(), b.float()),
+                       f(a, b))
+
+
 REDUCTIONS = {
     "sum": lambda t: t.sum(), "mean": lambda t: t.mean(), "norm": lambda t: t.norm(), "sum(0)": lambda t: t.sum(0),
     "sum(1)": lambda t: t.sum(1), "mean((0, 1))": lambda t: t.mean((0, 1)), "var(1)": lambda t: t.var(1),

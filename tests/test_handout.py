@@ -76,7 +76,7 @@ def test_handout_has_no_markers_and_no_staff_files(handout):
     for path in files:
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             assert not MARKER.match(line), f"{path}:{n}"
-    for staff in ("STAFF.md", "opencl_functions/reference", "opencl_functions/device", "grading/hostile",
+    for staff in ("STAFF.md", "opencl_functions/reference", "torch_opencl", "grading/hostile",
                   "grading/ladder", "grading/grade.py", "grading/kernels/conv2d_blocked.cl", "tests/test_grading.py",
                   "tests/test_fixtures.py"):
         assert not (handout / staff).exists(), staff
@@ -157,7 +157,7 @@ def test_handout_documents_and_help_speak_to_students(handout):
     staff_names |= {p.rstrip("/") for p in STAFF_ONLY if p.endswith("/") and p != "grading/"}
     staff_names |= {"grading.e2e", "bench.models", "bench.tune", "bench.profile_device", "grading.grade", "grading.calibrate", "make calibrate",
                     "make tune", "make autograder", "make handout", "make device", "OCLF_CONV_KERNEL",
-                    "opencl_functions.device"}
+                    "torch_opencl"}
     staff_names |= {s.variable for s in settings.SETTINGS.values() if s.staff}  # the staff tree's table
     help_text = subprocess.run(["make", "-s", "-o", ".venv/.requirements", "help"], cwd=handout,
                                capture_output=True, text=True, timeout=60).stdout
@@ -165,7 +165,8 @@ def test_handout_documents_and_help_speak_to_students(handout):
     documents = {p.relative_to(handout).as_posix(): p.read_text() for p in handout.rglob("*.md")}
     documents["make help"] = help_text
     for name, text in documents.items():
-        found = sorted(word for word in staff_names if word in text)
+        # Whole names: "device.py" (a staff module) is not test_device.py (a student's test file).
+        found = sorted(word for word in staff_names if re.search(r"(?<![\w.])" + re.escape(word) + r"(?!\w)", text))
         assert not found, f"{name} names {found}"
         for module in re.findall(r"python -m ([a-z_]+(?:\.[a-z_]+)+)", text):
             assert (handout / (module.replace(".", "/") + ".py")).is_file(), f"{name}: {module}"
@@ -181,7 +182,8 @@ def test_every_device_test_stays_with_the_staff():
     assert not shipped, shipped
     # By pattern, so a new device test stays too; the device's own package wherever it lives.
     for staff in ("tests/test_device_new.py", "torch_opencl/__init__.py", "torch_opencl/csrc/aten/x.cpp",
-                  "opencl_functions/device/__init__.py", "setup_device.py", "opencl_functions_autoload.py"):
+                  "torch_opencl_autoload.py", "opencl_functions/device.py", "opencl_functions/device/__init__.py",
+                  "setup_device.py"):
         assert is_staff_only(staff), staff
     assert not is_staff_only("tests/test_device.py")  # the library's device choice
 
@@ -249,16 +251,17 @@ def _module_file(root: Path, name: str):
 def test_every_project_import_in_the_handout_finds_its_module_there(handout):
     """No file of the handout imports a module the handout leaves out (a staff module, the
     device where it is now or in its own package), at the top or inside a function."""
-    missing = []
+    missing, options = [], set()
     for path in sorted(handout.rglob("*.py")):
         rel = path.relative_to(handout).as_posix()
         for name in sorted(set(_imports(path))):
             device = any(name == m or name.startswith(m + ".") for m in DEVICE_MODULES)
             if device and rel in DEVICE_OPTIONS:
-                continue
-            if device or (_module_file(ROOT, name) is not None and _module_file(handout, name) is None):
+                options.add(rel)
+            elif device or (_module_file(ROOT, name) is not None and _module_file(handout, name) is None):
                 missing.append(f"{rel} imports {name}")
     assert not missing, "\n".join(missing)
+    assert options == set(DEVICE_OPTIONS)  # no stale entry
 
 
 @pytest.mark.serial

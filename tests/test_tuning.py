@@ -106,7 +106,7 @@ def test_unknown_mode_is_an_error(ocl, tmp_path):
 
 DEVICE_CONV = """
 import sys, torch, torch.nn.functional as F
-import opencl_functions.device  # noqa: F401
+import torch_opencl  # noqa: F401
 torch.manual_seed(0)
 x, k = torch.randn(1, 32, 30, 30), torch.randn(32, 32, 3, 3) / 17
 try:
