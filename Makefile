@@ -187,4 +187,7 @@ wheel: .venv/.requirements
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) -m pip wheel --no-build-isolation --no-deps -w $(DIST) .
 
 clean:
-	rm -rf build dist opencl_functions/_core*.so torch_opencl/_C*.so
+	rm -rf build dist opencl_functions/_core*.so
+# BEGIN STAFF
+	rm -rf torch_opencl/_C*.so
+# END STAFF

@@ -4,6 +4,11 @@ aliases. Each setting names who reads it: the C++ runtime (through runtime/setti
 this package, or the course tools (setup.py, the grader). README's "Settings" section is
 this table; a test checks that every OCLF_ name in the sources is in it.
 
+Each setting has an audience: everyone (the library's users and the students), or the
+staff (`staff=True`: settings of code the student handout does not hold). The staff's come
+last, in a staff region, so the handout's copy of this table, and its README's table,
+leave them out.
+
     settings.get("DEVICE")        the value, "" when unset (OCLF_DEVICE, else OCL_DEVICE)
     settings.variable("DEVICE")   the variable that gave it ("OCL_DEVICE" when the alias did)
     settings.SETTINGS             the table, settings for everyone first
@@ -28,7 +33,7 @@ class Setting:
     meaning: str
     reader: str  # who reads it
     aliases: Tuple[str, ...] = ()  # older variable names that still work
-    staff: bool = False  # read by staff code only (the reference, the device, the grader)
+    staff: bool = False  # its audience: the staff alone (the reference, the device, the grader)
 
     @property
     def variable(self) -> str:
@@ -39,11 +44,11 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     # The library's.
     Setting("DEVICE", "the first GPU, else the first device",
             'the OpenCL device: "P:D" (platform and device index) or part of a device, platform or vendor name; '
-            "its platform's devices are the process's devices (opencl:0, opencl:1, ...) and it is the default one",
+            "its platform's devices are the process's devices (numbered 0, 1, ...) and it is the default one",
             "C++ runtime (device)", ("OCL_DEVICE",)),
     Setting("VISIBLE_DEVICES", "every device of the platform",
             'the platform\'s device indices that become the process\'s devices, in order: "1,0" makes the '
-            "platform's device 1 opencl:0 and its device 0 opencl:1",
+            "platform's device 1 the process's device 0 and its device 0 its device 1",
             "C++ runtime (device)"),
     Setting("KERNEL_DIR", "opencl_functions/", "the folder .cl files are read from", "C++ runtime (programs)",
             ("OCL_KERNEL_DIR",)),
@@ -64,14 +69,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "C++ runtime (programs)"),
     Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
             "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
-    # The course tools': setup.py's and the grader's.
+    # The course tools': setup.py's.
     Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
-    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",)),
-    Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
-            "grading", ("GRADER_PYTHON",)),
-    Setting("GRADER_NAMESPACES", "1 where the machine allows them",
-            "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
-            "grading"),
+    Setting("BUILD_EXTENSIONS", "1", "0: setup.py installs the package's files without compiling (the editable "
+            "install of scripts/setup.sh)", "setup.py"),
     # BEGIN STAFF
     # The reference's host code and the opencl device.
     Setting("CONV_KERNEL", "by device and shape",
@@ -131,6 +132,13 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     # The course tools'.
     Setting("BUILD_DEVICE", "1 in package builds, 0 in in-place ones",
             "1: setup.py builds the opencl torch device too; 0: the library alone", "setup.py", staff=True),
+    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",),
+            staff=True),
+    Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
+            "grading", ("GRADER_PYTHON",), staff=True),
+    Setting("GRADER_NAMESPACES", "1 where the machine allows them",
+            "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
+            "grading", staff=True),
     Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",), staff=True),
     Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",
             ("GRADER_BUILD_TIMEOUT",), staff=True),

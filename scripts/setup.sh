@@ -2,8 +2,10 @@
 # One-time setup for a fresh machine, shared by the Makefile, .ci/run and the Dockerfile:
 #   1. Debian/Ubuntu packages: an OpenCL driver (PoCL), the ICD loader, headers, CLBlast,
 #      Oclgrind (make check) and binutils (nm, for the allowed-calls check);
-#   2. as root, the account "oclf-sandbox" that the grader runs students' code as;
-#   3. a virtual environment in .venv with requirements.txt installed.
+#   2. a virtual environment in .venv with requirements.txt installed.
+# BEGIN STAFF
+# As root, it makes the account "oclf-sandbox" too, that the grader runs students' code as.
+# END STAFF
 # Building the extension is the Makefile's job (make build).
 # Without root and with packages missing, it stops and prints the command to run.
 set -euo pipefail
@@ -39,10 +41,12 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# BEGIN STAFF
 # The grader's sandbox account (grading/sandbox.py); never "nobody", which other services share.
 if [ "$(id -u)" = 0 ] && ! id oclf-sandbox >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin oclf-sandbox
 fi
+# END STAFF
 
 stamp="$VENV/.requirements"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -55,9 +59,12 @@ if ! cmp -s requirements.txt "$stamp"; then
   "$VENV/bin/python" -m pip install -q -r requirements.txt
   cp requirements.txt "$stamp"
 fi
-# The project itself, installed editable: Python imports its packages from this tree, and
-# torch finds the device's entry point (torch_opencl_autoload) as after a pip install. No
-# compiling here: make build and make device build the modules in place.
+# The project itself, installed editable: Python imports its packages from this tree. No
+# compiling here: make build builds the module in place.
+# BEGIN STAFF
+# Torch finds the device's entry point (torch_opencl_autoload) as after a pip install; make
+# device builds the device's module.
+# END STAFF
 editable="$VENV/.editable"
 if ! cat setup.py pyproject.toml | cmp -s - "$editable"; then
   echo "setup: installing this tree into $VENV (editable)"
