@@ -72,3 +72,18 @@ def assert_trained_as_accurately(runs, factor=4.0, floor=1e-7):
         assert device[name].shape == cpu[name].shape == ref.shape, (name, device[name].shape, ref.shape)
         ours, torchs = error(device[name], ref), error(cpu[name], ref)
         assert ours <= factor * torchs + floor, f"{name}: device {ours:.2e} from float64, torch's float32 {torchs:.2e}"
+
+
+def two_devices_env(ocl) -> dict:
+    """The environment of processes that see two devices of one platform: the machine's, or
+    two PoCL devices (POCL_DEVICES) where the platform has one; a skip where neither is there."""
+    import pytest
+    from pathlib import Path
+
+    ROOT = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "OCLF_FALLBACK": "error"}
+    if ocl.device_count() >= 2:
+        return env
+    if not any("Portable Computing Language" in d["platform"] for d in ocl.list_devices()):
+        pytest.skip("one OpenCL device, and no PoCL to make two with POCL_DEVICES")
+    return {**env, "POCL_DEVICES": "pthread pthread", "OCLF_DEVICE": "pocl", "OCLF_VISIBLE_DEVICES": ""}
