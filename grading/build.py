@@ -40,7 +40,7 @@ HARNESS = ["grading/__init__.py", "grading/channel.py", "grading/child.py", "gra
 ESTIMATE = ["bench/__init__.py", "bench/estimate.py", "bench/baselines.py", "grading/scale.py",
             "grading/kernels/conv2d_naive.cl"]
 TREE_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, *ESTIMATE, "grading/kernels"]
-TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".json"}
+TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".h", ".json"}
 # A program tree: the library and the child harness only; without --staff-files, _copy
 # leaves out the staff-only folders (handout.STAFF_ONLY: opencl_functions/reference/ and
 # torch_opencl/), so a student's program has no staff kernel to read or include.

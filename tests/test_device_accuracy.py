@@ -1,8 +1,8 @@
 """float32 on the opencl device as accurate as torch's own float32: each result's error
 against float64 (max-abs, relative to the reference's largest value) within twice torch's
 CPU float32 error on the same inputs, for the sums that long accumulations make drift:
-convolutions (forward, input and weight gradients), matrix products, and a ResNet-18
-training step's parameter gradients.
+convolutions (forward, input and weight gradients), matrix products, reductions eager and
+compiled, and a ResNet-18 training step's parameter gradients.
 
 A kernel that sums C_in·K_h·K_w products in one accumulator drifts to several times torch's
 error (torch's CPU products sum in blocks); in a network that is enough to flip a ReLU whose
@@ -60,11 +60,7 @@ def test_convolution_and_its_gradients(opencl_device, shape):
 
 
 @pytest.mark.parametrize("m,k,n", [(4, 512, 10), (64, 768, 768), (7, 3072, 768), (128, 4096, 64), (33, 1000, 17)])
-def test_matrix_products(opencl_device, request, m, k, n):
-    if m > 8 and not torch.ops.oclf.device_name(-1).endswith("(CPU)"):
-        # GPUs: products of many rows run on a tiled GEMM (conv2d_gpu.cl or CLBlast) that keeps
-        # one accumulator per output: 3-6x torch's error on the H200.
-        request.applymarker(pytest.mark.xfail(reason="one accumulator per output in GPU GEMMs"))
+def test_matrix_products(opencl_device, m, k, n):
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(m, k, generator=g, dtype=torch.float64), torch.randn(k, n, generator=g, dtype=torch.float64)
     weight = torch.randn(n, k, generator=g, dtype=torch.float64)
@@ -117,6 +113,33 @@ def test_reductions(opencl_device, name):
         if x.dim() == 1 and name not in ("sum", "mean", "norm"):
             continue
         assert_as_accurate(f"{name} of {shape}", f(x.float().to("opencl")), f(x.float()), f(x))
+
+
+def _batch_norm(t):
+    return F.batch_norm(t, None, None, training=True)
+
+
+# Compiled reductions (compile/reductions.py) against float64, beside torch's float32 and the
+# eager device's: rows of 50,001 elements one work-item walks (a CPU device's serial mode) and
+# batch norms over 2,178 and 50,176 values a channel (of mean 1000: the mean's own error shows).
+COMPILED = {"sum(1)": ((64, 50_001), REDUCTIONS["sum(1)"]), "var(1)": ((64, 50_001), REDUCTIONS["var(1)"]),
+            "softmax(1)": ((64, 50_001), REDUCTIONS["softmax(1)"]),
+            "batch_norm": ((2, 16, 33, 33), _batch_norm), "batch_norm, 64 channels": ((8, 64, 28, 28), _batch_norm)}
+
+
+@pytest.mark.parametrize("name", list(COMPILED))
+def test_compiled_reductions(opencl_device, name):
+    """Within twice the larger of torch's float32 error and the eager device's: summed in one
+    accumulator a row, they were 8 (sum), 20 (var) and 10 (a batch norm's output) times it."""
+    shape, f = COMPILED[name]
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    x = x + (1000 if f is _batch_norm else 3)
+    ref = f(x)
+    cpu, eager = error(f(x.float()), ref), error(f(x.float().to("opencl")), ref)
+    torch._dynamo.reset()
+    compiled = error(torch.compile(f)(x.float().to("opencl")), ref)
+    assert compiled <= 2 * max(cpu, eager) + 1e-7, \
+        f"{name}: compiled {compiled:.2e} against float64, torch's float32 {cpu:.2e}, eager {eager:.2e}"
 
 
 def resnet18_step_errors(seed: int) -> list:

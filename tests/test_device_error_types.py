@@ -1,9 +1,10 @@
 """Invalid calls raise on the opencl device the exception type torch raises on the CPU (what
 op_db's error inputs check, tests/torch_suites/test_ops_common.py test_errors): reductions
 over zero-size dimensions or 65 dimensions, mean of integers, out= of another dtype or sharing
-memory with an input, gather's and scatter's indices out of range, index_select's out= (native),
-negating booleans, layer norm's shapes, margin losses' float targets, 3-D pooling of empty
-channels, random fills of a negative spread or a reversed range, rolling a 0-d tensor."""
+memory with an input, gather's and scatter's indices out of range, index_select's and
+masked_select's out= (native), negating booleans, layer norm's shapes, margin losses' float
+targets, 3-D pooling of empty channels, random fills of a negative spread or a reversed range,
+rolling a 0-d tensor, the norm of integers (and complex norms computed, not refused)."""
 import pytest
 import torch
 
@@ -28,6 +29,18 @@ def _gather_resized_over_its_index(device):
     return torch.gather(index.clone(), 0, index[1:], out=index[:1])
 
 
+def _masked_select_into(which):
+    def call(device):
+        y = torch.rand(6, device=device)
+        mask = torch.tensor([True, False, True, True, False, False], device=device)
+        if which == "mask":
+            return torch.masked_select(mask.clone(), mask, out=mask)
+        out = {"input": y, "expanded": torch.zeros(1, device=device).expand(3),
+               "float64": torch.empty(3, dtype=torch.float64, device=device)}[which]
+        return torch.masked_select(y, mask, out=out)
+    return call
+
+
 CASES = {
     "amax over a zero-size dim": lambda d: torch.amax(torch.empty(5, 0, 5, device=d), 1),
     "max of an empty tensor": lambda d: torch.max(torch.empty(0, device=d)),
@@ -47,6 +60,10 @@ CASES = {
     "scatter out of range": lambda d: torch.ones(2, 2, device=d).scatter(1, torch.tensor([[0, 5]], device=d), 2.0),
     "cat into its empty input": _empty_out_aliasing_input,
     "index_select into its input": _index_select_into_its_input,
+    "masked_select into its input": _masked_select_into("input"),
+    "masked_select into its mask": _masked_select_into("mask"),
+    "masked_select into an expanded out": _masked_select_into("expanded"),
+    "masked_select into a float64 out": _masked_select_into("float64"),
     "neg of booleans": lambda d: torch.neg(torch.ones(3, dtype=torch.bool, device=d)),
     "layer_norm of an empty normalized shape": lambda d: torch.native_layer_norm(torch.ones(2, 3, device=d), [],
                                                                                    None, None, 1e-5),
@@ -58,6 +75,7 @@ CASES = {
     "normal_ with a negative std": lambda d: torch.empty(3, device=d).normal_(0.0, -1.0),
     "uniform_ over a reversed range": lambda d: torch.empty(3, device=d).uniform_(2.0, 1.0),
     "roll of a 0-d tensor over a dim": lambda d: torch.roll(torch.tensor(1.0, device=d), 1, 0),
+    "vector_norm of integers": lambda d: torch.linalg.vector_norm(torch.ones(3, dtype=torch.long, device=d)),
 }
 
 
@@ -86,3 +104,15 @@ def test_the_device_raises_torchs_exception_type(opencl_device, name):
     assert got is not None, f"{name}: the device raises nothing, the CPU {type(expected).__name__}: {expected}"
     assert type(got) is type(expected), f"{name}: the device raises {type(got).__name__} ({got}), " \
                                         f"the CPU {type(expected).__name__} ({expected})"
+
+
+def test_complex_norms_are_computed_not_refused(opencl_device, monkeypatch):
+    """A complex input's norm runs on the CPU (the registration's route for dtypes without a
+    kernel), as torch computes it; it was refused as if it were an integer one."""
+    monkeypatch.setenv("OCLF_FALLBACK", "silent")
+    z = torch.tensor([[3 + 4j, 1 - 2j], [0.5j, -2 + 0j]], dtype=torch.complex64)
+    for ord_ in (2, 1, float("inf")):
+        expected = torch.linalg.vector_norm(z, ord_, dim=1)
+        got = torch.linalg.vector_norm(z.to("opencl"), ord_, dim=1)
+        assert got.device.type == "opencl" and got.dtype == expected.dtype
+        torch.testing.assert_close(got.cpu(), expected)

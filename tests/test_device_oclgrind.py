@@ -171,12 +171,14 @@ SCRIPT = textwrap.dedent("""
             p = torch.tensor([[0.2, 0.0, 0.8], [1.0, 1.0, 0.0]])
             assert (torch.multinomial(d(p), 5, replacement=True).cpu() != torch.tensor([[1], [2]])).all()
             assert torch.multinomial(d(p), 2).cpu().sort().values.tolist() == [[0, 2], [0, 1]]
-            # random_ (random_range): int64 and int32, a strided view, a 16-bit tensor
+            # random_: int64 and int32, a strided view, a 16-bit tensor, 64-bit draws; from an offset
+            torch.opencl.set_rng_state(torch.tensor([7, 13], dtype=torch.int64).view(torch.uint8))  # mid-block
             ri = torch.randint(-2, 3, (67,), device="opencl").cpu()
             assert ri.min().item() >= -2 and ri.max().item() <= 2
             z = torch.zeros(5, 7, dtype=torch.int32, device="opencl").t().random_(4)
             assert 0 <= z.min().item() and z.max().item() < 4
             assert torch.empty(9, dtype=torch.float16, device="opencl").random_().cpu().max().item() <= 2**11
+            assert torch.empty(5, dtype=torch.int64, device="opencl").random_().cpu().min().item() >= 0
             # random_fill's other distributions, and draws with a tensor of probabilities
             assert torch.empty(11, device="opencl").geometric_(0.4).cpu().min().item() >= 1
             assert torch.empty(11, device="opencl").exponential_(3.0).cpu().min().item() > 0
@@ -224,8 +226,9 @@ SCRIPT = textwrap.dedent("""
                           torch.ops.oclf.conv2d_fused(x, w, b, r, *args))
     elif what == "nn_nd":
         # The opencl device's recurrent cells (rnn.cl: LSTM and GRU, with and without biases,
-        # the LSTM's backward without dcy), 3-D and adaptive max pooling (pool3d.cl), and the
-        # transposed and 3-D convolutions on the 2-D kernels, forward and backward.
+        # the LSTM's backward without dcy), 2-D and 3-D pooling (pool.cl: windows compiled in
+        # and read at run time), and the transposed and 3-D convolutions on the 2-D kernels,
+        # forward and backward.
         import torch_opencl  # noqa: F401
         def both(fn, *xs):
             results = []
@@ -249,7 +252,10 @@ SCRIPT = textwrap.dedent("""
         for fn in (lambda t: F.max_pool3d(t, 3, 2, 1), lambda t: F.max_pool3d(t, 2, dilation=2, ceil_mode=True),
                    lambda t: F.avg_pool3d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False),
                    lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)), lambda t: F.adaptive_max_pool3d(t, (3, 4, 9)),
-                   lambda t: F.adaptive_max_pool2d(t[:, 0], (4, 3))):
+                   lambda t: F.adaptive_max_pool2d(t[:, 0], (4, 3)), lambda t: F.max_pool2d(t[:, 0], 3, 2, 1),
+                   lambda t: F.max_pool2d(t[:, 0], 2, dilation=2, ceil_mode=True),
+                   lambda t: F.avg_pool2d(t[:, 0], 3, 2, 1, ceil_mode=True, count_include_pad=False),
+                   lambda t: F.avg_pool2d(t[:, 0], (6, 17), 1, (3, 8)), lambda t: F.adaptive_avg_pool2d(t[:, 0], (4, 5))):
             both(fn, x)
         both(lambda t, w: F.conv_transpose2d(t, w, stride=2, padding=1, output_padding=1, groups=2),
              torch.randn(2, 4, 5, 3), torch.randn(4, 3, 3, 3))
@@ -316,7 +322,7 @@ SCRIPT = textwrap.dedent("""
     elif what == "ops_more":
         # The kernels of the operators public programs meet (tests/test_device_ops_more.py):
         # elementwise_nn.h's activations and losses (strided, in place), pad.cl, loss.cl,
-        # group_norm.cl, fractional_pool.cl and ctc.cl, forward and backward, on odd shapes.
+        # group_norm.cl, pool.cl (fractional pooling) and ctc.cl, forward and backward, on odd shapes.
         import torch_opencl  # noqa: F401
         def both(fn, *xs):
             results = []
@@ -380,8 +386,8 @@ def test_device_ops_more_under_oclgrind(tmp_path, ocl):
 
 
 def test_device_recurrent_cells_pools_and_nd_convolutions_under_oclgrind(tmp_path, ocl):
-    """rnn.cl's LSTM and GRU cells, pool3d.cl's 3-D and adaptive max pooling, and the transposed
-    and 3-D convolutions on the 2-D kernels, forward and backward."""
+    """rnn.cl's LSTM and GRU cells, pool.cl's 2-D and 3-D poolings, and the transposed and 3-D
+    convolutions on the 2-D kernels, forward and backward."""
     run_under_oclgrind(SCRIPT, "nn_nd", tmp_path, OCLF_FALLBACK="error")
 
 

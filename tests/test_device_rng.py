@@ -3,8 +3,11 @@ kernels/random.cl): a stream of their own, as CUDA's, with CUDA's state layout.
 
 - a generator's state is 16 bytes, the seed then the offset (as torch.cuda's), which torch's
   distributed RNG tracker reads and writes; an op drawing n numbers moves the offset on by n
-  rounded up to 4, and element i is the counter offset + i, so consecutive draws continue
-  one stream; a state of another size is refused with a message;
+  rounded up to 4, and element i is number offset + i of the stream (word (offset + i) % 4 of
+  the Philox 4x32-10 block of counter (offset + i) / 4; 64-bit draws two words of a second
+  stream), so consecutive draws continue one stream; a state of another size is refused;
+- the numbers are Philox 4x32-10's, pinned by a reference written here and Random123's known
+  answers, for every random kernel at offsets inside a block and past 2^32 blocks;
 - the numbers are good enough: moments and a Kolmogorov-Smirnov distance of uniform and
   normal draws, the fraction dropout keeps, integers over their whole range;
 - torch's utilities that save and restore the state: fork_rng(device_type="opencl"),
@@ -47,9 +50,9 @@ def test_state_is_seed_then_offset_as_cuda():
     assert seed_and_offset(torch.opencl.get_rng_state()) == (2024, 56)  # the default one untouched
 
 
-def test_element_i_is_counter_offset_plus_i():
+def test_element_i_is_number_offset_plus_i():
     """Draws continue one stream: rand(8) then rand(8) is rand(16); rand(7) then rand(9) skips
-    the counter that rounding to 4 leaves out. Setting the offset by hand starts there."""
+    the number that rounding to 4 leaves out. Setting the offset by hand starts there."""
     torch.manual_seed(11)
     whole = torch.rand(20, device="opencl").cpu()
     torch.manual_seed(11)
@@ -64,14 +67,71 @@ def test_element_i_is_counter_offset_plus_i():
     assert torch.equal(torch.rand(5, device="opencl").cpu(), whole[12:17])
 
 
-def test_numbers_are_philox_4x32_10():
-    """Random123's known answer for Philox 4x32-10 with key 0 and counter 0 is the words
-    6627e8d5 e169c58d bc57ac4c 9b00dbd8; random_() on int64 takes words 2 and 3 as one
-    number below 2^63."""
-    state = torch.zeros(16, dtype=torch.uint8)   # seed 0, offset 0
-    torch.opencl.set_rng_state(state)
-    drawn = torch.empty(1, dtype=torch.int64, device="opencl").random_().item()
-    assert drawn == 0xBC57AC4C9B00DBD8 & (2**63 - 1)
+M32 = 0xFFFFFFFF
+
+
+def philox4x32_10(key: list[int], counter: list[int]) -> list[int]:
+    """Philox 4x32-10 of a key of two words and a counter of four: the device's
+    kernels/philox.h, written again here."""
+    c, k = list(counter), list(key)
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k[0], p1 & M32, (p0 >> 32) ^ c[3] ^ k[1], p0 & M32]
+        k = [(k[0] + 0x9E3779B9) & M32, (k[1] + 0xBB67AE85) & M32]
+    return c
+
+
+def philox(seed: int, counter: int, stream: int = 0) -> list[int]:
+    """The block of a 64-bit counter in a stream: key `seed`, counter (counter, stream, 0)."""
+    return philox4x32_10([seed & M32, seed >> 32], [counter & M32, counter >> 32, stream, 0])
+
+
+def test_the_reference_gives_random123s_known_answers():
+    assert philox4x32_10([0, 0], [0, 0, 0, 0]) == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    assert philox4x32_10([M32] * 2, [M32] * 4) == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+    assert philox4x32_10([0xA4093822, 0x299F31D0], [0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344]) == \
+        [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
+
+
+def set_state(seed: int, offset: int):
+    torch.opencl.set_rng_state(torch.tensor([seed, offset], dtype=torch.int64).view(torch.uint8))
+
+
+def numbers(seed: int, offset: int, n: int) -> list[int]:
+    """Numbers offset .. offset + n - 1 of the stream: number k is word k % 4 of block k // 4."""
+    return [philox(seed, k // 4)[k % 4] for k in range(offset, offset + n)]
+
+
+@pytest.mark.parametrize("offset", [0, 13, 4 * 2**32 + 6])
+@pytest.mark.parametrize("n", [1, 7, 33])
+def test_every_random_kernel_draws_the_references_numbers(offset, n):
+    """Element i takes number offset + i: uniform, dropout's mask, small-range integers one
+    word each, normals both of Box-Muller's pair, int64 draws two words of stream 1 (number k:
+    half k % 2 of that stream's block k // 2)."""
+    seed = 0x5EED0000_1234ABCD
+    words = numbers(seed, offset, n)
+    units = [((w >> 8) + 1) / 2**24 for w in words]   # (0, 1]
+    set_state(seed, offset)
+    assert torch.rand(n, device="opencl").cpu().tolist() == [1 - u for u in units]
+    set_state(seed, offset)
+    mask = F.dropout(torch.ones(n, device="opencl"), 0.4).cpu() != 0
+    assert mask.tolist() == [1 - u >= 0.4 for u in units]
+    set_state(seed, offset)
+    assert torch.randint(3, 10, (n,), device="opencl").cpu().tolist() == [3 + w % 7 for w in words]
+    set_state(seed, offset)
+    wide = torch.empty(n, dtype=torch.int64, device="opencl").random_().cpu().tolist()
+    halves = [philox(seed, k // 2, stream=1)[2 * (k % 2):2 * (k % 2) + 2] for k in range(offset, offset + n)]
+    assert wide == [(hi << 32 | lo) % 2**63 for hi, lo in halves]
+    set_state(seed, offset)
+    normal = torch.randn(n, device="opencl").cpu().double()
+    expected = []
+    for k in range(offset, offset + n):
+        block = philox(seed, k // 4)
+        pair = 2 * ((k % 4) // 2)
+        radius = math.sqrt(-2 * math.log(((block[pair] >> 8) + 1) / 2**24))
+        angle = math.pi * 2 * (block[pair + 1] >> 8) / 2**24
+        expected.append(radius * (math.cos(angle) if k % 2 == 0 else math.sin(angle)))
+    torch.testing.assert_close(normal, torch.tensor(expected, dtype=torch.float64), atol=2e-5, rtol=2e-5)
 
 
 def test_state_round_trip_and_refusals():

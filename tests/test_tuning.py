@@ -31,10 +31,10 @@ print(json.dumps({"matmul": matmul, "conv": ocl.last_choice(), "seconds": ocl._c
 
 
 def copy_kernels(ocl, folder: Path) -> None:
-    """The library's .cl files with their folders (the reference's in reference/), as
-    OCLF_KERNEL_DIR takes them."""
+    """The library's .cl files with their folders (the reference's in reference/, with the
+    headers they include), as OCLF_KERNEL_DIR takes them."""
     root = Path(ocl.KERNEL_DIR)
-    for source in [*root.glob("*.cl"), *root.glob("reference/*.cl")]:
+    for source in [*root.glob("*.cl"), *root.glob("reference/*.cl"), *root.glob("reference/*.h")]:
         target = folder / source.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target)

@@ -10,8 +10,8 @@ generator's: the same seed gives other numbers on the CPU and on the device. Eac
 a default generator (csrc/runtime/generator.h): a Philox 4x32-10 key (the seed) and counter
 (the offset), its state 16 bytes in CUDA's layout, the seed (uint64) then the offset (int64),
 which torch's distributed RNG tracker (DTensor) reads and writes. A random kernel drawing n
-numbers computes element i from the counter offset + i and moves the offset on by n rounded
-up to a multiple of 4, so seeding repeats dropout, rand, randn and the initialisations, and a
+numbers gives element i number offset + i of the stream (a word of the block of counter
+(offset + i) / 4) and moves the offset on by n rounded up to a multiple of 4, so seeding repeats dropout, rand, randn and the initialisations, and a
 saved state repeats what follows it (fork_rng, activation checkpointing's recomputed forward).
 """
 from __future__ import annotations

@@ -88,15 +88,7 @@
 #endif
 
 // x, w, bias and y: IO_T, read as float by LD/LD4 and written by ST/ST4 (io_types.h).
-#if defined(IO_HALF) || defined(IO_BFLOAT)
 #include "io_types.h"
-#else
-#define IO_T float
-#define LD(p, i) ((p)[i])
-#define LD4(p, i) (*(__global const float4*)((p) + (i)))
-#define ST(p, i, v) ((p)[i] = (v))
-#define ST4(p, i, v) (*(__global float4*)((p) + (i)) = (v))
-#endif
 
 #if (defined(IO_HALF) || defined(IO_BFLOAT)) && defined(EPI_RES)
 #error "the residual epilogue reads float32: 16-bit builds take no residual"
@@ -111,15 +103,9 @@
 #define ST4_Y ST4
 #endif
 
-// The opencl device's fused convolutions build with an epilogue (epilogue.h): conv2d_gpu's
+// The opencl device's fused convolutions build with an epilogue (preamble.h): conv2d_gpu's
 // when it writes y (splits = 1), conv2d_sum_splits' otherwise. Plain builds store the sums.
-#if defined(EPI_ACT) || defined(EPI_RES)
-#include "epilogue.h"
-#else
-#define EPI_PARAM
-#define EPI(v, i) (v)
-#define EPIV(v, i, n) (v)
-#endif
+#include "preamble.h"
 
 // MMA: the tile's products on tensor cores through inline PTX (mma.sync m16n8k16, float16 or
 // bfloat16 operands, float32 accumulation; NVIDIA's OpenCL compiler passes asm statements

@@ -17,7 +17,7 @@ _Properties = collections.namedtuple(
 
 
 def _properties(device: Any = None) -> _Properties:
-    from ... import list_devices
+    from opencl_functions import list_devices
 
     index = devices.device_index(device)
     info = list_devices()[index] if index < len(list_devices()) else {}

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ... import settings
+from opencl_functions import settings
 from ..graphs import Graph, graph
 from .recording import (Recording, counters, extent, in_progress, locations, on_cpu, ptr, span, storage, survey,
                         unrecordable_reasons, version)

@@ -77,9 +77,11 @@ class GeneratedKernel:
 
     def run(self, tensors: list, scalars: list, global_size: list, local_size: list, written: tuple = ()) -> None:
         """Launches the kernel; `written` indexes the tensors it writes, whose version
-        counters then move on as an in-place torch operation's would (the device keeps
-        buffers derived from a tensor, such as a convolution's packed weights, per version:
-        a buffer Inductor reuses for new values must not find the old ones)."""
+        counters then move on as an in-place torch operation's would, and whose storages
+        count a write (the device keeps buffers derived from a tensor, such as a
+        convolution's packed weights, per version and storage write: a buffer Inductor
+        reuses for new values, under a tensor whose counter starts again, must not find the
+        old ones)."""
         device = next((t.device for t in tensors if t.device.type == "opencl"), None)
         if any(t.device.type != "opencl" for t in tensors):
             # A 0-dim CPU tensor beside device ones (an optimizer's step count): its value
@@ -89,7 +91,7 @@ class GeneratedKernel:
             tensors = [t if t.device.type == "opencl" else t.to(device) for t in tensors]
         device = device.index if device is not None else int(_ops.current_device())
         _ops.generated_launch(self.handle(device), tensors, [int(s) for s in scalars],
-                              [int(g) for g in global_size], [int(g) for g in local_size])
+                              [int(g) for g in global_size], [int(g) for g in local_size], list(written))
         if written:
             torch.autograd.graph.increment_version([tensors[i] for i in written])
 

@@ -1,6 +1,8 @@
 // Elementwise arithmetic of the opencl device: +, -, *, /, comparisons, logical and bitwise
 // operators, math functions, where, masked_fill, clamp, pow, addcmul/addcdiv, lerp, sgn and
-// xlogy, each as an OP_<name> of kernels/elementwise.cl (see pointwise.h for the wrappers).
+// xlogy, each as an OP_<name> of kernels/elementwise.cl (see pointwise.h for the wrappers);
+// addr, of those kernels.
+#include <ATen/ops/addr_native.h>
 #include <torch/library.h>
 
 #include "dispatch.h"
@@ -252,9 +254,35 @@ at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out) {
   return unary_out<opname::neg, Out::Same>(self, out);
 }
 
+// ---- addr -------------------------------------------------------------------------------
+
+// beta·self + alpha·(vec1 ⊗ vec2). In float16 and bfloat16 torch's CPU and CUDA kernels compute
+// beta·self + (alpha·vec1)·vec2 in the dtype's own arithmetic (c10::BFloat16 and c10::Half
+// round each product and the sum, beta and alpha rounded first); so does this, with the
+// device's 16-bit elementwise kernels (each rounds its result). torch's composite, which
+// other dtypes take, rounds alpha·(vec1 ⊗ vec2) instead: up to 16 units off in bfloat16.
+at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                const at::Scalar& alpha) {
+  const at::ScalarType dtype = self.scalar_type();
+  const bool half = dtype == at::kHalf, bfloat = dtype == at::kBFloat16;
+  if (!(half || bfloat) || vec1.scalar_type() != dtype || vec2.scalar_type() != dtype)
+    return at::native::math_addr(self, vec1, vec2, beta, alpha);
+  DEVICE_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  DEVICE_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  const auto in_dtype = [&](const at::Scalar& v) {
+    return bfloat ? double(float(v.to<c10::BFloat16>())) : double(float(v.to<c10::Half>()));
+  };
+  const double b = in_dtype(beta), a = in_dtype(alpha);
+  const at::Tensor product = at::mul(vec1, a).unsqueeze(1) * vec2.unsqueeze(0);
+  const at::Tensor source = self.expand(product.sizes());  // refuses a self that does not broadcast
+  if (b == 0) return product;  // self is ignored, its NaN and infinities too
+  return at::mul(source, b) + product;
+}
+
 }  // namespace
 
 REGISTER_DEVICE_OPS(m) {
+  m.impl("addr", addr);
   m.impl("add.Tensor", alpha_binary<opname::add>);
   m.impl("add_.Tensor", alpha_binary_<opname::add>);
   m.impl("add.out", alpha_binary_out<opname::add>);

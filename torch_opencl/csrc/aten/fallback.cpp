@@ -1,11 +1,11 @@
 // The CPU fallback of the opencl device, for every operator without an OpenCL kernel: the
-// arguments are copied to the host, torch's CPU kernel runs, results are copied back.
+// arguments are copied to the host, torch's CPU kernel runs, results are copied back
+// (fallback_run.cpp, which keeps arguments that share memory sharing it).
 // Correct but slow; each operator warns once (a UserWarning naming it). OCLF_FALLBACK=error
 // (or OCL_FALLBACK) makes it an error instead (NotImplementedError), so a test can prove a
 // model's hot path runs natively; OCLF_FALLBACK=silent drops the warnings.
 // Each call is recorded per operator: calls, wall time of the whole fallback (copies to the
 // host, CPU kernel, copies back) and the bytes of device tensors it moved each way.
-#include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
 #include <chrono>
@@ -112,7 +112,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool 
   // keeps the kernels queued earlier out of this operator's time.
   if (to_host > 0) Device::get().synchronize();
   const auto start = std::chrono::steady_clock::now();
-  at::native::cpu_fallback(op, stack);
+  run_with_host_copies(op, stack);
   const auto stop = std::chrono::steady_clock::now();
   const size_t returns = op.schema().returns().size();
   const int64_t to_device = device_bytes(torch::jit::last(*stack, returns));

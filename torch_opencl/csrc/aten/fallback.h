@@ -19,6 +19,11 @@ void fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // and warned as "aten::mm (float64)", "has no OpenCL kernel for float64".
 void fallback_for_dtypes(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Runs the operator on the stack with torch's CPU kernel: host copies of the device tensors
+// among the arguments (one span of memory for those sharing it with a written one), written
+// arguments copied back, results moved to the arguments' device (fallback_run.cpp).
+void run_with_host_copies(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // One operator's fallback calls, summed.
 struct FallbackRecord {
   int64_t calls = 0;

@@ -1,14 +1,13 @@
-// Fractional max pooling of the opencl device (2-D and 3-D): the forward on
-// kernels/fractional_pool.cl (windows from the random samples, as torch's CPU kernel places
+// Fractional max pooling of the opencl device (2-D and 3-D): the forward on kernels/pool.cl's
+// fractional_max_forward (windows from the random samples, as torch's CPU kernel places
 // them), the backward as the device's scatter_add of the gradients at the stored indices,
 // plane by plane. float32 and float64; 16-bit tensors through float32 copies.
-#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <climits>
 
 #include "dispatch.h"
-#include "kernel_launch.h"
+#include "pool.h"
 
 namespace oclf::device {
 
@@ -72,29 +71,27 @@ std::tuple<at::Tensor&, at::Tensor&> fractional_out(const at::Tensor& self, at::
   const char* op = dims == 2 ? "fractional_max_pool2d" : "fractional_max_pool3d";
   const Pooling p = pooling(self, kernel_size, output_size, dims, op);
   const at::ScalarType type = self.scalar_type();
-  const std::string options = std::string("-DT=") + cl_real_type(type, op);
+  const std::string options = std::string(" -DT=") + cl_real_type(type, op);
   DEVICE_CHECK(random_samples.scalar_type() == type, "opencl: ", op, ": Expect _random_samples to have the same ",
                "dtype as input");
   DEVICE_CHECK(random_samples.dim() == 3 && random_samples.size(0) >= p.batch &&
                    random_samples.size(1) == p.channels && random_samples.size(2) == dims,
                "opencl: ", op, ": _random_samples must be (N, C, ", dims, ") with N at least the batch ", p.batch,
                " and C = ", p.channels, " channels, got ", random_samples.sizes());
-  at::native::resize_output(output, p.out_shape);
-  at::native::resize_output(indices, p.out_shape);
   DEVICE_CHECK(output.scalar_type() == type && indices.scalar_type() == at::kLong, "opencl: ", op, ": output must be ",
                type, " and indices int64");
-  at::Tensor y = output.is_contiguous() ? output : empty_device(p.out_shape, type);
-  at::Tensor idx = indices.is_contiguous() ? indices : empty_device(p.out_shape, at::kLong);
+  at::Tensor y = pooling::writable(output, p.out_shape, type);
+  at::Tensor idx = pooling::writable(indices, p.out_shape, at::kLong);
   // Sample slots per axis (D, H, W): 3-D takes (0, 1, 2), 2-D (H, W) = (1, 0).
   const int slot[3] = {dims == 3 ? 0 : -1, 1, dims == 3 ? 2 : 0};
   const int total = int(y.numel());
-  launch(Device::get().kernel("fractional_pool.cl", "fractional_max_forward", options), NDRange::linear(size_t(total)),
+  launch(pooling::kernel("fractional_max_forward", dims, options), NDRange::linear(size_t(total)),
          arg(contiguous(self)), arg(contiguous(random_samples)), arg(y), arg(idx), int(p.in[0]), int(p.in[1]),
          int(p.in[2]), int(p.out[0]), int(p.out[1]), int(p.out[2]), int(p.k[0]), int(p.k[1]), int(p.k[2]),
          ScalarArg(alpha(p, 0, type), type), ScalarArg(alpha(p, 1, type), type), ScalarArg(alpha(p, 2, type), type),
          int(dims), slot[0], slot[1], slot[2], total);
-  if (!y.is_same(output)) output.copy_(y);
-  if (!idx.is_same(indices)) indices.copy_(idx);
+  pooling::store(output, y);
+  pooling::store(indices, idx);
   return {output, indices};
 }
 

@@ -6,14 +6,19 @@
 //       builds the kernel `name` of the file at `path` for the calling thread's current
 //       device through the runtime's program cache (once per path, name and device) and
 //       returns a handle for launches.
-//   torch.ops.oclf.generated_launch(handle, tensors, scalars, global_size, local_size)
+//   torch.ops.oclf.generated_launch(handle, tensors, scalars, global_size, local_size, written)
 //       sets the kernel's arguments in order: each tensor as two arguments (its buffer,
 //       then its first element's offset in elements, as every kernel of the device takes
 //       tensors), then each scalar as a 64-bit integer, then, for a kernel that checks
 //       indices read through tensors (two parameters more: compile/kernel.py's
 //       check_bounds), the device's index record and the kernel's code in it; and enqueues
 //       it over global_size (1 to 3 dimensions) in work-groups of local_size (empty: the
-//       driver picks).
+//       driver picks). The storages of the tensors `written` indexes count a write, as an
+//       operator's outputs do (dispatch.cpp): buffers derived from the old values (a
+//       convolution's packed weights, derived.h) are made again. A version counter alone
+//       does not tell: Inductor reuses a freed buffer under a new tensor whose counter
+//       starts again, and a folded weight written there found the packing of the weight
+//       written there before (compiled ResNet-50's bottleneck at 64×64: off by 150 %).
 //
 // Launches go through the device's queue like every other kernel, so a graph recording
 // (graph.h) keeps them, and replaying it issues them with no Python or dispatcher.
@@ -87,7 +92,7 @@ int64_t generated_kernel(const std::string& path, const std::string& name) {
 }
 
 void generated_launch(int64_t handle, at::TensorList tensors, at::IntArrayRef scalars, at::IntArrayRef global_size,
-                      at::IntArrayRef local_size) {
+                      at::IntArrayRef local_size, at::IntArrayRef written) {
   Built target;
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
@@ -132,6 +137,11 @@ void generated_launch(int64_t handle, at::TensorList tensors, at::IntArrayRef sc
     set_arg(target.kernel, index++, sizeof(code), &code);
   }
   dev.launch(target.kernel, dims, global, local_size.empty() ? nullptr : local);
+  for (int64_t i : written) {
+    DEVICE_CHECK_VALUE(i >= 0 && i < static_cast<int64_t>(tensors.size()), "opencl: generated_launch: ", target.name,
+                       ": written index ", i, " of ", tensors.size(), " tensors");
+    Allocator::get().note_write(tensors[i].storage().data());
+  }
 }
 
 at::Tensor storage_alias(const at::Tensor& t) {
@@ -179,7 +189,8 @@ std::vector<int64_t> storage_locations(const std::vector<at::Tensor>& tensors) {
 
 TORCH_LIBRARY_FRAGMENT(oclf, m) {
   m.def("generated_kernel(str path, str name) -> int", &generated_kernel);
-  m.def("generated_launch(int handle, Tensor[] tensors, int[] scalars, int[] global_size, int[] local_size) -> ()");
+  m.def("generated_launch(int handle, Tensor[] tensors, int[] scalars, int[] global_size, int[] local_size, "
+        "int[] written=[]) -> ()");
   m.def("storage_alias(Tensor t) -> Tensor");
   m.def("storage_relocate(Tensor t) -> ()");
   m.def("storage_locations(Tensor[] tensors) -> int[]");

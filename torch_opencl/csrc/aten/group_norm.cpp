@@ -1,5 +1,5 @@
 // Group norm's backward on the opencl device (the forward is torch's composition of batch
-// norm, which runs natively): kernels/group_norm.cl sums dy and dy·x per channel, the
+// norm, which runs natively; float16 and bfloat16 in float32): kernels/group_norm.cl sums dy and dy·x per channel, the
 // device's small operators turn those (N, C) sums into the gradients of the weight and
 // bias and into dx's coefficients per channel and group, and one kernel applies them.
 // float32 and float64; 16-bit tensors through float32 copies. The forward is torch's own
@@ -87,11 +87,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
   return {dx, dgamma, dbeta};
 }
 
-// torch's composition (batch norm over (1, N·group, ...) views), on a contiguous input.
+// torch's composition (batch norm over (1, N·group, ...) views), on a contiguous input. In
+// float16 and bfloat16 it would round the normalized values, then the affine's result: torch's
+// CPU and CUDA kernels round once (0.0 where the CPU gives 0.0315 in bfloat16), so 16-bit
+// tensors are computed in float32 (the registration's float32 copies) and rounded at the end.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& input,
                                                           const std::optional<at::Tensor>& weight,
                                                           const std::optional<at::Tensor>& bias, c10::SymInt N,
                                                           c10::SymInt C, c10::SymInt HxW, int64_t group, double eps) {
+  const auto narrow = [](const std::optional<at::Tensor>& t) {
+    return t && t->defined() && (t->scalar_type() == at::kHalf || t->scalar_type() == at::kBFloat16);
+  };
+  DEVICE_DTYPE_CHECK(!narrow(input) && !narrow(weight) && !narrow(bias),
+                     "opencl: native_group_norm computes float16 and bfloat16 in float32");
   return at::native::math_group_norm(input.contiguous(), weight, bias, N.expect_int(), C.expect_int(),
                                      HxW.expect_int(), group, eps);
 }

@@ -260,6 +260,13 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
 }
 
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  // torch's checks of out=, before anything is computed: its dtype, and no memory shared
+  // with itself or an operand.
+  DEVICE_CHECK(self.scalar_type() == out.scalar_type(), "masked_select(): self and result must have the same ",
+               "scalar type, got ", self.scalar_type(), " and ", out.scalar_type());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
   const at::Tensor y = oclf::device::masked_select(self, mask);
   at::native::resize_output(out, y.sizes());
   return out.copy_(y);

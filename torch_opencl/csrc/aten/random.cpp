@@ -21,6 +21,12 @@ namespace oclf::device {
 
 namespace {
 
+// Work-items of a random kernel drawing n numbers at rng's offset, `per` numbers a block
+// (kernels/random.cl): one for each block from the offset's to the last number's.
+NDRange blocks(const PhiloxInputs& rng, int64_t n, uint64_t per) {
+  return NDRange::linear(size_t((rng.offset % per + uint64_t(n) + per - 1) / per));
+}
+
 // Dropout with the numbers of the device's default generator.
 std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, std::optional<bool> train) {
   check_float(input, "input");
@@ -33,7 +39,7 @@ std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, st
   }
   const PhiloxInputs rng = draw_philox(std::nullopt, uint64_t(x.numel()));
   const float scale = p >= 1 ? 0.0f : float(1.0 / (1.0 - p));
-  launch(Device::get().kernel("random.cl", "dropout", ""), NDRange::linear(size_t(x.numel())), arg(x), arg(y),
+  launch(Device::get().kernel("random.cl", "dropout", ""), blocks(rng, x.numel(), 4), arg(x), arg(y),
          arg(mask), cl_ulong(rng.seed), cl_ulong(rng.offset), float(p), scale, int(x.numel()));
   return {y, mask};
 }
@@ -48,7 +54,7 @@ at::Tensor& random_fill(at::Tensor& self, int mode, double a, double b, const st
   if (self.numel() == 0) return self;
   const PhiloxInputs rng = draw_philox(gen, uint64_t(self.numel()));
   at::Tensor y = self.is_contiguous() ? self : empty_device(self.sizes(), at::kFloat);
-  launch(Device::get().kernel("random.cl", "random_fill", ""), NDRange::linear(size_t(y.numel())), arg(y),
+  launch(Device::get().kernel("random.cl", "random_fill", ""), blocks(rng, y.numel(), 4), arg(y),
          cl_ulong(rng.seed), cl_ulong(rng.offset), int(mode), float(a), float(b), int(y.numel()));
   if (!y.is_same(self)) self.copy_(y);
   return self;
@@ -137,7 +143,7 @@ int64_t random_top(at::ScalarType dtype) {
 }
 
 // Fills self with integers in [from, from + range) (range 0: 2^64), numbers of `gen` or the
-// device's default generator. Float16, bfloat16 and float64 are filled through
+// device's default generator: a 32-bit word each for ranges up to 2^16, else 64 bits. Float16, bfloat16 and float64 are filled through
 // a float32 or int64 tensor, which holds each of their draws exactly.
 at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const std::optional<at::Generator>& gen) {
   if (self.numel() == 0) return self;
@@ -147,9 +153,14 @@ at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const s
                                                                           : dtype;
   at::Tensor y = self.is_contiguous() && fill == dtype ? self : empty_device(self.sizes(), fill);
   const PhiloxInputs rng = draw_philox(gen, uint64_t(y.numel()));
-  launch(Device::get().kernel("random.cl", "random_range", std::string("-DT=") + cl_type(fill, "self")),
-         NDRange::linear(size_t(y.numel())), arg(y), cl_ulong(rng.seed), cl_ulong(rng.offset), cl_long(from),
-         cl_ulong(range), int(y.numel()));
+  const std::string type = std::string("-DT=") + cl_type(fill, "self");
+  if (range != 0 && range <= (uint64_t(1) << 16)) {  // one 32-bit word an element
+    launch(Device::get().kernel("random.cl", "random_range32", type), blocks(rng, y.numel(), 4), arg(y),
+           cl_ulong(rng.seed), cl_ulong(rng.offset), cl_long(from), cl_uint(range), int(y.numel()));
+  } else {
+    launch(Device::get().kernel("random.cl", "random_range64", type), blocks(rng, y.numel(), 2), arg(y),
+           cl_ulong(rng.seed), cl_ulong(rng.offset), cl_long(from), cl_ulong(range), int(y.numel()));
+  }
   if (!y.is_same(self)) self.copy_(y);
   return self;
 }

@@ -314,8 +314,9 @@ at::Tensor logical_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
 at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<at::ScalarType> dtype) {
   check_device(self, "input");
-  DEVICE_CHECK_TYPE(at::isFloatingType(self.scalar_type()), "opencl: linalg_vector_norm: input must be floating point, got ",
-                   self.scalar_type());
+  DEVICE_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  DEVICE_DTYPE_CHECK(!at::isComplexType(self.scalar_type()), "opencl: linalg_vector_norm of ", self.scalar_type());
   const at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
   const double p = ord.toDouble();
   const std::vector<int64_t> shape = result_shape("sum", self, dims, keepdim);

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "opencl_functions/runtime/cl_info.hpp"
 #include "opencl_functions/runtime/launch_log.hpp"
 #include "../check.h"
 #include "graph.h"
@@ -106,11 +107,7 @@ void Device::refuse_in_forked_child() {
 Device::Device(Runtime& rt) : rt_(rt) {
   std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, [] { forked_child = true; }); });
   is_cpu_ = rt.info().type == "CPU";
-  size_t size = 0;
-  CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_EXTENSIONS, 0, nullptr, &size));
-  std::string extensions(size, '\0');
-  CL_CHECK(clGetDeviceInfo(rt.device(), CL_DEVICE_EXTENSIONS, size, extensions.data(), nullptr));
-  has_fp64_ = extensions.find("cl_khr_fp64") != std::string::npos;
+  has_fp64_ = device_string(rt.device(), CL_DEVICE_EXTENSIONS).find("cl_khr_fp64") != std::string::npos;
   // OCLF_DEVICE_SYNC=1 waits for each kernel (for profiling per operator; slow).
   sync_each_ = setting("DEVICE_SYNC") == "1";
   const std::string async = setting("DEVICE_ASYNC");
@@ -161,14 +158,12 @@ cl_kernel Device::kernel(const std::string& file, const std::string& name, const
 
 cl_kernel Device::library_kernel(const std::string& file, const std::string& name, const std::string& options) {
   // The library's kernel folder: OCLF_KERNEL_DIR when set, else the folder of this package.
-  // A build with a fused epilogue or 16-bit operands includes reference/epilogue.h or
-  // reference/io_types.h from beside the file; plain builds take the options as the library
-  // gives them, so both launch alike (and share the programs the library built).
+  // The options are the library's (the runtime finds the reference's headers beside its
+  // files), so both launch alike and share the programs the library built.
   const std::string dir = Programs::kernel_dir();
   const std::string path = (dir.empty() ? library_dir() : dir) + "/" + file;
-  const bool headers = options.find("-DEPI_") != std::string::npos || options.find("-DIO_") != std::string::npos;
   std::lock_guard<std::recursive_mutex> lock(mutex());
-  return rt_.programs().kernel_fixed(path, name, headers ? options + " -I" + folder_of(path) : options);
+  return rt_.programs().kernel_fixed(path, name, options);
 }
 
 std::string Device::library_source_hash(const std::string& file) {

@@ -4,9 +4,10 @@
 // generator is a Philox 4x32-10 key (the seed) and a counter (the offset), and its state is
 // CUDA's layout, 16 bytes: the seed (uint64) then the offset (int64), which torch's
 // distributed RNG tracker (DTensor) reads and writes. A random kernel that draws n numbers
-// takes (seed, offset) and computes element i from the counter offset + i (kernels/philox.h),
-// so no state lives on the device; the generator's offset then moves on by n rounded up to a
-// multiple of 4 (as CUDA's and DTensor's offsets). A seed repeats a run; saving and restoring
+// takes (seed, offset) and gives element i the number offset + i of the stream, a word of the
+// Philox block of counter (offset + i) / 4 (kernels/philox.h), so no state lives on the
+// device; the generator's offset then moves on by n rounded up to a multiple of 4 (as CUDA's
+// and DTensor's offsets). A seed repeats a run; saving and restoring
 // the state (torch.opencl.get_rng_state, fork_rng, activation checkpointing) repeats its
 // numbers.
 #pragma once
@@ -19,8 +20,8 @@
 
 namespace oclf::device {
 
-// What a random kernel computes its numbers from: element i uses Philox(key = seed, counter =
-// offset + i).
+// What a random kernel computes its numbers from: element i takes number offset + i of the
+// stream of key `seed` (word (offset + i) % 4 of the block of counter (offset + i) / 4).
 struct PhiloxInputs {
   uint64_t seed;
   uint64_t offset;

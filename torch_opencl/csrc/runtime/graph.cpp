@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "opencl_functions/runtime/cl_info.hpp"
 #include "opencl_functions/runtime/settings.hpp"
 
 namespace oclf::device {
@@ -73,14 +74,7 @@ const CommandBuffers& command_buffers() {
   return api;
 }
 
-std::string kernel_name(cl_kernel kernel) {
-  size_t n = 0;
-  CL_CHECK(clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &n));
-  std::string name(n, '\0');
-  CL_CHECK(clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, n, &name[0], nullptr));
-  while (!name.empty() && name.back() == '\0') name.pop_back();
-  return name;
-}
+std::string kernel_name(cl_kernel kernel) { return info_string(clGetKernelInfo, kernel, CL_KERNEL_FUNCTION_NAME); }
 
 }  // namespace
 
