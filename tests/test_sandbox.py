@@ -1,6 +1,7 @@
 """The grader's sandbox (grading.sandbox) and the allowed-calls check (grading.symbols):
 output capped, timeouts kept, another account, process limits, no process outliving its
 step, and the symbols a student's object may leave undefined."""
+import fcntl
 import os
 import shutil
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grading import sandbox, symbols
+from grading import account, process, sandbox, symbols
 from grading.build import COMPILE, DEPENDENCIES, OBJECT
 from grading.fixtures import ROOT, base_files, hostile, ladder
 from grading.handout import is_staff_only
@@ -105,6 +106,43 @@ def test_sandbox_refuses_to_start_while_its_user_owns_processes(tmp_path):
     finally:
         squatter.kill()
         squatter.wait()
+
+
+def test_a_steps_lock_is_held_until_its_descriptor_closes():
+    """take_lock hands back the descriptor that holds the machine-wide lock, and the lock is
+    free once it closes (a lost descriptor held it for as long as the grader ran: its next
+    sandboxed step waited on itself, and every other grading on the machine on it)."""
+    uid = 2**31 - 7  # no account's: a lock file of this test's own
+    path = f"/tmp/oclf-sandbox-{uid}.lock"
+    held = account.take_lock(uid)
+    other = os.open(path, os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(held)
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(other)
+        os.unlink(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_make_checks_runner_ends_what_its_child_leaves(tmp_path):
+    """grading.process as make check starts its children (this user, no account): output
+    capped, the timeout kept, and a process left in the background of the step's session
+    gone with it."""
+    result = process.run(["sh", "-c", "sleep 60 & echo $!; head -c 100000 /dev/zero; sleep 30"], tmp_path, _env(),
+                         process.Limits(timeout_s=2))
+    assert result.timed_out and result.returncode is None and result.wall_s < 10
+    assert result.output_bytes > process.OUTPUT_KEEP >= len(result.output.encode())
+    assert not _alive(int(result.output.split()[0]))
 
 
 # ---------------------------------------------------------------------------------------
