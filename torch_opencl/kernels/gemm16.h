@@ -9,7 +9,7 @@
 // -DEPI_ACT=n: an activation applied to each value of C as it is stored, after the bias and
 // beta·C (torch.ops.oclf.addmm_act; the reference's epilogue.h names the activations).
 #ifdef EPI_ACT
-#include "../../reference/epilogue.h"
+#include "../../opencl_functions/reference/epilogue.h"
 #define C_ACT(v) epi_float(v)
 #else
 #define C_ACT(v) (v)
