@@ -7,11 +7,11 @@ BUILT   := build/.core-built
 # BEGIN STAFF
 # The reference's host code (opencl_functions/reference/, staff-only) compiles into the module too.
 SOURCES += $(wildcard opencl_functions/reference/*.hpp)
-# The opencl torch device (opencl_functions/device), built against torch's C++ headers:
+# The opencl torch device (torch_opencl), built against torch's C++ headers:
 # `make run` does not need it; `make test` builds it (ninja from .venv rebuilds only what changed).
 DEVICE_SOURCES := setup_device.py $(wildcard opencl_functions/runtime/* opencl_functions/launch/* \
-                  opencl_functions/reference/*.hpp opencl_functions/device/csrc/*.cpp \
-                  opencl_functions/device/csrc/*/*.cpp opencl_functions/device/csrc/*/*.h)
+                  opencl_functions/reference/*.hpp torch_opencl/csrc/*.cpp \
+                  torch_opencl/csrc/*/*.cpp torch_opencl/csrc/*/*.h)
 DEVICE_BUILT   := build/.device-built
 TEST_NEEDS     := device
 # END STAFF
@@ -19,7 +19,7 @@ TEST_NEEDS     := device
 .PHONY: help setup build device run check grade test test-slow info sanity resnet gpt bird bird-model networks bench \
         clblast-tune wheel clean
 # BEGIN STAFF
-.PHONY: calibrate handout autograder accuracy torch-suites
+.PHONY: calibrate handout autograder accuracy torch-suites programs perf-tables
 # END STAFF
 
 help:
@@ -28,7 +28,7 @@ help:
 	@echo "make grade       estimate your performance points: your conv2d on the graded layers vs naive and torch"
 	@echo "make test        set up, build, run the whole test suite (what CI runs)"
 # BEGIN STAFF
-	@echo "make device      build the opencl torch device (opencl_functions.device)"
+	@echo "make device      build the opencl torch device (torch_opencl)"
 # END STAFF
 	@echo "make test-slow   the opt-in slow checks too"
 	@echo "make info        list OpenCL platforms and devices, and the selected one"
@@ -46,12 +46,18 @@ help:
 	@echo "make handout | autograder           staff: student tree, Gradescope zip"
 	@echo "make accuracy    staff: the device's float32 error against float64 beside torch's, every op_db"
 	@echo "                 and module_db sample (extras/validation/accuracy.py; ARGS=\"--ops sum -v\")"
+	@echo "make perf-tables staff: the benchmarks against torch (CUDA where present) into out/perf, then"
+	@echo "                 docs/PERFORMANCE.md's tables (bench.report; ARGS=\"--suite micro\", default all)"
+	@echo "make programs SRC=DIR  staff: public programs (pytorch/examples) run on the device from a checkout"
+	@echo "                 of theirs, a table of what passed (tests/programs/run.py; ARGS=\"--only mnist\"). Fetch them:"
+	@echo "                 git clone --filter=blob:none --sparse https://github.com/pytorch/examples .clients/pytorch-examples"
+	@echo "                 git -C .clients/pytorch-examples sparse-checkout set word_language_model dcgan mnist imagenet distributed/minGPT-ddp"
 # END STAFF
 	@echo "make wheel       a wheel of the package into dist/, built against .venv's torch (pip install dist/*.whl)"
 	@echo "make clean       remove build outputs (keeps .venv)"
 	@echo "Pick a device with OCL_DEVICE=P:D or part of its name (see make info)."
 
-.venv/.requirements: requirements.txt scripts/setup.sh
+.venv/.requirements: requirements.txt scripts/setup.sh setup.py pyproject.toml
 	bash scripts/setup.sh
 
 setup: .venv/.requirements
@@ -149,11 +155,21 @@ networks: build
 accuracy: build $(TEST_NEEDS)
 	$(PY) -m extras.validation.accuracy $(or $(ARGS),--all)
 
+# Public programs from a checkout outside the tree (fetched into .clients/, see tests/programs/README.md);
+# without SRC it prints how to fetch one.
+programs: build $(TEST_NEEDS)
+	$(PY) tests/programs/run.py $(if $(SRC),--src $(SRC)) $(ARGS)
+
 # torch's TestCommon, TestModule, TestOptim and Inductor OpInfo checks on the opencl device over
 # the whole databases (hours on a 2-core CPU; make test runs their pinned fast subset);
 # ARGS="--files test_optim.py" runs some of them.
 torch-suites: build $(TEST_NEEDS)
 	nice $(PY) -m extras.validation.torch_suites --scope full --doc $(ARGS)
+
+# The benchmarks' suites (bench.report: micro, layers, models, models16, compile, llama) recorded into
+# out/perf, then rendered into docs/PERFORMANCE.md; ARGS="--suite micro --budget 560" runs some.
+perf-tables: build $(TEST_NEEDS)
+	$(PY) -m bench.report $(or $(ARGS),--suite all)
 
 handout: .venv/.requirements
 	$(PY) -m grading.handout --out build/handout
@@ -171,4 +187,7 @@ wheel: .venv/.requirements
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(PY) -m pip wheel --no-build-isolation --no-deps -w $(DIST) .
 
 clean:
-	rm -rf build dist opencl_functions/_core*.so opencl_functions/device/_C*.so
+	rm -rf build dist opencl_functions/_core*.so
+# BEGIN STAFF
+	rm -rf torch_opencl/_C*.so
+# END STAFF

@@ -1,7 +1,6 @@
-"""Shared pytest fixtures: `ocl` is the opencl_functions module, `opencl_device` is
-opencl_functions.device (torch's `opencl` device), each a skip with the reason when its
-extension is not built or no OpenCL device can be opened; `ref_cache` is the grader's
-reference and ladder build, made once per session (staff only)."""
+"""Shared pytest fixtures: `ocl` is the opencl_functions module, a skip with the reason
+when its extension is not built or no OpenCL device can be opened; a kernel's build error
+is printed once, at the end of the run."""
 import functools
 import os
 import subprocess
@@ -37,28 +36,6 @@ def ocl():
 
     opencl_functions.fill_outputs_with_nan = True  # an unwritten output fails, not passes by chance
     return opencl_functions
-
-
-@functools.lru_cache(maxsize=None)
-def _device_unavailable_reason():
-    try:
-        import opencl_functions.device as device
-    except ImportError as err:
-        return f"the opencl device is not built ({err}); run make device"
-    if not device.is_available():
-        return "no usable OpenCL device for the opencl torch device"
-    return None
-
-
-@pytest.fixture(scope="session")
-def opencl_device():
-    """opencl_functions.device (torch's `opencl` device registered), or a skip with the reason."""
-    reason = _device_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    import opencl_functions.device
-
-    return opencl_functions.device
 
 
 # A kernel that does not compile fails every test that launches it: each failure keeps its
@@ -101,7 +78,32 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # BEGIN STAFF
+# Staff only: `opencl_device` is torch_opencl (torch's `opencl` device), a skip
+# with the reason when it is not built or cannot open a device; `ref_cache` is the grader's
+# reference and ladder build, made once per session.
 ROOT = Path(__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=None)
+def _device_unavailable_reason():
+    try:
+        import torch_opencl as device
+    except ImportError as err:
+        return f"the opencl device is not built ({err}); run make device"
+    if not device.is_available():
+        return "no usable OpenCL device for the opencl torch device"
+    return None
+
+
+@pytest.fixture(scope="session")
+def opencl_device():
+    """torch_opencl (torch's `opencl` device registered), or a skip with the reason."""
+    reason = _device_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    import torch_opencl
+
+    return torch_opencl
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,10 @@ core = Pybind11Extension(
     cxx_std=17,
     extra_compile_args=["-O2", "-Wall", "-Wno-deprecated-declarations"],
 )
-ext_modules = [core]
+# OCLF_BUILD_EXTENSIONS=0: the package's files and entry points without compiling (scripts/setup.sh
+# installs the tree editable into .venv that way; make build and make device compile in place).
+extensions = os.environ.get("OCLF_BUILD_EXTENSIONS", "1") == "1"
+ext_modules = [core] if extensions else []
 cmdclass = {"build_ext": build_ext}
 packages = ["opencl_functions"]
 # The files the library and the device read at run time, beside their modules (the kernels'
@@ -56,10 +59,18 @@ in_place = "--inplace" in sys.argv or "-i" in sys.argv
 options = {} if in_place else {"build": {"build_base": "build/package"}, "egg_info": {"egg_base": "build/package"}}
 
 # BEGIN STAFF
-# A package build (pip install ., make wheel) adds the opencl torch device, compiled against
-# the torch of the build environment; in-place builds (make build, the grader) leave it to
-# make device. OCLF_BUILD_DEVICE=0 leaves it out of a package, =1 adds it to in-place builds.
-if os.environ.get("OCLF_BUILD_DEVICE", "0" if in_place else "1") == "1":
+# The opencl torch device, torch_opencl, a package of its own beside the library. A package
+# build (pip install ., make wheel) compiles it against the torch of the build environment;
+# in-place builds (make build, the grader) leave it to make device. OCLF_BUILD_DEVICE=0 leaves
+# it out of a package, =1 adds it to in-place builds.
+if os.path.isdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_opencl")):
+    packages += ["torch_opencl", "torch_opencl.compile"]
+    package_data["torch_opencl"] = ["kernels/*.cl", "kernels/*.h"]  # OpenCL C and its headers
+    # torch's device-backend entry point: `import torch` imports the device
+    # (torch_opencl_autoload.py; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off).
+    py_modules.append("torch_opencl_autoload")
+    entry_points["torch.backends"] = ["torch_opencl = torch_opencl_autoload:load"]
+if extensions and os.environ.get("OCLF_BUILD_DEVICE", "0" if in_place else "1") == "1":
     try:
         import torch
     except ImportError:
@@ -70,16 +81,10 @@ if os.environ.get("OCLF_BUILD_DEVICE", "0" if in_place else "1") == "1":
     from setup_device import build_ext_command, device_extension
 
     ext_modules.append(device_extension())
-    packages.append("opencl_functions.device")
     cmdclass["build_ext"] = build_ext_command()
-    package_data["opencl_functions.device"] = ["kernels/*.cl", "kernels/*.h"]  # OpenCL C and its header
     # The device's C++ ABI is that of the torch it was built against: same release only.
     release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     install_requires[0] = f"torch=={release}.*"
-    # torch's device-backend entry point: `import torch` imports the device
-    # (opencl_functions_autoload.py; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off).
-    py_modules.append("opencl_functions_autoload")
-    entry_points["torch.backends"] = ["opencl_functions = opencl_functions_autoload:load"]
 # END STAFF
 
 setup(

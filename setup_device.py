@@ -1,4 +1,4 @@
-"""Builds opencl_functions.device._C, the opencl device for PyTorch, in place:
+"""Builds torch_opencl._C, the opencl device for PyTorch, in place:
     python setup_device.py build_ext --inplace        (make device, after make build)
 Apart from setup.py (the students' pybind11 module) because it compiles against torch's
 C++ headers, which take long to compile and fill compiler errors with templates. With
@@ -6,9 +6,9 @@ ninja on PATH, only changed files are rebuilt. setup.py takes device_extension()
 for package builds (pip install ., make wheel).
 
 The OpenCL runtime (opencl_functions/runtime/) is compiled once, into the library's module
-_core; _C links that module (found beside its package, rpath $ORIGIN/..), so the library
-and the device share one runtime per process: one context, queue and program cache per
-OpenCL device. _core must be built first (make device depends on make build)."""
+_core; _C links that module (in the opencl_functions package beside torch_opencl, rpath
+$ORIGIN/../opencl_functions), so the library and the device share one runtime per process:
+one context, queue and program cache per OpenCL device. _core must be built first (make device depends on make build)."""
 import glob
 import os
 import sysconfig
@@ -16,7 +16,7 @@ import sysconfig
 from setuptools import setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEVICE = "opencl_functions.device._C"
+DEVICE = "torch_opencl._C"
 CORE = "opencl_functions._core"
 
 
@@ -26,15 +26,16 @@ def device_extension():
     whose folder build_ext_command() adds when it builds it."""
     from torch.utils.cpp_extension import CppExtension
 
-    sources = sorted(glob.glob("opencl_functions/device/csrc/**/*.cpp", root_dir=HERE, recursive=True))
+    sources = sorted(glob.glob("torch_opencl/csrc/**/*.cpp", root_dir=HERE, recursive=True))
     return CppExtension(
         DEVICE,
         sources=sources,
+        include_dirs=[HERE],  # the library's headers as "opencl_functions/runtime/..."
         define_macros=[("CL_TARGET_OPENCL_VERSION", "120")],
         libraries=["OpenCL", "clblast"],
         extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-deprecated-declarations", "-Wno-unused-parameter"],
         extra_link_args=[f"-l:{CORE.rsplit('.', 1)[1]}{sysconfig.get_config_var('EXT_SUFFIX')}",
-                         "-Wl,-rpath,$ORIGIN/.."],
+                         "-Wl,-rpath,$ORIGIN/../opencl_functions"],
     )
 
 

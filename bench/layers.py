@@ -17,7 +17,7 @@ matmul shapes (1, 8 and 64 tokens) it times:
   tiled      the tiled kernel of conv2d.cl, the assignment's (the reference's host code with
              OCLF_CONV_KERNEL=tiled; in the handout, the student's own kernel), kernel time.
   replayed   (--replay) the layer on the opencl device (torch.nn.functional.conv2d / @ on
-             device tensors), recorded 20 times in one graph (opencl_functions.device.graph)
+             device tensors), recorded 20 times in one graph (torch_opencl.graph)
              and replayed: device time between two events around the replay, per call, so
              the host's cost of enqueueing shows where the device waits for it (the same
              measure as torch's CUDA graph on a CUDA machine).
@@ -32,6 +32,7 @@ per layer), prints a table and geometric means of time ratios.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import json
 import math
@@ -176,15 +177,15 @@ def _tiled_kernel_ns(x: torch.Tensor, w: torch.Tensor, args: Dict) -> float:
                      lambda: _kernel_ns(lambda: opencl_functions.ocl_conv2d(x, w, None, **args)))
 
 
-def _replayed_timer(fn: Callable[[], object]) -> Callable[[], float]:
+def replayed_timer(fn: Callable[[], object]) -> Callable[[], float]:
     """A function returning the time per call of fn (device tensors inside) recorded
     GRAPH_REPS times in one opencl graph and replayed, by events on the device's queue."""
-    import opencl_functions.device  # noqa: F401  (torch.opencl)
+    import torch_opencl  # noqa: F401  (torch.opencl)
 
     for _ in range(3):  # first-use work (kernel builds, tuning) before the recording
         fn()
     torch.opencl.synchronize()
-    with opencl_functions.device.graph() as graph:
+    with torch_opencl.graph() as graph:
         for _ in range(GRAPH_REPS):
             fn()
     return _replay_timer(graph.replay, torch.opencl.Event)
@@ -226,7 +227,7 @@ def bench_conv(s: ConvShape, torch_runner: TorchRunner, fast: Timer, slow: Timer
     }
     if replay:
         xo, wo = x.to("opencl"), torch.nn.Parameter(w.to("opencl"), requires_grad=False)
-        timers["replayed"] = _replayed_timer(lambda: F.conv2d(xo, wo, None, padding=0, **args))
+        timers["replayed"] = replayed_timer(lambda: F.conv2d(xo, wo, None, padding=0, **args))
     times = fast.all(timers)
     choice = _choice(lambda: opencl_functions.ocl_conv2d(x, param, None, **args), first)
     if s.groups == 1:
@@ -253,7 +254,7 @@ def bench_matmul(s: MatmulShape, torch_runner: TorchRunner, fast: Timer, replay:
     }
     if replay:
         ao, bo = a.to("opencl"), torch.nn.Parameter(b.detach().to("opencl"), requires_grad=False)
-        timers["replayed"] = _replayed_timer(lambda: ao @ bo)
+        timers["replayed"] = replayed_timer(lambda: ao @ bo)
     times = fast.all(timers)
     choice = _choice(lambda: opencl_functions.ocl_matmul(a, b), first)
     return {"max_rel_error": _max_rel_error(out, a @ b.detach()), "times_ns": times, **choice}
@@ -363,7 +364,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
 
     if args.replay:
-        importlib.import_module("opencl_functions.device")  # registers the opencl device
+        importlib.import_module("torch_opencl")  # registers the opencl device
     torch_device = args.torch_device
     if torch_device == "auto":
         torch_device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -402,6 +403,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "device": info,
         "torch": runner.describe(),
         "host_cpu": host_cpu(),
+        "date": datetime.date.today().isoformat(),
         "quick": args.quick,
         "stat": args.stat,
         "launch_floor_ns": floor,

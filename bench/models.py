@@ -3,11 +3,11 @@ agreement, not predictions), in two modes:
 
 - patched (default): the patched layers (utils.patching.opencl_layers), tensors on the
   host. ResNet-18 and ResNet-50 at batch 1 (224×224, one forward pass) and GPT-2 generation.
-- device: the opencl torch device (opencl_functions.device), tensors on the device.
+- device: the opencl torch device (torch_opencl), tensors on the device.
   ResNet-18 inference at batch 1, ResNet-50 inference at batch 1 and 16, MobileNetV2 (depthwise
   convolutions) at batch 1, one ResNet-50 training step at batch 16
   (forward, cross-entropy, backward, SGD with momentum), and GPT-2 generation.
-- replay: the device's runs recorded once (opencl_functions.device.graph()) and replayed:
+- replay: the device's runs recorded once (torch_opencl.graph()) and replayed:
   the same kernels without Python, dispatcher, allocation or argument setting. GPT-2's
   whole generation is one recording: its cache grows token by token, but the same way in
   every run (the prompt's length is fixed and greedy decoding stays on the device).
@@ -18,7 +18,7 @@ agreement, not predictions), in two modes:
   compiled generates as transformers documents for torch.compile (`generate` with a static
   key/value cache, the model's forward compiled: one graph for the prompt, one per step).
 
---fuse runs the inference models on the device as opencl_functions.device.fuse() makes them:
+--fuse runs the inference models on the device as torch_opencl.fuse() makes them:
 each convolution with its batch norm folded in and its residual addition and ReLU in the
 same kernel (torch, on the CPU and on CUDA, runs the model as it is).
 
@@ -31,22 +31,23 @@ reports the fastest and the median of its rounds, and the ratio OpenCL time / to
 each. The first OpenCL call (not timed with the rounds: opencl_functions.tuning.warm_up) builds
 the kernels, uploads the weights and, with OCLF_TUNE=1, tunes the shapes the tuning cache lacks
 (announced on stderr); each line gives its time and the seconds of it spent tuning. On a CUDA machine
-torch on the GPU (fp32, TF32 off) is timed too, and the OpenCL speed relative to it: eager
-CUDA beside the plain runs, and beside the replayed ones their fair peer, the same workload
-captured once in a CUDA graph (torch.cuda.CUDAGraph) and replayed.
+torch on the GPU is timed too, as bench.peers runs it (cuDNN's autotuner on, TF32 off, 16-bit
+convolutional models in NCHW and channels_last), and the OpenCL speed over its fair peer: eager
+CUDA beside the plain runs, the same workload captured once in a CUDA graph and replayed
+beside the replayed ones, torch.compile's default, reduce-overhead and max-autotune modes
+beside ours compiled. Each row also counts its FLOPs (bench.peaks, on the CPU, once per model)
+and gives each time as a share of the device's peak; --json records the rows for bench.report.
 
-    python -m bench.models [--mode patched|device|replay|compile|all] [--model NAME|all] [--rounds N]
-                           [--threads N] [--dtype float32|float16|bfloat16] [--fuse] [--compile]
+    python -m bench.models [--mode patched|device|replay|compile|all ...] [--model NAME|all ...] [--rounds N]
+                           [--threads N] [--dtype float32|float16|bfloat16] [--fuse] [--compile] [--json FILE]
+                           [--cuda-compile-modes default,reduce-overhead,max-autotune] [--cuda-timeout S]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import signal
 import statistics
-import subprocess
-import sys
 import time
 from typing import Callable, Dict, List
 
@@ -56,6 +57,7 @@ import torchvision
 
 import opencl_functions
 from opencl_functions import tuning
+from bench import peaks, peers, record
 from opencl_functions.info import host_cpu
 from utils.patching import opencl_layers
 
@@ -64,11 +66,17 @@ PROMPT_TOKENS, NEW_TOKENS = 8, 16
 # and bfloat16 halve the memory traffic (and on CUDA run on tensor cores); torch on the CPU,
 # the reference, stays float32. The training step stays float32.
 DTYPE = torch.float32
-# --fuse: inference on the opencl device through opencl_functions.device.fuse().
+# --fuse: inference on the opencl device through torch_opencl.fuse().
 FUSE = False
-# The compile mode: torch.compile's mode for the model ("default", "reduce-overhead"), or
+# The compile mode: torch.compile's mode for the model ("default", "reduce-overhead", "max-autotune"), or
 # None to run it as it is. Set per run by compare_device and in the CUDA timing process.
 COMPILE_MODE = None
+# The memory format of the inference models off the opencl device: "nchw", or "channels_last"
+# (set by bench.peers' child for 16-bit convolutional models on CUDA).
+MEMORY_FORMAT = "nchw"
+# torch CUDA's compile modes timed beside ours compiled, and the seconds each child may take.
+CUDA_COMPILE_MODES = peers.COMPILE_MODES
+CUDA_TIMEOUT = 600.0
 
 
 def compiled(model: Callable) -> Callable:
@@ -88,11 +96,13 @@ def inference(arch: str, batch: int) -> Maker:
         torch.manual_seed(0)
         model = torchvision.models.get_model(arch).eval()
         if FUSE and device == "opencl":
-            model = opencl_functions.device.fuse(model)
+            model = torch_opencl.fuse(model)
         model = model.to(device)
         x = torch.randn(batch, 3, 224, 224).to(device)
         if device != "cpu":
             model, x = model.to(DTYPE), x.to(DTYPE)
+        if MEMORY_FORMAT == "channels_last" and device != "opencl":
+            model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
         model = compiled(model)
 
         def run() -> torch.Tensor:
@@ -165,18 +175,34 @@ def gpt2_generation(device: str) -> Callable[[], torch.Tensor]:
 
 MODELS: Dict[str, Dict[str, object]] = {
     "resnet18": {"make": inference("resnet18", 1), "label": "ResNet-18 b1 224x224", "fusable": True,
-                 "dtyped": True, "modes": ("patched", "device", "replay", "compile")},
+                 "dtyped": True, "conv": True, "modes": ("patched", "device", "replay", "compile")},
     "resnet50": {"make": inference("resnet50", 1), "label": "ResNet-50 b1 224x224", "fusable": True,
-                 "dtyped": True, "modes": ("patched", "device", "replay", "compile")},
+                 "dtyped": True, "conv": True, "modes": ("patched", "device", "replay", "compile")},
     "resnet50_b16": {"make": inference("resnet50", 16), "label": "ResNet-50 b16 224x224", "fusable": True,
-                     "dtyped": True, "modes": ("device", "replay", "compile")},
+                     "dtyped": True, "conv": True, "modes": ("device", "replay", "compile")},
     "mobilenet_v2": {"make": inference("mobilenet_v2", 1), "label": "MobileNetV2 b1 224x224", "fusable": True,
-                     "dtyped": True, "modes": ("device", "replay", "compile")},
+                     "dtyped": True, "conv": True, "modes": ("device", "replay", "compile")},
     "resnet50_train_b16": {"make": resnet50_training(16), "label": "ResNet-50 training step b16",
                            "modes": ("device", "replay", "compile")},
     "gpt2": {"make": gpt2_generation, "label": f"GPT-2 {PROMPT_TOKENS}-token prompt + {NEW_TOKENS} tokens",
              "dtyped": True, "modes": ("patched", "device", "replay", "compile")},
 }
+
+
+FLOPS: Dict[str, int] = {}  # per model: one run's FLOPs, counted once per process
+
+
+def flops(name: str) -> int:
+    """FLOPs of one run of model `name` (a forward pass, a training step's forward and
+    backward, a whole generation), counted on the CPU on a model of its own."""
+    global COMPILE_MODE
+    if name not in FLOPS:
+        mode, COMPILE_MODE = COMPILE_MODE, None
+        try:
+            FLOPS[name] = peaks.count_flops(MODELS[name]["make"]("cpu"))
+        finally:
+            COMPILE_MODE = mode
+    return FLOPS[name]
 
 
 def seconds(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:
@@ -208,9 +234,9 @@ def compare_patched(name: str, rounds: int) -> Dict[str, float]:
 
 def recorded(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
     """`run` recorded once (after the call that did its first-use work) and replayed."""
-    import opencl_functions.device
+    import torch_opencl
 
-    with opencl_functions.device.graph() as g:
+    with torch_opencl.graph() as g:
         out = run()
 
     def replay() -> torch.Tensor:
@@ -222,7 +248,7 @@ def recorded(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
 
 
 def compare_device(name: str, rounds: int, replay: bool = False, compile: bool = False) -> Dict[str, float]:
-    import opencl_functions.device  # noqa: F401  (registers the opencl device)
+    import torch_opencl  # noqa: F401  (registers the opencl device)
 
     global COMPILE_MODE
     spec = MODELS[name]
@@ -285,103 +311,63 @@ def report(name: str, mode: str, times: Dict[str, List[float]], first: tuning.Fi
     # --dtype applies on the device (the patched layers run float32 on the CPU's tensors).
     dtype = str(DTYPE).removeprefix("torch.") if spec.get("dtyped") and mode != "patched" else "float32"
     label = spec["label"] + (f" {dtype}" if name == "gpt2" or dtype != "float32" else "")
-    if FUSE and spec.get("fusable") and mode != "patched":
+    fused = bool(FUSE and spec.get("fusable") and mode != "patched")
+    if fused:
         label += ", fused"
     result = {key: statistics.median(values) for key, values in times.items()}
     result.update({f"{key}_min": min(values) for key, values in times.items()})
     result["first_call"], result["first_call_tuning"] = first.seconds, first.tuning_s
     result["max_rel_error"] = error
+    result.update(model=name, mode=mode, label=label, dtype=dtype, fused=fused, rounds=rounds, flops=flops(name))
+    device = opencl_functions.device_info()["device"]
     where = {"device": "on the opencl device", "replay": "on the opencl device, replayed",
              "compile": "on the opencl device, torch.compile", "patched": "with the patched layers"}[mode]
-    line = (f"{label} {where} ({opencl_functions.device_info()['device']}): "
+    line = (f"{label} {where} ({device}): "
             f"fastest (median) of {rounds} rounds: "
             f"torch CPU {result['torch_min'] * 1e3:.1f} ({result['torch'] * 1e3:.1f}) ms, "
             f"OpenCL {result['opencl_min'] * 1e3:.1f} ({result['opencl'] * 1e3:.1f}) ms, "
             f"OpenCL/torch {result['opencl_min'] / result['torch_min']:.2f}x "
             f"({result['opencl'] / result['torch']:.2f}x); first call (untimed) {first.seconds * 1e3:.0f} ms, "
             f"{first.tuning_s:.1f} s of it tuning")
-    if torch.cuda.is_available() and mode == "compile":
-        # Each of torch CUDA's compile modes in a process of its own; one that fails (torch
-        # 2.11's reduce-overhead crashed on GPT-2's static-cache generation) is reported as such.
-        parts = []
-        for key, compile_mode in (("torch_cuda_compile", "default"), ("torch_cuda_reduce_overhead", "reduce-overhead")):
-            try:
-                result[key] = cuda_seconds(name, rounds, dtype, compile_mode=compile_mode)
-                parts.append(f"{compile_mode} {result[key] * 1e3:.1f} ms (OpenCL speed "
-                             f"{result[key] / result['opencl']:.2f}x of it)")
-            except RuntimeError as err:
-                parts.append(f"{compile_mode} failed: {str(err).strip().splitlines()[0][:160]}")
-        line += "; torch CUDA torch.compile " + ", ".join(parts)
-    elif torch.cuda.is_available():
-        result["torch_cuda"] = cuda_seconds(name, rounds, dtype)
-        line += (f"; torch CUDA {dtype} {result['torch_cuda'] * 1e3:.1f} ms "
-                 f"(OpenCL speed {result['torch_cuda'] / result['opencl']:.2f}x of CUDA's)")
-        if mode == "replay":
-            try:
-                result["torch_cuda_graph"] = cuda_seconds(name, rounds, dtype, graph=True)
-                line += (f"; CUDA graph {result['torch_cuda_graph'] * 1e3:.1f} ms "
-                         f"(OpenCL speed {result['torch_cuda_graph'] / result['opencl']:.2f}x of the graph's)")
-            except RuntimeError as err:  # a workload CUDA graphs cannot capture: say why
-                line += f"; CUDA graph: not captured ({str(err).strip().splitlines()[-1][:160]})"
+    if torch.cuda.is_available():
+        result.update(peers.measure(name, mode, rounds, dtype, bool(spec.get("conv")), CUDA_COMPILE_MODES,
+                                    CUDA_TIMEOUT))
+        line += "; " + peers.describe(result, result["opencl"])
+    device_peaks = peaks.lookup(device)
+
+    def share(seconds: float) -> str:
+        return peaks.percent(peaks.fraction(result["flops"], seconds, device_peaks, dtype))
+
+    line += f"; {result['flops'] / 1e9:.2f} GFLOP a run, OpenCL {share(result['opencl'])} of the {dtype} peak"
+    if result.get("peer"):
+        line += f", the peer {share(result[result['peer']])}"
     print(f"{line}; max rel error {error:.1e}", flush=True)
     return result
 
 
-def cuda_seconds(name: str, rounds: int, dtype: str, graph: bool = False, compile_mode: str = "") -> float:
-    """Median time of the same workload on the GPU with CUDA torch, TF32 off (eager, replayed
-    from a CUDA graph, or under torch.compile in compile_mode: "default", "reduce-overhead"),
-    measured in a process of its own: one that also holds the opencl device trips an assertion
-    of torch's autograd engine on CUDA backward passes (two accelerator backends in one process)."""
-    extra = ["--cuda-compile", compile_mode] if compile_mode else []
-    proc = subprocess.run([sys.executable, "-m", "bench.models", "--cuda-only", name, "--rounds", str(rounds),
-                           "--dtype", dtype, *(["--cuda-graph"] if graph else []), *extra],
-                          capture_output=True, text=True, timeout=1800)
-    if proc.returncode:
-        how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
-               else f"exit status {proc.returncode}")
-        raise RuntimeError(f"timing {name} on CUDA failed ({how}):\n{proc.stderr[-3000:]}")
-    return float(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
+def cuda_only(args: argparse.Namespace) -> Dict[str, object]:
+    """The child of bench.peers: one workload's torch times on --peer-device, as JSON."""
+    global COMPILE_MODE
+    COMPILE_MODE = args.cuda_compile or None
+    spec = MODELS[args.cuda_only]
 
+    def make(memory_format: str) -> Callable[[], torch.Tensor]:
+        global MEMORY_FORMAT
+        MEMORY_FORMAT = memory_format
+        return spec["make"](args.peer_device)
 
-def _cuda_seconds_here(make: Maker, rounds: int, graph: bool = False) -> float:
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    run = make("cuda")
-    for _ in range(3 if COMPILE_MODE else 1):  # torch.compile: compiles, then records CUDA graphs
-        run()
-    if graph:
-        run = _cuda_graph(run)
-
-    def synced():
-        run()
-        torch.cuda.synchronize()
-
-    return statistics.median(seconds(synced) for _ in range(rounds))
-
-
-def _cuda_graph(run: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
-    """`run` captured in a CUDA graph as torch's documentation does it (warm-up runs on a side
-    stream, then one capture) and replayed: the fair peer of the device's replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            run()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        run()
-
-    def replay() -> torch.Tensor:
-        g.replay()
-
-    return replay
+    variants = args.cuda_variants.split(",") if args.cuda_variants else ["eager"]
+    formats = args.cuda_formats.split(",") if args.cuda_formats else ["nchw"]
+    # torch.compile: the first call compiles, the next ones record CUDA graphs where the mode has them.
+    return peers.time_variants(make, args.peer_device, args.rounds, variants, formats,
+                               warmups=3 if COMPILE_MODE else 1)
 
 
 def main(argv=None) -> Dict[str, Dict[str, float]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=["patched", "device", "replay", "compile", "all"], default="patched")
-    p.add_argument("--model", choices=[*MODELS, "all"], default="all")
+    p.add_argument("--mode", choices=["patched", "device", "replay", "compile", "all"], action="append",
+                   help="repeatable (default: patched)")
+    p.add_argument("--model", choices=[*MODELS, "all"], action="append", help="repeatable (default: all)")
     p.add_argument("--rounds", type=int, default=9, help="alternating torch/OpenCL rounds (default 9)")
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads for torch and PoCL (0: their defaults); set before OpenCL starts")
@@ -389,39 +375,57 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
                    help="the inference models' and GPT-2's dtype on the OpenCL device and on CUDA (the CPU "
                         "reference and the training step stay float32)")
     p.add_argument("--fuse", action="store_true",
-                   help="inference on the device with fused convolutions (opencl_functions.device.fuse)")
+                   help="inference on the device with fused convolutions (torch_opencl.fuse)")
     p.add_argument("--compile", action="store_true",
                    help="--mode compile: torch.compile on the device, beside torch CUDA's compile modes")
-    p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's CUDA time as JSON")
-    p.add_argument("--cuda-graph", action="store_true", help="internal: with --cuda-only, a CUDA graph's replay")
+    p.add_argument("--json", help="record each row into this file as it is measured (bench.record, bench.report)")
+    p.add_argument("--cuda-compile-modes", default=",".join(peers.COMPILE_MODES),
+                   help="torch CUDA's compile modes timed in compile mode, comma-separated (default: all three)")
+    p.add_argument("--cuda-timeout", type=float, default=600.0,
+                   help="seconds each torch CUDA process may take (default 600); one that outlives it is reported")
+    p.add_argument("--cuda-only", metavar="NAME", help="internal: print one model's torch times as JSON")
+    p.add_argument("--cuda-variants", default="", help="internal: with --cuda-only, eager,graph")
+    p.add_argument("--cuda-formats", default="", help="internal: with --cuda-only, nchw,channels_last")
     p.add_argument("--cuda-compile", metavar="MODE", default="", help="internal: with --cuda-only, compiled")
+    p.add_argument("--peer-device", default="cuda", help="internal: with --cuda-only, where torch runs")
     args = p.parse_args(argv)
-    global DTYPE, FUSE, COMPILE_MODE
+    global DTYPE, FUSE, CUDA_COMPILE_MODES, CUDA_TIMEOUT
     DTYPE = getattr(torch, args.dtype)
     FUSE = args.fuse
     if args.cuda_only:
-        COMPILE_MODE = args.cuda_compile or None
-        print(json.dumps({"seconds": _cuda_seconds_here(MODELS[args.cuda_only]["make"], args.rounds,
-                                                        graph=args.cuda_graph)}))
+        print(json.dumps(cuda_only(args)))
         return {}
+    CUDA_COMPILE_MODES = [m for m in args.cuda_compile_modes.split(",") if m]
+    unknown = sorted(set(CUDA_COMPILE_MODES) - set(peers.COMPILE_MODES))
+    if unknown:
+        p.error(f"--cuda-compile-modes: {unknown} not among {list(peers.COMPILE_MODES)}")
+    CUDA_TIMEOUT = args.cuda_timeout
     if args.threads:
         torch.set_num_threads(args.threads)
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.threads)  # PoCL 3.x
         os.environ["POCL_CPU_MAX_CU_NUM"] = str(args.threads)  # later PoCL
-    modes = ["patched", "device", "replay", "compile"] if args.mode == "all" else [args.mode]
-    if args.compile:
-        modes = ["compile"]
+    chosen = args.mode or ["patched"]
+    modes = ["compile"] if args.compile else [m for m in ("patched", "device", "replay", "compile")
+                                              if m in chosen or "all" in chosen]
+    names = list(MODELS) if not args.model or "all" in args.model else args.model
     print(f"host CPU: {host_cpu()}")
     results = {}
+    where = record.machine() if args.json else None
     for mode in modes:
-        for name in MODELS if args.model == "all" else [args.model]:
+        for name in names:
             if mode not in MODELS[name]["modes"]:
                 continue
             if mode == "patched":
-                results[f"{mode}:{name}"] = compare_patched(name, args.rounds)
+                result = compare_patched(name, args.rounds)
             else:
-                results[f"{mode}:{name}"] = compare_device(name, args.rounds, replay=mode == "replay",
-                                                           compile=mode == "compile")
+                result = compare_device(name, args.rounds, replay=mode == "replay", compile=mode == "compile")
+            results[f"{mode}:{name}"] = result
+            if args.json:
+                key = f"{mode}:{name}:{result['dtype']}" + (":fused" if result["fused"] else "")
+                before = record.load(args.json).get(key)
+                if mode == "compile" and before and before["machine"]["cuda"] == where["cuda"]:
+                    result = peers.keep_other_modes(before, result, CUDA_COMPILE_MODES)
+                record.save(args.json, "models", key, {**result, "machine": where})
     if "patched" in modes:
         print(f"resident parameters: {opencl_functions.resident_bytes() / 2**20:.0f} MiB")
     return results

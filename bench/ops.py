@@ -175,7 +175,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--stat", choices=["min", "median"], default="min",
                         help="which round counts (default: the fastest)")
     args = parser.parse_args(argv)
-    import opencl_functions.device  # noqa: F401  (registers the device)
+    import torch_opencl  # noqa: F401  (registers the device)
 
     number = args.number or (20 if args.quick else 1000)
     rounds = args.rounds or (2 if args.quick else 5)

@@ -24,7 +24,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
     os.environ["OCLF_DEVICE_SYNC"] = "1"
-    import opencl_functions.device  # noqa: F401  (registers the device)
+    import torch_opencl  # noqa: F401  (registers the device)
 
     torch.manual_seed(0)
     model = torchvision.models.get_model(args.model).to("opencl").train(args.train)

@@ -9,7 +9,7 @@
 By default (--device patched) every nn.Conv2d and nn.Linear runs inside
 utils.patching.opencl_layers() for the forward pass and, through their autograd Functions, the
 backward pass. --device opencl moves the model, the batches and the optimizer's state to the
-opencl torch device (opencl_functions.device), where every layer, the loss and AdamW's step run
+opencl torch device (torch_opencl), where every layer, the loss and AdamW's step run
 as OpenCL kernels; --device cpu (or --no-opencl) is plain torch. Prints a tqdm bar per epoch, the train
 and test loss and accuracy, saves a PNG of the curves and a checkpoint that inference_bird.py loads.
 The checkpoint also carries a few held-out clips (raw audio) so inference runs offline.
@@ -246,7 +246,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
     model = make_model(args.arch, len(classes))
     device = "opencl" if args.device == "opencl" else "cpu"
     if device == "opencl":
-        import opencl_functions.device  # noqa: F401  (registers the device)
+        import torch_opencl  # noqa: F401  (registers the device)
 
         model.to(device)
         weight = weight.to(device)

@@ -8,7 +8,7 @@ Each process opens an OpenCL device: the one OCLF_DEVICE selects, else, where th
 has several GPUs, GPU number LOCAL_RANK (torchrun's per-machine rank), so N processes on a
 machine with N GPUs use one each. Each holds a replica of a small convolutional network and trains it on its share of every
 global batch; DistributedDataParallel averages the gradients through the "oclf" backend
-(opencl_functions.device.distributed: gloo between the processes, on host copies), so
+(torch_opencl.distributed: gloo between the processes, on host copies), so
 after every step all replicas hold the same parameters, those one process would hold
 training on the whole global batch. The data is a fixed synthetic task (random images,
 labels from a fixed random linear rule) so that runs with any number of processes see the
@@ -73,7 +73,7 @@ def main(argv=None) -> None:
 
     if args.device == "opencl":
         device_for_this_process()
-        import opencl_functions.device  # noqa: F401  (registers the device and the "oclf" backend)
+        import torch_opencl  # noqa: F401  (registers the device and the "oclf" backend)
     dist.init_process_group("cpu:gloo,opencl:oclf" if args.device == "opencl" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if args.batch % world:

@@ -40,10 +40,10 @@ HARNESS = ["grading/__init__.py", "grading/channel.py", "grading/child.py", "gra
 ESTIMATE = ["bench/__init__.py", "bench/estimate.py", "bench/baselines.py", "grading/scale.py",
             "grading/kernels/conv2d_naive.cl"]
 TREE_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, *ESTIMATE, "grading/kernels"]
-TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".json"}
+TREE_SUFFIXES = {".py", ".cpp", ".hpp", ".cl", ".h", ".json"}
 # A program tree: the library and the child harness only; without --staff-files, _copy
 # leaves out the staff-only folders (handout.STAFF_ONLY: opencl_functions/reference/ and
-# opencl_functions/device/), so a student's program has no staff kernel to read or include.
+# torch_opencl/), so a student's program has no staff kernel to read or include.
 PROGRAM_FILES = ["setup.py", "opencl_functions", "utils", *HARNESS, *ESTIMATE]
 # The student's kernel cache starts from a copy of this one, warmed by the ladder's lowest
 # rung (public kernels and CLBlast's): the reference's own cache holds the sources of the

@@ -139,7 +139,7 @@ def read_exactly(fd: int, n: int) -> Optional[bytes]:
 
 
 class Child:
-    """A started child (a grading.sandbox.Running) and the grader's ends of its two pipes;
+    """A started child (a grading.process.Running) and the grader's ends of its two pipes;
     its scratch folder, if any, goes with it."""
 
     def __init__(self, running, to_child: int, from_child: int, scratch: Optional[Path]) -> None:

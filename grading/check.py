@@ -240,14 +240,14 @@ def labelled(results: Sequence[Dict], names: Sequence[str]) -> List[Tuple[str, D
 
 def local_starter(tree: Path) -> Starter:
     """Children of this tree run here as the current user (make check)."""
-    from grading import sandbox
+    from grading import process
 
     def start(module: str, args: List[str], wrapper: Sequence[str] = (), extra_fds: Sequence[int] = (),
               timeout_s: float = 600):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
-        return channel.spawn(lambda argv, fds: sandbox.start(argv, tree, env, sandbox.Limits(timeout_s=timeout_s),
-                                                     as_sandbox=False, pass_fds=fds),
-                     [*wrapper, sys.executable, "-m", module, *args], extra_fds)
+        return channel.spawn(lambda argv, fds: process.start(argv, tree, env, process.Limits(timeout_s=timeout_s),
+                                                             pass_fds=fds),
+                             [*wrapper, sys.executable, "-m", module, *args], extra_fds)
     return start
 
 

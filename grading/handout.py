@@ -11,6 +11,7 @@ file:line, before anything is written.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import shutil
 import subprocess
@@ -22,13 +23,39 @@ from grading.regions import MarkerError, check_no_markers, comment_prefix, strip
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Paths (files, or folders ending in /) that stay with the staff.
-STAFF_ONLY = (
-    "STAFF.md",
+# What stays with the staff: files, folders (ending in /) and patterns of file names
+# (fnmatch's, where * crosses folders too).
+#
+# The opencl torch device, whole: its package (torch_opencl/, and the shim that kept its old
+# name, in either form), its build and autoload, its tests, tools, documents and validation
+# harnesses.
+DEVICE = (
+    "torch_opencl/",
+    "torch_opencl_autoload.py",
+    "opencl_functions/device.py",
+    "opencl_functions/device/",
+    "opencl_functions_autoload.py",
+    "setup_device.py",
+    "tests/test_device_*.py",
+    "tests/device_*.py",
+    "tests/compile_checks.py",
+    "tests/dtype_checks.py",
+    "tests/special_values.py",
+    "tests/ddp_amp_worker.py",
+    "tests/distributed_worker.py",
+    "tests/parallel_worker.py",
+    "tests/test_bench_decode.py",
+    "tests/test_programs.py",
+    "tests/programs/",
+    "tests/test_torch_suites*.py",
+    "tests/torch_suites/",
+    "bench/decode.py",
+    "bench/first_call.py",
+    "bench/micro.py",
     "bench/models.py",
+    "bench/ops.py",
     "bench/profile_device.py",
-    "bench/tune.py",
-    "docs/PERFORMANCE.md",
+    "docs/device/",
     "docs/TORCH_SUITES.md",
     "docs/opdb.json",
     "extras/train_ddp.py",
@@ -38,72 +65,37 @@ STAFF_ONLY = (
     "extras/validation/opdb_child.py",
     "extras/validation/opdb_table.py",
     "extras/validation/torch_suites.py",
+)
+# The reference's fast paths, the grader, and the staff's tools, tests and documents.
+STAFF = (
+    "STAFF.md",
+    "bench/peaks.py",
+    "bench/peers.py",
+    "bench/record.py",
+    "bench/report.py",
+    "bench/tune.py",
+    "docs/PERFORMANCE.md",
+    "docs/staff/",
     "grading/",
-    "opencl_functions/device/",
     "opencl_functions/reference/",
-    "opencl_functions_autoload.py",
     "scripts/architecture.py",
-    "setup_device.py",
-    "tests/test_architecture.py",
-    "tests/test_conv_paths.py",
-    "tests/device_checks.py",
-    "tests/distributed_worker.py",
+    "tests/oclgrind_checks.py",
     "tests/sweeps.py",
-    "tests/test_device_accelerator.py",
-    "tests/parallel_worker.py",
-    "tests/special_values.py",
-    "tests/test_device_parallel.py",
-    "tests/test_device_rng.py",
-    "tests/test_device_special_values.py",
-    "tests/test_device_torch_utils.py",
-    "tests/test_device_accuracy.py",
-    "tests/test_device_amp.py",
-    "tests/test_device_async.py",
-    "tests/test_device_autograd.py",
-    "tests/test_device_autoload.py",
-    "tests/test_device_compile.py",
-    "tests/test_device_compile_dynamic.py",
-    "tests/test_device_distributed.py",
-    "tests/test_device_dtypes.py",
-    "tests/test_device_error_types.py",
-    "tests/test_torch_suites_driver.py",
-    "tests/test_device_edge_cases.py",
-    "tests/test_device_fusion.py",
-    "tests/test_device_graph.py",
-    "tests/test_device_indexing.py",
-    "tests/test_device_install.py",
-    "tests/test_device_integer_ops.py",
-    "tests/test_device_layouts.py",
-    "tests/test_device_losses.py",
-    "tests/test_device_memory.py",
-    "tests/test_device_models.py",
-    "tests/test_device_multi.py",
-    "tests/test_device_modules.py",
-    "tests/test_device_nn.py",
-    "tests/test_device_nn_nd.py",
-    "tests/test_device_opdb.py",
-    "tests/test_device_ops.py",
-    "tests/test_device_ops_more.py",
-    "tests/test_device_optim.py",
-    "tests/test_device_plans.py",
-    "tests/test_device_registration.py",
-    "tests/test_device_rnn.py",
-    "tests/test_device_sort.py",
-    "tests/test_device_tools.py",
-    "tests/test_device_transformers.py",
+    "tests/test_architecture.py",
+    "tests/test_bench_peers.py",
+    "tests/test_conv_paths.py",
     "tests/test_exploits.py",
+    "tests/test_file_sizes.py",
     "tests/test_fixtures.py",
     "tests/test_grading.py",
     "tests/test_handout.py",
     "tests/test_launch_layer.py",
     "tests/test_matmul_paths.py",
     "tests/test_oclgrind.py",
-    "tests/test_programs.py",
-    "tests/programs/",
-    "tests/torch_suites/",
     "tests/test_sandbox.py",
     "tests/test_tuning.py",
 )
+STAFF_ONLY = DEVICE + STAFF
 # Exceptions to STAFF_ONLY: parts of grading/ that students may use: the benchmark, the
 # allowed-calls check and the Oclgrind check (make run, make check) with what they need
 # (the child harness, its pipes and the process runner the check starts children with), and
@@ -118,8 +110,8 @@ PUBLIC_IN_STAFF = (
     "grading/kernel_rules.py",
     "grading/library.py",
     "grading/oracle.py",
+    "grading/process.py",
     "grading/replay.py",
-    "grading/sandbox.py",
     "grading/scale.py",
     "grading/symbols.py",
     "grading/kernels/conv2d_naive.cl",
@@ -136,9 +128,10 @@ def project_files(root: Path = ROOT) -> List[str]:
 
 
 def is_staff_only(rel: str) -> bool:
+    """Whether the project file `rel` (relative to the root, with /) stays with the staff."""
     if rel in PUBLIC_IN_STAFF:
         return False
-    return any(rel == s or (s.endswith("/") and rel.startswith(s)) for s in STAFF_ONLY)
+    return any(rel.startswith(s) if s.endswith("/") else fnmatch.fnmatchcase(rel, s) for s in STAFF_ONLY)
 
 
 def make_handout(out: Path, root: Path = ROOT, files: Optional[Iterable[str]] = None) -> List[str]:

@@ -92,10 +92,13 @@ class Driver:
         return text, problems
 
     def program(self, path: str, text: str, options: str):
+        """The program as the runtime builds it (Programs::kernel): a source with #include
+        lines (the reference's kernels; the student's may have none) finds its headers beside it."""
         key = (path, options)
         if key not in self.programs:
+            include = ["-I" + str(Path(path).resolve().parent)] if "#include" in text else []
             self.programs[key] = self.cl.Program(self.context, text).build(
-                options=["-cl-std=CL1.2", *shlex.split(options)])
+                options=["-cl-std=CL1.2", *include, *shlex.split(options)])
         return self.programs[key]
 
     def replay(self, launch: Dict, quick: bool) -> List[str]:

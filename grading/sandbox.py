@@ -11,10 +11,9 @@ student's compiled code) in a child process, never in the grader's own:
   no process before and after each step (`processes_of`), and can stop all of them while
   another program is timed (`Running.pause`);
 - with resource limits: processes (against fork bombs), file size, CPU time, address
-  space and no core dumps, and a wall-clock timeout;
-- with its stdout and stderr merged and capped: the first OUTPUT_KEEP bytes are kept,
-  the rest counted and dropped;
-- with a clean environment (nothing of the grader's leaks in);
+  space and no core dumps, and a wall-clock timeout; with its stdout and stderr merged and
+  capped; with a clean environment (nothing of the grader's leaks in): grading/process.py,
+  the runner make check starts its children with too;
 - with nothing carried from one step to the next through the machine's shared writable
   folders (SHARED_FOLDERS: /dev/shm, /run/lock): a namespaced step gets an empty tmpfs of
   its own over each (View.private), and whatever the sandbox user left in them is removed
@@ -24,100 +23,32 @@ student's compiled code) in a child process, never in the grader's own:
 `start` returns a Running step (the grader's timing protocol talks to it over pipes
 passed in `pass_fds`); `run` starts and waits. Steps of the sandbox account run one at a
 time on a machine (a lock file), so two gradings at once wait for each other's steps
-instead of killing them.
+instead of killing them. The account and that lock: grading/account.py; the runner,
+its processes and files: grading/process.py (the names the grader uses are this module's
+too).
 """
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
 import os
 import pwd
-import resource
 import shutil
-import signal
 import site
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from grading import process
+from grading.account import SANDBOX_USER, SandboxError, give_to_sandbox, sandbox_user, take_lock
 from grading.library import settings
+from grading.process import OUTPUT_KEEP, SHARED_FOLDERS, Limits, Result, Running, processes_of, remove_files_of
 
-OUTPUT_KEEP = 64 * 1024
-SANDBOX_USER = "oclf-sandbox"
-
-
-@dataclass
-class Limits:
-    """Per-step resource limits. Address space is generous: torch and the OpenCL
-    compiler map a lot of virtual memory without using it."""
-
-    timeout_s: float = 120.0
-    nproc: int = 64  # processes and threads of the sandbox user (PoCL and torch start a few threads)
-    fsize_bytes: int = 256 * 1024 * 1024
-    address_space_bytes: int = 16 * 1024**3
-    cpu_s: Optional[int] = None  # default: 2 × timeout (the wall clock stops it first)
-
-
-@dataclass
-class Result:
-    returncode: Optional[int]  # None when killed for the timeout
-    output: str  # merged stdout and stderr, the first OUTPUT_KEEP bytes
-    output_bytes: int  # how many bytes it printed in all
-    timed_out: bool
-    wall_s: float
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    def describe(self) -> str:
-        """How the command ended, in words."""
-        if self.timed_out:
-            return f"timed out after {self.wall_s:.0f} s and was stopped"
-        if self.returncode is not None and self.returncode < 0:
-            sig = -self.returncode
-            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-            return f"crashed with signal {name}"
-        if self.returncode:
-            return f"exited with status {self.returncode}"
-        return "finished"
-
-    def output_tail(self, limit: int = 4000) -> str:
-        text = self.output if len(self.output) <= limit else "…\n" + self.output[-limit:]
-        if self.output_bytes > len(self.output.encode(errors="replace")):
-            text += f"\n[{self.output_bytes} bytes of output in all; the rest was dropped]"
-        return text
-
-
-class SandboxError(RuntimeError):
-    """The machine cannot sandbox students' code as required (no account, stray processes)."""
-
-
-def _setting(name: str) -> str:
-    """A grader setting's value; "" in a tree whose settings table has no grader settings
-    (the handout, where this module serves make check alone)."""
-    return settings.get(name) if name in settings.SETTINGS else ""
-
-
-def sandbox_user() -> Optional[pwd.struct_passwd]:
-    """The account children run as, or None when the grader is not root (it cannot switch)."""
-    if os.geteuid() != 0:
-        return None
-    name = _setting("GRADER_USER") or SANDBOX_USER
-    if name == "nobody":
-        raise SandboxError(f"{settings.variable('GRADER_USER')}=nobody: other services share that account; "
-                           "use a dedicated one")
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        raise SandboxError(f"no sandbox account {name!r}: create it with `useradd --system --no-create-home "
-                           f"--shell /usr/sbin/nologin {name}` (scripts/setup.sh does) or set OCLF_GRADER_USER"
-                           ) from None
+__all__ = ["OUTPUT_KEEP", "SANDBOX_USER", "SHARED_FOLDERS", "Limits", "Result", "Running", "SandboxError", "View",
+           "containment", "give_to_sandbox", "namespaces", "processes_of", "python_for", "run", "sandbox_user",
+           "start"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,7 +57,7 @@ def namespaces() -> bool:
     --mount --mount-proc`: root, and a kernel and container that allow it).
     OCLF_GRADER_NAMESPACES=0 turns them off, to try the fallback that Gradescope's
     containers get."""
-    if os.geteuid() != 0 or not shutil.which("unshare") or _setting("GRADER_NAMESPACES") == "0":
+    if os.geteuid() != 0 or not shutil.which("unshare") or settings.get("GRADER_NAMESPACES") == "0":
         return False
     try:
         probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
@@ -168,8 +99,8 @@ def python_for(user: Optional[pwd.struct_passwd]) -> Tuple[str, List[str]]:
     The grader's own interpreter when the sandbox user may run it; else GRADER_PYTHON or the
     system's python3.X of the same version, given this environment's site-packages
     (a virtualenv made from an interpreter under /root, say, is out of other users' reach)."""
-    if _setting("GRADER_PYTHON"):
-        python = _setting("GRADER_PYTHON")
+    if settings.get("GRADER_PYTHON"):
+        python = settings.get("GRADER_PYTHON")
     elif user is None or _others_can_run(sys.executable):
         return sys.executable, []
     else:
@@ -179,197 +110,6 @@ def python_for(user: Optional[pwd.struct_passwd]) -> Tuple[str, List[str]]:
     return python, [p for p in site.getsitepackages() if os.path.isdir(p)]
 
 
-def give_to_sandbox(path: Path, user: Optional[pwd.struct_passwd]) -> None:
-    """Makes `path` (recursively) owned by the sandbox user, so its children may write it."""
-    if user is None:
-        return
-    for dirpath, dirnames, filenames in os.walk(path):
-        os.chown(dirpath, user.pw_uid, user.pw_gid)
-        for name in filenames:
-            os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
-
-
-# World-writable folders outside the grader's hidden ones, where one step could leave files
-# for a later one (its scratch folder is new each step).
-SHARED_FOLDERS = ("/dev/shm", "/run/lock")
-
-
-def remove_files_of(uid: int) -> None:
-    """Removes what `uid` owns at the top of SHARED_FOLDERS (its processes are gone: nothing
-    can swap a path meanwhile); links are removed, never followed."""
-    for folder in SHARED_FOLDERS:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                continue
-
-
-def _processes(where) -> List[int]:
-    """The pids of /proc for which where(pid) is true; processes that end meanwhile are skipped."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            if where(pid):
-                pids.append(int(pid))
-        except (OSError, IndexError, KeyError, ValueError):
-            continue
-    return pids
-
-
-def _status(pid: str) -> Dict[str, str]:
-    with open(f"/proc/{pid}/status") as f:
-        return dict(line.split(":", 1) for line in f if ":" in line)
-
-
-def _session(pid: str) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    return int(stat.rsplit(")", 1)[1].split()[3])  # after the command name: state ppid pgrp session ...
-
-
-def processes_of(uid: int) -> List[int]:
-    """Processes whose real or effective uid is `uid`."""
-    return _processes(lambda pid: str(uid) in _status(pid)["Uid"].split()[:2])
-
-
-def _threads_of(uid: int) -> int:
-    """Threads now running under uid: the base for RLIMIT_NPROC when the user cannot change."""
-    count = 0
-    for pid in processes_of(uid):
-        try:
-            count += int(_status(str(pid))["Threads"])
-        except (OSError, KeyError, ValueError):
-            continue
-    return count
-
-
-def _session_members(sid: int) -> List[int]:
-    """Processes in session sid: the child and everything it started that stayed in it."""
-    return _processes(lambda pid: _session(pid) == sid)
-
-
-def _kill_all(find) -> List[int]:
-    """SIGKILLs what find() lists until it lists nothing (fork bombs respawn); returns what
-    is left after 50 rounds (empty when all died)."""
-    for _ in range(50):
-        members = find()
-        if not members:
-            return []
-        for pid in members:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.02)
-    return find()
-
-
-def kill_user(uid: int) -> None:
-    """Kills every process of the sandbox user; raises SandboxError if some survive."""
-    left = _kill_all(lambda: processes_of(uid))
-    if left:
-        raise SandboxError(f"processes {left} of uid {uid} survived SIGKILL")
-
-
-def _lock(uid: int) -> int:
-    """Takes the machine-wide lock of the sandbox account's steps (waits for it); returns
-    its file descriptor."""
-    fd = os.open(f"/tmp/oclf-sandbox-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
-
-
-class Running:
-    """A started step: wait for it with finish(); kill() stops it early."""
-
-    def __init__(self, proc: subprocess.Popen, limits: Limits, uid: Optional[int], lock: Optional[int]) -> None:
-        self.proc, self.limits, self.uid, self.lock = proc, limits, uid, lock
-        self.start = time.monotonic()
-        self.kept = bytearray()
-        self.total = 0
-        self.reader = threading.Thread(target=self._drain, daemon=True)
-        self.reader.start()
-
-    def _drain(self) -> None:
-        while True:
-            chunk = self.proc.stdout.read1(1 << 16)
-            if not chunk:
-                return
-            self.total += len(chunk)
-            room = OUTPUT_KEEP - len(self.kept)
-            if room > 0:
-                self.kept.extend(chunk[:room])
-
-    def remaining_s(self) -> float:
-        return max(0.0, self.limits.timeout_s - (time.monotonic() - self.start))
-
-    def kill(self) -> None:
-        try:
-            self.proc.kill()
-        except ProcessLookupError:
-            pass
-
-    def _signal_all(self, sig: int) -> None:
-        """Signals every process of the step: all of the sandbox user's (what it started
-        in any way included), or the step's process group when it runs as the grader."""
-        if self.uid is not None:
-            for pid in processes_of(self.uid):
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        else:
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def pause(self) -> None:
-        """Stops every process of the step (SIGSTOP: no process can catch or ignore it), so
-        nothing of it runs while another program is timed."""
-        self._signal_all(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self._signal_all(signal.SIGCONT)
-
-    def finish(self) -> Result:
-        """Waits for the step up to its timeout, then stops it and everything it started."""
-        timed_out = False
-        self.resume()  # a paused step must be able to end
-        try:
-            self.proc.wait(timeout=self.remaining_s())
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        _kill_all(lambda: _session_members(self.proc.pid))  # the namespace's init and helpers
-        self.proc.wait()
-        try:
-            if self.uid is not None:
-                kill_user(self.uid)
-                remove_files_of(self.uid)
-        finally:
-            if self.lock is not None:
-                os.close(self.lock)  # releases the lock
-        self.reader.join(timeout=5)
-        self.proc.stdout.close()
-        return Result(
-            returncode=None if timed_out else self.proc.returncode,
-            output=self.kept.decode(errors="replace"),
-            output_bytes=self.total,
-            timed_out=timed_out,
-            wall_s=time.monotonic() - self.start,
-        )
 
 
 @dataclass
@@ -411,7 +151,7 @@ def start(
     own user), under `limits`, contained as containment() says. Never raises for what the
     command does; raises SandboxError when the sandbox user already owns processes."""
     run_as = user if as_sandbox else None
-    lock = _lock(run_as.pw_uid) if run_as is not None else None
+    lock = take_lock(run_as.pw_uid) if run_as is not None else None
     if run_as is not None and processes_of(run_as.pw_uid):
         os.close(lock)
         raise SandboxError(f"the sandbox user {run_as.pw_name} owns processes {processes_of(run_as.pw_uid)}; "
@@ -419,39 +159,16 @@ def start(
     if run_as is not None:
         remove_files_of(run_as.pw_uid)  # an earlier grading's, had it stopped before its cleanup
     uid = run_as.pw_uid if run_as else os.getuid()
-    nproc = limits.nproc if run_as else _threads_of(uid) + limits.nproc
-    cpu = limits.cpu_s or int(2 * limits.timeout_s) + 5
+    nproc = limits.nproc if run_as else process.threads_of(uid) + limits.nproc
     command = list(argv)
     namespaced = namespaces()
     if namespaced and run_as:
-        command = _jailed(argv, cwd, env, run_as, view)
+        command = _jailed(argv, cwd, env, run_as, view)  # jail.py drops to the user
     elif namespaced:
         command = ["unshare", "--pid", "--fork", "--kill-child", "--"] + command
-
-    def preexec() -> None:
-        os.setsid()
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_bytes, limits.fsize_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes))
-        if as_sandbox:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        if run_as and not namespaced:
-            os.setgroups([])
-            os.setgid(run_as.pw_gid)
-            os.setuid(run_as.pw_uid)
-        os.umask(0o077)
-
-    try:
-        proc = subprocess.Popen(
-            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, preexec_fn=preexec, close_fds=True, pass_fds=tuple(pass_fds),
-        )
-    except BaseException:
-        if lock is not None:
-            os.close(lock)
-        raise
-    return Running(proc, limits, run_as.pw_uid if run_as else None, lock)
+    return process.start(command, cwd, env, limits, pass_fds, nproc=nproc if as_sandbox else None,
+                         user=run_as if run_as and not namespaced else None,
+                         owner_uid=run_as.pw_uid if run_as else None, lock=lock)
 
 
 def run(

@@ -33,7 +33,7 @@ opencl_functions.info`: the devices, the selected one and the host CPU), and the
 _core (bindings.cpp over runtime/ and the host code).
 
 Inputs are float32 CPU tensors (any strides), or tensors of the opencl torch device
-(opencl_functions.device), which that device's operators compute in place on the same
+(torch_opencl), which that device's operators compute in place on the same
 runtime; anything else raises a TypeError or a ValueError that names the argument. OpenCL failures raise OpenCLError, whose message
 carries the CL_* status name; a kernel that fails to compile raises KernelBuildError
 with the build log. The device is chosen by OCLF_DEVICE (or OCL_DEVICE: "P:D" or part of

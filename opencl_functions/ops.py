@@ -1,6 +1,6 @@
 """The torch-facing operations: tensors in, tensors out, each computed by the C++ module
 _core on the OpenCL device after opencl_functions.checks has validated its arguments.
-Tensors on the opencl torch device (opencl_functions.device) are computed in place there,
+Tensors on the opencl torch device (torch_opencl) are computed in place there,
 by the device's operators on the same runtime (its kernels and programs), without a copy to
 the host; host tensors go through _core as the course's host code has them.
 

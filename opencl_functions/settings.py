@@ -4,6 +4,11 @@ aliases. Each setting names who reads it: the C++ runtime (through runtime/setti
 this package, or the course tools (setup.py, the grader). README's "Settings" section is
 this table; a test checks that every OCLF_ name in the sources is in it.
 
+Each setting has an audience: everyone (the library's users and the students), or the
+staff (`staff=True`: settings of code the student handout does not hold). The staff's come
+last, in a staff region, so the handout's copy of this table, and its README's table,
+leave them out.
+
     settings.get("DEVICE")        the value, "" when unset (OCLF_DEVICE, else OCL_DEVICE)
     settings.variable("DEVICE")   the variable that gave it ("OCL_DEVICE" when the alias did)
     settings.SETTINGS             the table, settings for everyone first
@@ -28,7 +33,7 @@ class Setting:
     meaning: str
     reader: str  # who reads it
     aliases: Tuple[str, ...] = ()  # older variable names that still work
-    staff: bool = False  # read by staff code only (the reference, the device, the grader)
+    staff: bool = False  # its audience: the staff alone (the reference, the device, the grader)
 
     @property
     def variable(self) -> str:
@@ -39,11 +44,11 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     # The library's.
     Setting("DEVICE", "the first GPU, else the first device",
             'the OpenCL device: "P:D" (platform and device index) or part of a device, platform or vendor name; '
-            "its platform's devices are the process's devices (opencl:0, opencl:1, ...) and it is the default one",
+            "its platform's devices are the process's devices (numbered 0, 1, ...) and it is the default one",
             "C++ runtime (device)", ("OCL_DEVICE",)),
     Setting("VISIBLE_DEVICES", "every device of the platform",
             'the platform\'s device indices that become the process\'s devices, in order: "1,0" makes the '
-            "platform's device 1 opencl:0 and its device 0 opencl:1",
+            "platform's device 1 the process's device 0 and its device 0 its device 1",
             "C++ runtime (device)"),
     Setting("KERNEL_DIR", "opencl_functions/", "the folder .cl files are read from", "C++ runtime (programs)",
             ("OCL_KERNEL_DIR",)),
@@ -64,14 +69,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "C++ runtime (programs)"),
     Setting("CLBLAST_PARAMS", "opencl_functions/clblast_params/<device>.json if present",
             "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
-    # The course tools': setup.py's and the grader's.
+    # The course tools': setup.py's.
     Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
-    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",)),
-    Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
-            "grading", ("GRADER_PYTHON",)),
-    Setting("GRADER_NAMESPACES", "1 where the machine allows them",
-            "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
-            "grading"),
+    Setting("BUILD_EXTENSIONS", "1", "0: setup.py installs the package's files without compiling (the editable "
+            "install of scripts/setup.sh)", "setup.py"),
     # BEGIN STAFF
     # The reference's host code and the opencl device.
     Setting("CONV_KERNEL", "by device and shape",
@@ -87,43 +88,57 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "work-groups per compute unit the reference's GPU kernel aims at when it splits K (1..64)",
             "the reference's host code, the opencl device", staff=True),
     Setting("MMA", "auto",
-            "the reference's GPU convolution kernel on tensor cores (16-bit layers, NVIDIA devices that build "
-            "inline PTX mma.sync): 0 turns it off",
+            "tensor cores (inline PTX mma.sync, NVIDIA devices of compute capability 8.0 and later that build "
+            "it) for the reference's GPU convolution kernel on 16-bit layers and the opencl device's 16-bit "
+            "products: 0 turns them off; emulate runs the products' tensor-core kernel on any device, its warp "
+            "instructions done in plain OpenCL C (slow: for tests)",
             "the reference's host code, the opencl device", staff=True),
+    Setting("MMA_TILE", "by shape",
+            "the opencl device's 16-bit products on tensor cores: force a block BM,BN,WM,WN,STAGES or "
+            "BM,BN,WM,WN,STAGES,BK,SPLITS (BM×BN outputs per work-group of WM×WN warps, STAGES slices of BK "
+            "values of k in flight, k split SPLITS ways)",
+            "the opencl device", staff=True),
     Setting("MATMUL", "by shape and device",
             "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "
             "or a whole configuration such as \"rows VW=8 MR=1 RN=4 LX=1 LY=1\"",
             "the reference's host code, the opencl device", staff=True),
     Setting("FALLBACK", "warn",
             "the opencl device: error turns a CPU fallback into an error, silent drops its warning",
-            "opencl_functions.device", ("OCL_FALLBACK",), staff=True),
+            "torch_opencl", ("OCL_FALLBACK",), staff=True),
     Setting("DEVICE_SYNC", "0", "the opencl device: 1 waits for every kernel (to profile operators one by one)",
-            "opencl_functions.device", staff=True),
+            "torch_opencl", staff=True),
     Setting("DEVICE_ASYNC", "1 on GPUs, 0 on CPU devices and simulators",
             "the opencl device: 1 enqueues launches, copies, library calls and replays from a thread of the "
             "device's own while the program goes on; 0 enqueues each where it is made (errors then surface at the "
-            "operator that caused them)", "opencl_functions.device", staff=True),
+            "operator that caused them)", "torch_opencl", staff=True),
     Setting("DEVICE_INDEX_CHECKS", "device",
             "the opencl device's index range checks: device checks indices on the device and raises an index out of "
-            "range at the next wait for it (as CUDA does); call waits for the check at the operator", "opencl_functions.device",
+            "range at the next wait for it (as CUDA does); call waits for the check at the operator", "torch_opencl",
             staff=True),
     Setting("GRAPH_COMMAND_BUFFERS", "1",
             "the opencl device's recorded steps: 0 replays them as plain enqueues where the device has "
-            "cl_khr_command_buffer", "opencl_functions.device", staff=True),
+            "cl_khr_command_buffer", "torch_opencl", staff=True),
     Setting("COMPILE_REPLAY", "1",
             "torch.compile on the opencl device: 0 runs each compiled graph as its wrapper is written instead of "
-            "recording it once and replaying it", "opencl_functions.device.compile", staff=True),
+            "recording it once and replaying it", "torch_opencl.compile", staff=True),
     Setting("DEVICE_CONV", "auto",
             "the opencl device's convolutions: gpu runs the GPU kernels on any device and computes "
             "gradients as forward convolutions, direct computes gradients with the direct backward kernels",
-            "opencl_functions.device", staff=True),
+            "torch_opencl", staff=True),
     Setting("DEVICE_MATMUL", "auto",
             "the opencl device's matrix products: gpu runs the few-row kernels of GPUs on any device, "
             "clblast leaves every product to CLBlast",
-            "opencl_functions.device", staff=True),
+            "torch_opencl", staff=True),
     # The course tools'.
     Setting("BUILD_DEVICE", "1 in package builds, 0 in in-place ones",
             "1: setup.py builds the opencl torch device too; 0: the library alone", "setup.py", staff=True),
+    Setting("GRADER_USER", "oclf-sandbox", "the account students' code runs as", "grading", ("GRADER_USER",),
+            staff=True),
+    Setting("GRADER_PYTHON", "the grader's own, if the account can run it", "the children's interpreter",
+            "grading", ("GRADER_PYTHON",), staff=True),
+    Setting("GRADER_NAMESPACES", "1 where the machine allows them",
+            "0: run steps without PID and mount namespaces (the fallback of containers that forbid them)",
+            "grading", staff=True),
     Setting("GRADER_TIMEOUT", "120", "seconds per grading step", "grading", ("GRADER_TIMEOUT",), staff=True),
     Setting("GRADER_BUILD_TIMEOUT", "300", "seconds for the submission's build", "grading",
             ("GRADER_BUILD_TIMEOUT",), staff=True),
@@ -135,6 +150,9 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
     Setting("GRADER_KEEP", "unset", "1: keep a grading's temporary folder", "grading", ("GRADER_KEEP",), staff=True),
     Setting("GRADER_VENV", "/opt/oclf-venv", "the virtualenv of Gradescope's setup.sh and run_autograder",
             "grading/autograder", ("GRADER_VENV",), staff=True),
+    Setting("PEAKS", "the spec sheet of the device's model (H100, H200, A100), else none",
+            "the benchmarks' peak throughput of the device, as fp32=, tf32=, fp16=, bf16= (TFLOP/s) and bw= (TB/s), "
+            "comma-separated: completes or replaces the table of bench/peaks.py", "bench.peaks", staff=True),
     Setting("TORCH_SUITES", "fast", "torch's suites on the opencl device: fast runs the pinned subset, full every "
             "entry of op_db, module_db and optim_db", "tests/torch_suites", staff=True),
     Setting("TORCH_SUITES_LOG", "unset", "a file the torch suites append each test's verdict to (JSON lines; "

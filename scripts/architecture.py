@@ -33,7 +33,8 @@ LAYERS: List[Tuple[str, List[str], str]] = [
                    "opencl_functions/baselines."], "the student's files, the gradients, the baselines"),
     ("bindings", ["opencl_functions/bindings"], "the pybind11 module _core: operations, and the runtime's side"),
     ("library", ["opencl_functions/"], "the torch-facing package: checks, ops, resident, settings"),
-    ("device", ["opencl_functions/device/", "opencl_functions_autoload.py"], "PyTorch's opencl device (staff)"),
+    ("device", ["torch_opencl/", "torch_opencl_autoload.py", "opencl_functions/device.py"],
+     "PyTorch's opencl device, torch_opencl (staff); opencl_functions.device its former name"),
     ("utils", ["utils/"], "the patched layers: nn.Conv2d's forward, autograd ops, opencl_layers()"),
     ("grading", ["grading/"], "the autograder, make check, make grade, the handout"),
     ("bench", ["bench/"], "benchmarks, tuning and profiling tools"),
@@ -89,7 +90,7 @@ def _python_targets(path: Path) -> Set[str]:
 def _cpp_targets(path: Path) -> Set[str]:
     found = set()
     for header in re.findall(r'^\s*#\s*include\s+"([^"]+)"', path.read_text(errors="replace"), re.M):
-        for base in (path.parent, ROOT / "opencl_functions"):
+        for base in (path.parent, ROOT / "opencl_functions", ROOT):
             candidate = (base / header).resolve()
             if candidate.is_file() and ROOT in candidate.parents:
                 found.add(candidate.relative_to(ROOT).as_posix())

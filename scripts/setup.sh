@@ -2,8 +2,10 @@
 # One-time setup for a fresh machine, shared by the Makefile, .ci/run and the Dockerfile:
 #   1. Debian/Ubuntu packages: an OpenCL driver (PoCL), the ICD loader, headers, CLBlast,
 #      Oclgrind (make check) and binutils (nm, for the allowed-calls check);
-#   2. as root, the account "oclf-sandbox" that the grader runs students' code as;
-#   3. a virtual environment in .venv with requirements.txt installed.
+#   2. a virtual environment in .venv with requirements.txt installed.
+# BEGIN STAFF
+# As root, it makes the account "oclf-sandbox" too, that the grader runs students' code as.
+# END STAFF
 # Building the extension is the Makefile's job (make build).
 # Without root and with packages missing, it stops and prints the command to run.
 set -euo pipefail
@@ -39,10 +41,12 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# BEGIN STAFF
 # The grader's sandbox account (grading/sandbox.py); never "nobody", which other services share.
 if [ "$(id -u)" = 0 ] && ! id oclf-sandbox >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin oclf-sandbox
 fi
+# END STAFF
 
 stamp="$VENV/.requirements"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -55,4 +59,18 @@ if ! cmp -s requirements.txt "$stamp"; then
   "$VENV/bin/python" -m pip install -q -r requirements.txt
   cp requirements.txt "$stamp"
 fi
+# The project itself, installed editable: Python imports its packages from this tree. No
+# compiling here: make build builds the module in place.
+# BEGIN STAFF
+# Torch finds the device's entry point (torch_opencl_autoload) as after a pip install; make
+# device builds the device's module.
+# END STAFF
+editable="$VENV/.editable"
+if ! cat setup.py pyproject.toml | cmp -s - "$editable"; then
+  echo "setup: installing this tree into $VENV (editable)"
+  out=$(OCLF_BUILD_EXTENSIONS=0 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps -e . 2>&1) \
+    || { echo "$out" >&2; exit 1; }
+  cat setup.py pyproject.toml > "$editable"
+fi
+touch "$stamp"
 echo "setup: done ($("$VENV/bin/python" --version), $(clinfo -l 2>/dev/null | grep -c Device || true) OpenCL device(s))"

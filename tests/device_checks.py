@@ -1,6 +1,7 @@
 """Checks the device's operator tests share: an operator on the CPU and on the opencl device,
-outputs and gradients compared (check), seeded inputs (randn), and a scope where the CPU
-fallback is allowed (fallback_allowed)."""
+outputs and gradients compared (check), seeded inputs (randn), a scope where the CPU
+fallback is allowed (fallback_allowed), and training runs held to float64 as closely as
+torch's float32 (assert_trained_as_accurately)."""
 import contextlib
 import os
 
@@ -55,3 +56,34 @@ def check(fn, *inputs, atol=ATOL, rtol=RTOL, grad=True):
         torch.testing.assert_close(got.detach().cpu(), ref.detach(), atol=atol, rtol=rtol, equal_nan=True)
 
 
+
+
+def assert_trained_as_accurately(runs, factor=4.0, floor=1e-7):
+    """Training results {name: tensor} of three runs of the same steps, ("opencl", float32),
+    ("cpu", float32) and ("cpu", float64): each of the device's lies as close to float64 as
+    `factor` times torch's own float32 drift (floor: for results float32 computes nearly
+    exactly), both measured relative to the reference's largest value."""
+    from extras.validation.accuracy import error
+
+    device, cpu, reference = runs
+    assert device.keys() == cpu.keys() == reference.keys()
+    for name, ref in reference.items():
+        assert device[name].device.type == "opencl", name
+        assert device[name].shape == cpu[name].shape == ref.shape, (name, device[name].shape, ref.shape)
+        ours, torchs = error(device[name], ref), error(cpu[name], ref)
+        assert ours <= factor * torchs + floor, f"{name}: device {ours:.2e} from float64, torch's float32 {torchs:.2e}"
+
+
+def two_devices_env(ocl) -> dict:
+    """The environment of processes that see two devices of one platform: the machine's, or
+    two PoCL devices (POCL_DEVICES) where the platform has one; a skip where neither is there."""
+    import pytest
+    from pathlib import Path
+
+    ROOT = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "OCLF_FALLBACK": "error"}
+    if ocl.device_count() >= 2:
+        return env
+    if not any("Portable Computing Language" in d["platform"] for d in ocl.list_devices()):
+        pytest.skip("one OpenCL device, and no PoCL to make two with POCL_DEVICES")
+    return {**env, "POCL_DEVICES": "pthread pthread", "OCLF_DEVICE": "pocl", "OCLF_VISIBLE_DEVICES": ""}

@@ -4,7 +4,7 @@ can compute for itself. Exits non-zero with the failing check's message."""
 import torch
 import torch.distributed as dist
 
-import opencl_functions.device  # noqa: F401  (registers the device and the backend)
+import torch_opencl  # noqa: F401  (registers the device and the backend)
 
 
 def values(rank: int, n: int) -> torch.Tensor:

@@ -260,7 +260,7 @@ def sweep_module(info, variants: range, max_samples: int = 0) -> Iterator[Findin
 def main(argv: Optional[List[str]] = None) -> int:
     import argparse
 
-    import opencl_functions.device  # noqa: F401
+    import torch_opencl  # noqa: F401
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", help="comma-separated op_db names (default: every native op)")

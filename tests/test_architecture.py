@@ -24,3 +24,20 @@ def test_architecture_md_shows_the_layers_as_the_code_has_them():
 
 def test_every_source_file_has_a_layer():
     assert [p for p in architecture.sources() if architecture.layer_of(p) is None] == []
+
+
+def test_no_relative_import_leaves_its_package():
+    """`from ... import x` climbs at most to the file's top-level package: above it, the import
+    works only while that package sits inside another one (the device's did, in opencl_functions)."""
+    import ast
+    from pathlib import PurePosixPath
+
+    beyond = []
+    for rel in architecture.sources():
+        if not rel.endswith(".py"):
+            continue
+        folders = PurePosixPath(rel).parts[:-1]
+        for node in ast.walk(ast.parse((ROOT / rel).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level > len(folders):
+                beyond.append(f"{rel}:{node.lineno}")
+    assert beyond == []

@@ -26,17 +26,6 @@ def test_bench_quick(ocl, tmp_path):
     assert conv["convgemm"] > 0 and conv["naive"] > 0 and conv["tiled"] > 0
 
 
-def test_bench_replayed_layers(opencl_device, tmp_path):
-    # --replay adds each layer on the device, recorded 20 times and replayed: a time per call.
-    result = bench.main(["--out", str(tmp_path), "--quick", "--torch-device", "cpu", "--replay",
-                         "--only", "depthwise", "--only", "gpt2"])
-    for group in ("depthwise", "gpt2"):
-        for row in result["groups"][group]:
-            assert row["times_ns"]["replayed"] > 0, row["name"]
-        assert result["geomean"][group]["torch/replayed"] > 0
-    assert "resnet50" not in result["groups"]
-
-
 def test_baselines_match_torch(ocl):
     import torch
     import torch.nn.functional as F
@@ -55,6 +44,35 @@ def test_baselines_match_torch(ocl):
     assert ns > 0
 
 
+def test_tensor_core_probe_says_what_each_device_does(capsys):
+    """bench.tensor_cores: on NVIDIA's OpenCL the inline-PTX product runs and matches numpy;
+    any other device refuses the kernel at build time, and the probe says so."""
+    import pyopencl as cl
+
+    from bench import tensor_cores
+
+    for platform in cl.get_platforms():
+        for device in platform.get_devices():
+            verdict = tensor_cores.probe(device)
+            expected = "runs:" if "NVIDIA" in platform.name else "refused:"
+            assert verdict.startswith(expected), verdict
+    assert tensor_cores.main([]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+# BEGIN STAFF
+# The opencl torch device's benchmarks (staff).
+def test_bench_replayed_layers(opencl_device, tmp_path):
+    # --replay adds each layer on the device, recorded 20 times and replayed: a time per call.
+    result = bench.main(["--out", str(tmp_path), "--quick", "--torch-device", "cpu", "--replay",
+                         "--only", "depthwise", "--only", "gpt2"])
+    for group in ("depthwise", "gpt2"):
+        for row in result["groups"][group]:
+            assert row["times_ns"]["replayed"] > 0, row["name"]
+        assert result["geomean"][group]["torch/replayed"] > 0
+    assert "resnet50" not in result["groups"]
+
+
 def test_replayed_device_run_matches_torch(opencl_device):
     from bench.models import compare_device
 
@@ -64,7 +82,7 @@ def test_replayed_device_run_matches_torch(opencl_device):
 
 
 def test_fused_device_run_matches_torch(opencl_device, monkeypatch):
-    """bench.models --fuse: the device runs opencl_functions.device.fuse()'s model, torch the model."""
+    """bench.models --fuse: the device runs torch_opencl.fuse()'s model, torch the model."""
     from bench import models
 
     monkeypatch.setattr(models, "FUSE", True)
@@ -95,19 +113,4 @@ def test_ops_microbenchmark_quick(opencl_device, tmp_path):
         assert 0 < row["opencl"] < 1e6 and 0 < row["cpu"] < 1e6, (name, row)
     assert 0 < result["enqueue_ns"]["call"] <= result["enqueue_ns"]["with_wait"]
     assert json.loads(out.read_text())["ops"] == result["ops"]
-
-
-def test_tensor_core_probe_says_what_each_device_does(capsys):
-    """bench.tensor_cores: on NVIDIA's OpenCL the inline-PTX product runs and matches numpy;
-    any other device refuses the kernel at build time, and the probe says so."""
-    import pyopencl as cl
-
-    from bench import tensor_cores
-
-    for platform in cl.get_platforms():
-        for device in platform.get_devices():
-            verdict = tensor_cores.probe(device)
-            expected = "runs:" if "NVIDIA" in platform.name else "refused:"
-            assert verdict.startswith(expected), verdict
-    assert tensor_cores.main([]) == 0
-    assert capsys.readouterr().out.strip()
+# END STAFF

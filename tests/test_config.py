@@ -82,6 +82,17 @@ def test_readme_table_is_the_settings_table():
         assert s.meaning in row and s.default in row and all(f"`{a}`" in row for a in s.aliases)
 
 
+def test_the_runtime_knows_the_tables_aliases():
+    """runtime/settings.cpp's older names are the table's aliases, for every setting the C++ side
+    may read (the grader's are read in Python alone)."""
+    text = (ROOT / "opencl_functions" / "runtime" / "settings.cpp").read_text()
+    runtime = set(re.findall(r'\{"([A-Z_]+)", "([A-Z_]+)"\}', text))
+    assert runtime, "no aliases found in runtime/settings.cpp"
+    for s in settings.SETTINGS.values():
+        if not s.reader.startswith("grading"):
+            assert {alias for name, alias in runtime if name == s.name} == set(s.aliases), s.name
+
+
 @pytest.mark.parametrize("name", sorted(settings.SETTINGS))
 def test_every_setting_is_documented(name):
     s = settings.SETTINGS[name]

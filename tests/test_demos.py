@@ -1,7 +1,8 @@
 """The demos (simple_sanity_check.py, inference_resnet.py, inference_gpt2.py) run in their --quick
 form as the user runs them, in a child process: exit status and the lines that carry the result.
-Their timings on a fresh tuning cache leave the tuning out (a first run prints about what a second
-prints). Plus the agreement rules of the demos (near ties), checked in-process without a device."""
+Their timings on fresh tuning and program caches leave the first calls out (a first run prints
+about what a second prints). Plus the agreement rules of the demos (near ties), checked
+in-process without a device."""
 import os
 import re
 import subprocess
@@ -148,13 +149,18 @@ def first_and_second_run(script, args, pattern, env):
 
 
 def check_first_run_is_honest(first, second, out):
-    """The first run's OpenCL time is within a small factor of the second's (the tuning, seconds
-    where the kernels take milliseconds, ran before the timing), and its tuning was announced."""
+    """The first run's OpenCL time is within a small factor of the second's (its first calls,
+    program builds and any tuning, seconds where the kernels take milliseconds, ran before
+    the timing)."""
     assert first <= 3 * second + 0.25, f"first run {first:.3f} s, second {second:.3f} s:\n{out}"
     assert "untimed" in out and "the OpenCL times shown leave it out" in out, out
+    # BEGIN STAFF
+    # The reference's host code tunes its kernels at first use, and the tuning is announced
+    # (the assignment's host code need not tune).
     tuned = re.search(r"untimed: [0-9.]+ s \(tuning ", out)
     assert tuned, f"a first run on an empty tuning cache tunes: {out}"
     assert out.count("measuring the shapes the tuning cache lacks, for about 5 s") == 1, out
+    # END STAFF
 
 
 def test_sanity_first_run_times_the_kernels_not_the_tuning(ocl, tmp_path):

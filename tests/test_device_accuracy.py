@@ -60,11 +60,7 @@ def test_convolution_and_its_gradients(opencl_device, shape):
 
 
 @pytest.mark.parametrize("m,k,n", [(4, 512, 10), (64, 768, 768), (7, 3072, 768), (128, 4096, 64), (33, 1000, 17)])
-def test_matrix_products(opencl_device, request, m, k, n):
-    if m > 8 and not torch.ops.oclf.device_name(-1).endswith("(CPU)"):
-        # GPUs: products of many rows run on a tiled GEMM (conv2d_gpu.cl or CLBlast) that keeps
-        # one accumulator per output: 3-6x torch's error on the H200.
-        request.applymarker(pytest.mark.xfail(reason="one accumulator per output in GPU GEMMs"))
+def test_matrix_products(opencl_device, m, k, n):
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(m, k, generator=g, dtype=torch.float64), torch.randn(k, n, generator=g, dtype=torch.float64)
     weight = torch.randn(n, k, generator=g, dtype=torch.float64)
@@ -74,6 +70,31 @@ def test_matrix_products(opencl_device, request, m, k, n):
         cpu = f(a.float(), b.float(), weight.float())
         dev = f(a.float().to("opencl"), b.float().to("opencl"), weight.float().to("opencl"))
         assert_as_accurate(f"{name} {m}x{k}x{n}", dev, cpu, ref)
+
+
+# CLBlast's products (OCLF_DEVICE_MATMUL=clblast sends every product there, as GPUs send
+# products of many rows): a K over 256 runs in partial products whose sums are added
+# (csrc/aten/split_k.cpp). Transposed operands, a K that leaves a shorter last part, scaled
+# accumulation into the output, batches.
+SPLIT_K_CASES = {
+    "a @ b": lambda p, q: p @ q,
+    "aᵀ @ bᵀ": lambda p, q: p.t().contiguous().t() @ q.t().contiguous().t(),
+    "addmm 0.5, 2": lambda p, q: torch.addmm(torch.ones(p.shape[0], q.shape[1], dtype=p.dtype, device=p.device),
+                                             p, q, beta=0.5, alpha=2.0),
+    "bmm": lambda p, q: torch.bmm(torch.stack([p, p.flip(0)]), torch.stack([q, q.flip(1)])),
+    "bmm of a transposed batch": lambda p, q: torch.bmm(torch.stack([p, -p]), torch.stack([q.t(), q.t()]).mT),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLIT_K_CASES))
+@pytest.mark.parametrize("m,k,n", [(64, 768, 96), (17, 2049, 33), (9, 257, 5)])
+def test_products_over_a_long_k_on_clblast(opencl_device, monkeypatch, name, m, k, n):
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", "clblast")
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(m, k, generator=g, dtype=torch.float64), torch.randn(k, n, generator=g, dtype=torch.float64)
+    f = SPLIT_K_CASES[name]
+    assert_as_accurate(f"{name} {m}x{k}x{n}", f(a.float().to("opencl"), b.float().to("opencl")), f(a.float(), b.float()),
+                       f(a, b))
 
 
 REDUCTIONS = {

@@ -1,4 +1,4 @@
-"""Mixed precision on the opencl device (opencl_functions/device/amp.py, csrc/aten/autocast.cpp,
+"""Mixed precision on the opencl device (torch_opencl/amp.py, csrc/aten/autocast.cpp,
 csrc/aten/amp_scale.cpp, kernels/amp.cl):
 
 - torch.autocast("opencl") in float16 and bfloat16 gives each operator the dtype CUDA's cast

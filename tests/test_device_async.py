@@ -27,7 +27,7 @@ def run_python(code: str, asynchronous: str, timeout: int = 900) -> subprocess.C
 WORKLOAD = """
 import sys, threading, torch
 import opencl_functions as oclf
-import opencl_functions.device as ocl
+import torch_opencl as ocl
 torch.manual_seed(0)
 print("async", torch.ops.oclf.submits_async(0))
 dev = "opencl"
@@ -113,7 +113,7 @@ def test_a_failed_command_is_reported_at_the_next_wait(tmp_path):
     source.write_text("__kernel void refused(__global float* p, int offset) { p[offset + get_global_id(0)] = 1.0f; }\n")
     code = f"""
     import torch
-    import opencl_functions.device
+    import torch_opencl
     x = torch.zeros(1 << 22, device="opencl")
     handle = torch.ops.oclf.generated_kernel({str(source)!r}, "refused")
     torch.ops.oclf.generated_launch(handle, [x], [], [1 << 22], [1 << 22])
@@ -143,7 +143,7 @@ def test_a_failed_command_is_reported_at_the_next_wait(tmp_path):
 
 
 def test_setting_is_checked():
-    proc = run_python("import torch, opencl_functions.device; torch.zeros(1, device='opencl')", "yes")
+    proc = run_python("import torch, torch_opencl; torch.zeros(1, device='opencl')", "yes")
     assert proc.returncode != 0 and "OCLF_DEVICE_ASYNC must be 0 or 1" in proc.stderr, proc.stderr[-2000:]
 
 
@@ -165,9 +165,9 @@ def test_a_forked_child_gets_an_error_not_a_hang():
     # Like CUDA, the device refuses such a child at once (allocation, launch, read, wait).
     code = """
     import os, time, torch
-    import opencl_functions.device
+    import torch_opencl
     x = torch.ones(3, device="opencl") * 2
-    assert not opencl_functions.device._is_in_bad_fork()
+    assert not torch_opencl._is_in_bad_fork()
     pid = os.fork()
     if pid == 0:
         codes = []
@@ -178,7 +178,7 @@ def test_a_forked_child_gets_an_error_not_a_hang():
                 codes.append("ran")
             except RuntimeError as err:
                 codes.append("refused" if "forked" in str(err) else "other")
-        os._exit(0 if codes == ["refused"] * 4 and opencl_functions.device._is_in_bad_fork() else 4)
+        os._exit(0 if codes == ["refused"] * 4 and torch_opencl._is_in_bad_fork() else 4)
     for _ in range(600):  # a minute at most: a child that hangs fails the check, it does not hang it
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -202,7 +202,7 @@ def test_a_program_may_end_with_commands_still_waiting():
     # driver is torn down, and the process ends cleanly. (It once crashed in one run of three
     # under the parallel suite, when the driver was torn down with PoCL still at work.)
     code = """
-    import torch, opencl_functions.device
+    import torch, torch_opencl
     x = torch.randn(256, 256, device="opencl")
     for _ in range(200):
         x = torch.tanh(x @ x * 1e-3 + 1)

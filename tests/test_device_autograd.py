@@ -39,13 +39,13 @@ def test_backward_works_when_a_cpu_backward_ran_before_the_import(opencl_device)
     # process; the device adds its own when that happened before it registered.
     code = ("import torch\n"
             "x = torch.ones(3, requires_grad=True); (x * 2).sum().backward()\n"
-            "import opencl_functions.device\n"
+            "import torch_opencl\n"
             "y = torch.ones(3, device='opencl', requires_grad=True); (y * 3).sum().backward()\n"
             "print(y.grad.cpu().tolist())\n")
     assert python_output(code) == "[3.0, 3.0, 3.0]"
     # The import itself starts no autograd thread: a fork-based child (a data loader's
     # worker, say) can still run autograd on the CPU.
-    code = ("import torch, opencl_functions.device, multiprocessing as mp\n"
+    code = ("import torch, torch_opencl, multiprocessing as mp\n"
             "def child(q):\n"
             "    y = torch.ones(2, requires_grad=True); (y * 5).sum().backward()\n"
             "    q.put(y.grad.tolist())\n"

@@ -1,12 +1,12 @@
 """The opencl device loaded by `import torch` (torch's "torch.backends" entry point,
-opencl_functions_autoload.py), in child interpreters:
+torch_opencl_autoload.py), in child interpreters:
 
 - with the entry point installed (a dist-info folder on the path, as pip leaves it), `import
   torch` alone gives the device, its torch.opencl module and its torch.distributed backend,
   also where the package itself was imported first; TORCH_DEVICE_BACKEND_AUTOLOAD=0 leaves
   it out;
-- `import torch` never fails for the device's sake: a tree whose opencl_functions has no
-  device (the handout, the grader's children) is not imported at all, a device that cannot
+- `import torch` never fails for the device's sake: a tree without torch_opencl (the handout)
+  or with it not built yet imports nothing, a device that cannot
   load gives one warning (none where warnings are errors), and without an OpenCL driver the
   first use names the package to install;
 - (slow) the wheel of make wheel installed into a fresh virtual environment: the library
@@ -22,7 +22,7 @@ import zipfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-ENTRY_POINT = "opencl_functions = opencl_functions_autoload:load"
+ENTRY_POINT = "torch_opencl = torch_opencl_autoload:load"
 
 
 def installed_entry_point(folder: pathlib.Path) -> pathlib.Path:
@@ -45,7 +45,7 @@ LOADED = """
 import sys
 import torch
 x = torch.randn(3, 2, device="opencl")
-assert "opencl_functions.device" in sys.modules and x.device.type == "opencl"
+assert "torch_opencl" in sys.modules and x.device.type == "opencl"
 assert torch.opencl.is_available() and (x * 2).sum().item() == 2 * x.sum().item()
 print(torch.distributed.get_default_backend_for_device("opencl"))
 """
@@ -67,47 +67,48 @@ def test_the_package_imported_first_still_loads_the_device(opencl_device, tmp_pa
 
 def test_autoload_off_leaves_the_device_out(opencl_device, tmp_path):
     script = ("import sys, torch\n"
-              "assert not any(m.startswith('opencl_functions') for m in sys.modules)\n"
+              "assert not any(m.startswith(('opencl_functions', 'torch_opencl')) for m in sys.modules)\n"
               "try:\n    torch.randn(2, device='opencl')\nexcept RuntimeError as err:\n    print('refused')\n")
     run = child(tmp_path, script, installed_entry_point(tmp_path / "site"), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == ["refused"]
 
 
-def test_a_tree_without_the_device_is_not_imported(tmp_path, monkeypatch):
-    """A students' tree first on the path (its opencl_functions has no device folder): the
-    entry point leaves the tree's package alone."""
-    import opencl_functions_autoload
-
-    tree = tmp_path / "handout"
+@pytest.mark.parametrize("tree_has", ["no device", "the device unbuilt"])
+def test_a_tree_without_a_built_device_imports_nothing(tmp_path, tree_has):
+    """A students' tree (no torch_opencl) or a source tree before make device (torch_opencl
+    without its native module) on the path: the entry point imports nothing at all."""
+    tree = tmp_path / "tree"
     (tree / "opencl_functions").mkdir(parents=True)
-    (tree / "opencl_functions" / "__init__.py").write_text("HANDOUT = True\n")
-    monkeypatch.syspath_prepend(str(tree))
-    ours = sys.modules.pop("opencl_functions", None)
-    try:
-        opencl_functions_autoload.load()
-        assert "opencl_functions" not in sys.modules
-    finally:
-        sys.modules.pop("opencl_functions", None)
-        if ours is not None:
-            sys.modules["opencl_functions"] = ours
+    (tree / "opencl_functions" / "__init__.py").write_text("raise AssertionError('imported')\n")
+    if tree_has == "the device unbuilt":
+        (tree / "torch_opencl").mkdir()
+        (tree / "torch_opencl" / "__init__.py").write_text("raise AssertionError('imported')\n")
+    (tree / "torch_opencl_autoload.py").write_text((ROOT / "torch_opencl_autoload.py").read_text())
+    script = ("import sys, warnings\nwarnings.simplefilter('error')\nimport torch_opencl_autoload\n"
+              "torch_opencl_autoload.load()\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('opencl_functions', 'torch_opencl.'))))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["[]"]
 
 
 def test_a_device_that_cannot_load_warns_and_never_raises(monkeypatch):
     """The device's import failing (no ICD loader, say): one warning naming the error and the
     switch; with warnings made errors, silence. torch's import goes on either way."""
-    import opencl_functions_autoload
+    import torch_opencl_autoload
 
     def fails(name):
         raise ImportError("libOpenCL.so.1: cannot open shared object file")
 
-    monkeypatch.setattr(opencl_functions_autoload, "_has_device", lambda: True)
-    monkeypatch.setattr(opencl_functions_autoload.importlib, "import_module", fails)
+    monkeypatch.setattr(torch_opencl_autoload, "_has_device", lambda: True)
+    monkeypatch.setattr(torch_opencl_autoload.importlib, "import_module", fails)
     with pytest.warns(RuntimeWarning, match=r"not loaded with torch \(libOpenCL.so.1.*TORCH_DEVICE_BACKEND_AUTOLOAD=0"):
-        opencl_functions_autoload.load()
+        torch_opencl_autoload.load()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        opencl_functions_autoload.load()
+        torch_opencl_autoload.load()
 
 
 def test_without_a_driver_torch_imports_and_first_use_says_what_to_install(opencl_device, tmp_path):
@@ -124,9 +125,9 @@ def test_without_a_driver_torch_imports_and_first_use_says_what_to_install(openc
 INSTALLED = """
 import pathlib, sys
 import torch, torch.nn.functional as F
-import opencl_functions as ocl, opencl_functions.device
+import opencl_functions as ocl, torch_opencl
 tree = pathlib.Path(sys.argv[1])
-for module in (ocl, opencl_functions.device):
+for module in (ocl, torch_opencl):
     assert tree not in pathlib.Path(module.__file__).resolve().parents, module.__file__
 torch.manual_seed(0)
 x, w, b = torch.randn(2, 3, 11, 9), torch.randn(5, 3, 3, 3), torch.randn(5)
@@ -139,7 +140,7 @@ print(pathlib.Path(ocl.__file__).parent)
 # The device through torch's entry point alone, then with autoloading off.
 AUTOLOADED = "import torch; print(torch.randn(2, device='opencl').device)"
 AUTOLOAD_OFF = ("import sys, torch\n"
-                "assert not any(m.startswith('opencl_functions') for m in sys.modules)\n"
+                "assert not any(m.startswith(('opencl_functions', 'torch_opencl')) for m in sys.modules)\n"
                 "try:\n    torch.randn(2, device='opencl')\nexcept RuntimeError:\n    print('refused')\n")
 
 
@@ -160,15 +161,16 @@ def test_wheel_installs_and_runs_outside_the_tree(opencl_device, tmp_path):
     assert not list(ROOT.glob("*.egg-info")), "the package build left metadata in the source tree"
     archive = zipfile.ZipFile(wheel)
     names = archive.namelist()
-    for wanted in ("opencl_functions/_core", "opencl_functions/device/_C", "opencl_functions/conv2d.cl",
-                   "opencl_functions/conv2d_backward.cl", "opencl_functions/device/kernels/elementwise.cl",
-                   "opencl_functions/clblast_params/", "opencl_functions_autoload.py"):
+    for wanted in ("opencl_functions/_core", "torch_opencl/_C", "opencl_functions/conv2d.cl",
+                   "opencl_functions/conv2d_backward.cl", "torch_opencl/kernels/elementwise.cl",
+                   "opencl_functions/clblast_params/", "torch_opencl_autoload.py"):
         assert any(name.startswith(wanted) for name in names), wanted
     # No C++ sources; the kernels' OpenCL C headers, read at run time, are there.
     assert not any(name.endswith((".cpp", ".hpp", ".o")) for name in names)
     headers = {name for name in names if name.endswith(".h")}
-    assert headers == {"opencl_functions/device/kernels/dtypes.h", "opencl_functions/reference/epilogue.h",
-                       "opencl_functions/reference/io_types.h"}, headers
+    kernel_headers = [*(ROOT / "opencl_functions" / "reference").glob("*.h"),
+                      *(ROOT / "torch_opencl" / "kernels").glob("*.h")]
+    assert headers == {path.relative_to(ROOT).as_posix() for path in kernel_headers}, headers
     (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     declared = archive.read(entry_points).decode()
     assert "[torch.backends]" in declared and ENTRY_POINT in declared
@@ -191,3 +193,13 @@ def test_wheel_installs_and_runs_outside_the_tree(opencl_device, tmp_path):
                              env={**env, "TORCH_DEVICE_BACKEND_AUTOLOAD": off})
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert run.stdout.split() == [want]
+
+
+def test_the_projects_own_venv_loads_the_device(opencl_device, tmp_path):
+    """make run installs this tree into .venv editable (scripts/setup.sh): there, from any
+    folder and with nothing on PYTHONPATH, `import torch` alone gives the device."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    run = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", AUTOLOADED], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.stdout.split() == ["opencl:0"]

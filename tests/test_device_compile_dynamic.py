@@ -21,21 +21,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from compile_checks import fresh_compile
 from extras.validation import accuracy
 
 
 @pytest.fixture
 def device(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCLF_FALLBACK", "error")
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    yield opencl_device
-    torch._dynamo.reset()
-    from opencl_functions.device.compile import runtime
-
-    runtime.release_recordings()
-    torch.opencl.empty_cache()
+    yield from fresh_compile(opencl_device, monkeypatch)
 
 
 class SmallCNN(nn.Module):

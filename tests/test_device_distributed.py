@@ -1,4 +1,4 @@
-"""torch.distributed on the opencl device (the "oclf" backend, opencl_functions/device/distributed.py),
+"""torch.distributed on the opencl device (the "oclf" backend, torch_opencl/distributed.py),
 run as users run it: torchrun starting processes on this machine, each with its own PoCL device.
 
 - every collective of torch's interface on opencl tensors, and SyncBatchNorm against

@@ -2,7 +2,7 @@
 activation stored by the convolution kernel itself, reference/epilogue.h) against the
 separate operations, on every kernel kind that can write the output; products with their
 activation (torch.ops.oclf.addmm_act) on each product kernel; and
-opencl_functions.device.fuse(), which rewrites eval models into it, against the model it
+torch_opencl.fuse(), which rewrites eval models into it, against the model it
 came from (float64 on the CPU as the reference), what it fuses and what it leaves alone."""
 import operator
 

@@ -1,4 +1,4 @@
-"""Recorded steps of the opencl device (opencl_functions.device.graph, runtime/graph.{h,cpp}):
+"""Recorded steps of the opencl device (torch_opencl.graph, runtime/graph.{h,cpp}):
 a replay with new inputs gives what running the step gives, for inference and for whole
 training steps (forward, backward, fused optimizer); what a step may not do while
 recording (wait for the device) raises and leaves nothing behind; the graph's memory is

@@ -177,7 +177,7 @@ def test_index_checks_raise_at_the_next_wait_and_never_touch_memory_outside(monk
 def test_a_replayed_step_checks_its_indices_too():
     """A recorded graph keeps its check kernels: an index out of range written into its input
     before a replay raises at the next wait, as in an eager run."""
-    from opencl_functions.device import graph, Graph
+    from torch_opencl import graph, Graph
     table = torch.randn(5, 4).to(D)
     ids = torch.tensor([0, 3]).to(D)
     g = Graph()

@@ -11,7 +11,7 @@ import torch
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 NO_PLATFORM = """
-import torch, opencl_functions as ocl, opencl_functions.device
+import torch, opencl_functions as ocl, torch_opencl
 assert not torch.opencl.is_available()
 for call in (lambda: ocl.ocl_matmul(torch.ones(2, 3), torch.ones(3, 2)), lambda: torch.ones(2).to("opencl")):
     try:
@@ -58,7 +58,7 @@ def message(package, module, text):
 
 message("opencl_functions", "opencl_functions._core", "libOpenCL.so.1: cannot open shared object file")
 message("opencl_functions", "opencl_functions._core", "libclblast.so.1: cannot open shared object file")
-message("opencl_functions.device", "opencl_functions.device._C", "_C.so: undefined symbol: _ZN3c104cuda")
+message("torch_opencl", "torch_opencl._C", "_C.so: undefined symbol: _ZN3c104cuda")
 """
 
 

@@ -99,7 +99,7 @@ def test_library_refuses_tensors_on_two_devices(ocl, opencl_device):
 TWO_DEVICES = """
 import json, threading, torch
 import opencl_functions as ocl
-import opencl_functions.device as dev
+import torch_opencl as dev
 from opencl_functions import _core
 
 out = {"count": torch.opencl.device_count(), "library_count": _core.device_count(),
@@ -192,7 +192,7 @@ def test_two_devices_in_one_process(ocl, opencl_device):
 
 VISIBLE = """
 import json, torch
-import opencl_functions.device
+import torch_opencl
 from opencl_functions import _core
 print(json.dumps({"count": torch.opencl.device_count(), "index": _core.device_info(0)["index"]}))
 """

@@ -1,9 +1,9 @@
 """torch's OpInfo database on the opencl device (extras/validation/opdb.py): every float32
 sample of the default part (ops with a native registration and every 4th other op, at most
 40 samples each) runs in child processes, and none crashes, hangs or gives a wrong answer;
-the whole database is the slow test. The README's tables of native operators and of the
-refused runs by reason (extras/validation/opdb_table.py) are the ones the registrations and
-the recorded run (docs/opdb.json) give."""
+the whole database is the slow test. The tables of native operators and of the refused runs
+by reason (docs/device/registrations.md, written by extras/validation/opdb_table.py) are the
+ones the registrations and the recorded run (docs/opdb.json) give."""
 import json
 
 import pytest
@@ -57,11 +57,11 @@ def test_select_takes_every_native_op_and_a_spread_of_the_others():
     assert len(ops) // 5 < len(chosen) < len(ops) // 3, len(chosen)
 
 
-def test_readme_table_is_current(opencl_device):
-    block = opdb_table.readme_block()
-    assert block, "the device README lacks its table: python -m extras.validation.opdb --readme"
+def test_registrations_table_is_current(opencl_device):
+    block = opdb_table.table_block()
+    assert block, "docs/device/registrations.md lacks its table: python -m extras.validation.opdb --tables"
     record = json.loads(opdb_table.RECORD.read_text())
     assert block == opdb_table.render(opdb_table.registrations(), record), \
-        "the device's registrations changed: python -m extras.validation.opdb --readme (or --all --record)"
-    assert opdb_table.readme_block(opdb_table.REFUSALS) == opdb_table.render_refusals(record), \
-        "the refusals' reasons changed: python -m extras.validation.opdb --readme"
+        "the device's registrations changed: python -m extras.validation.opdb --tables (or --all --record)"
+    assert opdb_table.table_block(opdb_table.REFUSALS) == opdb_table.render_refusals(record), \
+        "the refusals' reasons changed: python -m extras.validation.opdb --tables"

@@ -5,7 +5,7 @@ norm's backward; fractional max pooling. Each against torch on the CPU (tests/de
 outputs and the gradients of sum(output · R) (R fixed, random) on awkward shapes (0-d, empty,
 odd sizes, non-contiguous views, broadcasting), float64 on the device against float64 on the
 CPU where float32 drifts, 16-bit dtypes, NaN and infinities, torch's errors. The losses:
-test_device_losses.py; the kernels under Oclgrind: test_oclgrind.py."""
+test_device_losses.py; the kernels under Oclgrind: test_device_oclgrind.py."""
 import pytest
 import torch
 import torch.nn.functional as F

@@ -22,18 +22,14 @@ from pathlib import Path
 import pytest
 import torch
 
+import device_checks
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def two_devices_env(ocl, opencl_device):
-    """The environment of processes that see two devices of one platform."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "OCLF_FALLBACK": "error"}
-    if ocl.device_count() >= 2:
-        return env
-    if not any("Portable Computing Language" in d["platform"] for d in ocl.list_devices()):
-        pytest.skip("one OpenCL device, and no PoCL to make two with POCL_DEVICES")
-    return {**env, "POCL_DEVICES": "pthread pthread", "OCLF_DEVICE": "pocl", "OCLF_VISIBLE_DEVICES": ""}
+    return device_checks.two_devices_env(ocl)
 
 
 def run_check(env: dict, *args: str) -> None:

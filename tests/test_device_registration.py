@@ -1,5 +1,6 @@
 """The opencl torch device: registration, torch.opencl, creating, moving, viewing and
 printing tensors, and the CPU fallback's warning and OCLF_FALLBACK=error."""
+import os
 import subprocess
 import sys
 
@@ -19,8 +20,10 @@ def test_device_module(opencl_device):
 
 
 def test_import_of_library_alone_does_not_register_the_device(opencl_device):
+    """The library never imports the device (torch's entry point, off here, is what does)."""
     code = "import torch, opencl_functions; print(torch._C._get_privateuse1_backend_name())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert out.stdout.strip() == "privateuseone"
 
 

@@ -1,4 +1,4 @@
-"""The opencl device's random numbers (opencl_functions/device/rng.py, csrc/runtime/generator.h,
+"""The opencl device's random numbers (torch_opencl/rng.py, csrc/runtime/generator.h,
 kernels/random.cl): a stream of their own, as CUDA's, with CUDA's state layout.
 
 - a generator's state is 16 bytes, the seed then the offset (as torch.cuda's), which torch's

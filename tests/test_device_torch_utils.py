@@ -92,7 +92,7 @@ def test_profiler_times_every_device_in_use(ocl, kineto):
     from test_device_multi import run_child, two_devices
 
     got = run_child("""
-        import json, torch, opencl_functions.device
+        import json, torch, torch_opencl
         from torch.profiler import profile, ProfilerActivity
         a, b = torch.randn(50, 50).to("opencl:1"), torch.randn(50, 50).to("opencl:0")
         (a @ a).cpu(), (b * 2).cpu()

@@ -42,9 +42,8 @@ def staff_kernel_names() -> set:
     """Kernels a student must not find anywhere in their sandbox: those of the reference's
     staff-only files and staff regions, and the ladder's (but its public naive baseline)."""
     # The staff-only kernel files of the library (opencl_functions/reference/; the opencl
-    # device's own kernels never run in a grading).
-    files = [p for p in sorted((ROOT / "opencl_functions").rglob("*.cl"))
-             if is_staff_only(p.relative_to(ROOT).as_posix()) and "device" not in p.relative_to(ROOT).parts]
+    # device's own kernels, in torch_opencl/, never run in a grading).
+    files = [p for p in sorted((ROOT / "opencl_functions").rglob("*.cl")) if is_staff_only(p.relative_to(ROOT).as_posix())]
     files += [p for p in (ROOT / "grading" / "kernels").glob("*.cl") if p.name != "conv2d_naive.cl"]
     names = set()
     for p in files:

@@ -108,6 +108,20 @@ def test_nested_headers_and_the_sources_own_folder_are_keyed(ocl, tree):
     assert build(ocl, tree, steps)["programs_loaded"] == 1
 
 
+def test_a_source_finds_the_headers_beside_it(ocl, tree):
+    """A source with #include lines builds with its own folder on the include path (as the
+    reference's kernels include their preamble.h), no -I of the caller's, from another working
+    folder; the header keys its binary."""
+    (tree / "sub").mkdir()
+    (tree / "sub" / "near.h").write_text(HEADER + "#define FACTOR 3.0f\n")
+    (tree / "sub" / "k.cl").write_text(KERNEL.replace('"scale.h"', '"near.h"'))
+    steps = [(str(tree / "sub" / "k.cl"), "")]
+    assert build(ocl, tree, steps)["programs_built"] == 1
+    assert build(ocl, tree, steps)["programs_loaded"] == 1
+    (tree / "sub" / "near.h").write_text("#define SCALE 5.0f\n#define FACTOR 3.0f\n")
+    assert build(ocl, tree, steps)["programs_built"] == 1, "an edited header beside the source"
+
+
 def test_an_include_that_names_no_file_is_never_cached(ocl, tree):
     (tree / "k.cl").write_text('#ifdef NEVER\n#include "missing.h"\n#endif\n' + KERNEL)
     for _ in range(2):

@@ -31,10 +31,10 @@ print(json.dumps({"matmul": matmul, "conv": ocl.last_choice(), "seconds": ocl._c
 
 
 def copy_kernels(ocl, folder: Path) -> None:
-    """The library's .cl files with their folders (the reference's in reference/), as
-    OCLF_KERNEL_DIR takes them."""
+    """The library's .cl files with their folders (the reference's in reference/, with the
+    headers they include), as OCLF_KERNEL_DIR takes them."""
     root = Path(ocl.KERNEL_DIR)
-    for source in [*root.glob("*.cl"), *root.glob("reference/*.cl")]:
+    for source in [*root.glob("*.cl"), *root.glob("reference/*.cl"), *root.glob("reference/*.h")]:
         target = folder / source.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target)
@@ -106,7 +106,7 @@ def test_unknown_mode_is_an_error(ocl, tmp_path):
 
 DEVICE_CONV = """
 import sys, torch, torch.nn.functional as F
-import opencl_functions.device  # noqa: F401
+import torch_opencl  # noqa: F401
 torch.manual_seed(0)
 x, k = torch.randn(1, 32, 30, 30), torch.randn(32, 32, 3, 3) / 17
 try:

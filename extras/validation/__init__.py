@@ -8,5 +8,6 @@ at a scale the unit tests do not reach.
 # BEGIN STAFF
 # opdb        python -m extras.validation.opdb: torch's OpInfo database on the opencl device,
 #             each chunk of ops in a child process (opdb_child) that a crash cannot hide in
-# opdb_table  the device README's table of registrations, from a recorded run
+# opdb_table  the device's table of registrations (docs/device/registrations.md), from a
+#             recorded run
 # END STAFF

@@ -265,7 +265,7 @@ def run(ops: list, modules: list, max_samples: int = MAX_SAMPLES, verbose: bool 
     import os
 
     os.environ.setdefault("OCLF_FALLBACK", "silent")
-    import opencl_functions.device  # noqa: F401  (registers the device)
+    import torch_opencl  # noqa: F401  (registers the device)
 
     results: List[Result] = []
     with warnings.catch_warnings():

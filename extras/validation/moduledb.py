@@ -140,7 +140,7 @@ def evaluate(module, sample, device: str, dtype) -> list:
 def run_one(info, sample) -> Tuple[str, bool, str]:
     """(verdict, native, detail) of one sample."""
     import torch
-    import opencl_functions.device as device
+    import torch_opencl as device
 
     try:
         cpu = _build(info, sample, torch.float32)

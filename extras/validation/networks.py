@@ -38,7 +38,7 @@ discontinuous there, and the note gives the count and the size of those inputs.
 A network whose backward fails with the OpenCL layers is run backward in plain torch
 too, and the table says whether torch fails as well.
 
---device opencl checks the opencl torch device (opencl_functions.device) instead of the
+--device opencl checks the opencl torch device (torch_opencl) instead of the
 patched layers: a copy of the model moved there, the same input and upstream gradient
 moved there, results compared on the CPU. Its "CPU fallbacks" column counts the
 operator calls of one forward + backward that ran on the CPU (0: all native).
@@ -187,7 +187,7 @@ class Checked:
     def __init__(self, model: nn.Module, device: str):
         self.device = device
         if device == "opencl":
-            import opencl_functions.device  # noqa: F401  (registers the device)
+            import torch_opencl  # noqa: F401  (registers the device)
 
             self.model = copy.deepcopy(model).to("opencl")
         else:
@@ -239,7 +239,7 @@ def validate(name: str, batch: int = 1, size: int = 64, mode: str = "eval", seed
     checked.set_mode(mode)
     upstream = torch.randn(ref_out.shape, generator=generator)
     if device == "opencl":
-        import opencl_functions.device as opencl_device
+        import torch_opencl as opencl_device
 
         opencl_device.reset_fallback_ops()
     try:
@@ -385,7 +385,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(markdown)
     if args.markdown and args.section:
         from opencl_functions import device_info
-        from scripts.doc_tables import write_section
+        from bench.doc_tables import write_section
 
         write_section(Path(args.markdown), args.section, markdown, device_info()["device"])
     elif args.markdown:

@@ -18,8 +18,9 @@ This process splits the ops into chunks and runs each in a child (opdb_child), w
 appends one JSON line to a log before each run ("start") and one after ("done"); when the
 child dies or stops writing, the last start names the run that killed it, and a new child
 resumes the chunk after it. Children run with OCLF_FALLBACK=silent: the CPU fallback is
-allowed, wrong answers are not. The device README's table comes from a recorded run
-(extras.validation.opdb_table: --record, --readme).
+allowed, wrong answers are not. The device's table of registrations
+(docs/device/registrations.md) comes from a recorded run (extras.validation.opdb_table:
+--record, --tables).
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def float32_ops() -> list:
 def native_aten_names() -> set:
     """Base names of the aten operators registered for the device (add, sum, _softmax, ...)."""
     import torch
-    import opencl_functions.device  # noqa: F401
+    import torch_opencl  # noqa: F401
 
     names = torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
     return {n.split("::", 1)[1].split(".", 1)[0] for n in names if n.startswith("aten::")}
@@ -290,7 +291,7 @@ def run(keys: List[str], jobs: int = 2, chunk: int = 0, max_samples: int = 0, ve
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from extras.validation.opdb_table import RECORD, write_readme
+    from extras.validation.opdb_table import RECORD, TABLES_DOC, write_tables
 
     parser = argparse.ArgumentParser(prog="python -m extras.validation.opdb", description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every op with float32 samples")
@@ -299,17 +300,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--chunk", type=int, default=0, help="ops per child (default: the ops shared out over --jobs)")
     parser.add_argument("--json", help="write the counts and per-op verdicts here")
     parser.add_argument("--record", action="store_true",
-                        help=f"keep the run in {RECORD.relative_to(ROOT)} and write the README's table from it")
-    parser.add_argument("--readme", action="store_true",
-                        help=f"write the README's table from {RECORD.relative_to(ROOT)} and the registrations; no run")
+                        help=f"keep the run in {RECORD.relative_to(ROOT)} and write {TABLES_DOC.relative_to(ROOT)} "
+                             "from it")
+    parser.add_argument("--tables", "--readme", action="store_true",
+                        help=f"write {TABLES_DOC.relative_to(ROOT)} from {RECORD.relative_to(ROOT)} and the "
+                             "registrations; no run")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--max-samples", type=int, default=None,
                         help=f"samples per op, spread over its list (default: {DEFAULT_MAX_SAMPLES} for the default part, "
                              "all with --all or --ops; 0: all)")
     args = parser.parse_args(argv)
 
-    if args.readme:
-        write_readme(json.loads(RECORD.read_text()))
+    if args.tables:
+        write_tables(json.loads(RECORD.read_text()))
         return 0
     ops = float32_ops()
     scope = "every op with float32 samples" if args.all else "its default part" if not args.ops else "some ops"
@@ -332,7 +335,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         Path(args.json).write_text(json.dumps(report.to_json(scope), indent=1) + "\n")
     if args.record:
         RECORD.write_text(json.dumps(report.to_json(scope), indent=1) + "\n")
-        write_readme(json.loads(RECORD.read_text()))
+        write_tables(json.loads(RECORD.read_text()))
     return 1 if report.problems() else 0
 
 

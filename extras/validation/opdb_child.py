@@ -186,7 +186,7 @@ def run_one(op, variant: str, sample, reached: Optional[set] = None) -> Tuple[st
     """(verdict, native, detail) of one variant of one sample; `reached` gets the aten
     operators its device call dispatched."""
     import torch
-    import opencl_functions.device as device
+    import torch_opencl as device
 
     def to(where, dtype=None):
         def move(t):
@@ -270,7 +270,7 @@ def run_one(op, variant: str, sample, reached: Optional[set] = None) -> Tuple[st
 def refusal(error: Exception) -> Tuple[str, bool, str]:
     """The verdict of a run the device refused with `error`: (refused, native, the exception's
     type and first line)."""
-    import opencl_functions.device as device
+    import torch_opencl as device
 
     message = str(error).strip().splitlines()[0] if str(error).strip() else "(no message)"
     return "refused", not device.fallback_ops(), f"{type(error).__name__}: {message[:300]}"
@@ -296,7 +296,7 @@ def run_logged(keys: List[str], log: Path, resume: Optional[Tuple[int, int, int]
     import ctypes
     import warnings
 
-    import opencl_functions.device  # noqa: F401
+    import torch_opencl  # noqa: F401
 
     warnings.simplefilter("ignore")
     with log.open("a", buffering=1) as out:

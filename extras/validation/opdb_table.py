@@ -1,7 +1,7 @@
-"""The device README's tables from a recorded op_db run (docs/opdb.json, written by
-`python -m extras.validation.opdb --all --record`; `--readme` rewrites the tables alone): the
-native operators (opencl_functions/device/README.md, from the device's registrations too),
-and the refused runs by reason (REASONS names why each exception is raised).
+"""The device's tables of registrations (docs/device/registrations.md) from a recorded op_db
+run (docs/opdb.json, written by `python -m extras.validation.opdb --all --record`; `--tables`
+rewrites the tables alone): the native operators (from the device's registrations too), and
+the refused runs by reason (REASONS names why each exception is raised).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 # a record's counts carry the verdicts in opdb.VERDICTS's order.
 ROOT = Path(__file__).resolve().parents[2]
 
-README = ROOT / "opencl_functions" / "device" / "README.md"
+TABLES_DOC = ROOT / "docs" / "device" / "registrations.md"
 RECORD = ROOT / "docs" / "opdb.json"
 TABLE = "native-ops"
 REFUSALS = "opdb-refusals"
@@ -36,7 +36,7 @@ REASONS: List[tuple] = [
 def registrations() -> Dict[str, List[str]]:
     """The device's aten registrations grouped by operator: add -> [add.Tensor, add_.Tensor, add.out]."""
     import torch
-    import opencl_functions.device  # noqa: F401
+    import torch_opencl  # noqa: F401
 
     groups: Dict[str, List[str]] = collections.defaultdict(list)
     for name in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"):
@@ -51,7 +51,7 @@ def registrations() -> Dict[str, List[str]]:
 
 
 def render(groups: Dict[str, List[str]], record: dict) -> str:
-    """The README's table: every registered operator, its forms, and how the recorded op_db
+    """The table of registrations: every registered operator, its forms, and how the recorded op_db
     run's samples that dispatched it fared."""
     c, natives = record["counts"], record["native"]
     ok = c["right"] + c["unchecked"]
@@ -104,18 +104,18 @@ def render_refusals(record: dict) -> str:
     return "\n".join(lines)
 
 
-def readme_block(name: str = TABLE) -> Optional[str]:
-    """A table as the README holds it now, without its provenance line."""
-    text = README.read_text()
+def table_block(name: str = TABLE) -> Optional[str]:
+    """A table as TABLES_DOC holds it now, without its provenance line."""
+    text = TABLES_DOC.read_text()
     found = re.search(rf"<!-- BEGIN TABLE {name} -->\n[^\n]*\n\n(.*?)\n<!-- END TABLE {name} -->", text, re.S)
     return found.group(1) if found else None
 
 
-def write_readme(record: dict) -> None:
+def write_tables(record: dict) -> None:
     from scripts.doc_tables import write_section
     import torch
-    import opencl_functions.device  # noqa: F401
+    import torch_opencl  # noqa: F401
 
     device = torch.opencl.get_device_name()
-    write_section(README, TABLE, render(registrations(), record), device=device)
-    write_section(README, REFUSALS, render_refusals(record), device=device)
+    write_section(TABLES_DOC, TABLE, render(registrations(), record), device=device)
+    write_section(TABLES_DOC, REFUSALS, render_refusals(record), device=device)

@@ -157,9 +157,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     text = render(rows, scope, seconds)
     print(text)
     if args.doc:
-        from scripts.doc_tables import write_section
+        from bench.doc_tables import write_section
         import torch
-        import opencl_functions.device  # noqa: F401
+        import torch_opencl  # noqa: F401
 
         write_section(DOC, f"torch-suites-{args.scope}", text, device=torch.opencl.get_device_name())
     return 1 if any(r["verdict"] in ("wrong answer", "crashed", "error") for r in rows) else 0

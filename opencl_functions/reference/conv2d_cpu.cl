@@ -24,23 +24,10 @@
 #ifndef PX
 #define PX 8
 #endif
-#define VEC_(n) float##n
-#define VEC(n) VEC_(n)
-#define VLOAD_(n) vload##n
-#define VLOAD(n) VLOAD_(n)
-#define VSTORE_(n) vstore##n
-#define VSTORE(n) VSTORE_(n)
-typedef VEC(COV) floatv;
-// The opencl device's fused convolutions build with an epilogue (epilogue.h); plain builds
+// The opencl device's fused convolutions build with an epilogue (preamble.h); plain builds
 // store what they computed.
-#if defined(EPI_ACT) || defined(EPI_RES)
-#include "epilogue.h"
-#else
-#define EPI_PARAM
-#define EPI_ARGS
-#define EPI(v, i) (v)
-#define EPIV(v, i, n) (v)
-#endif
+#include "preamble.h"
+typedef VEC(COV) floatv;
 // The kernel size of conv2d_cpu, fixed at build time when KH and KW are defined.
 #ifdef KH
 #define KH_ KH

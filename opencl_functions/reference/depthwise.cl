@@ -66,22 +66,9 @@
 // Input rows read by RY output rows: output row i, tap row kh reads input row i·SH + kh·DH.
 #define IN_ROWS ((RY - 1) * SH + (KH - 1) * DH + 1)
 
-#define VEC_(n) float##n
-#define VEC(n) VEC_(n)
-#define VLOAD_(n) vload##n
-#define VLOAD(n) VLOAD_(n)
-#define VSTORE_(n) vstore##n
-#define VSTORE(n) VSTORE_(n)
+// The opencl device's fused convolutions build these kernels with an epilogue (preamble.h).
+#include "preamble.h"
 typedef VEC(VW) floatv;
-
-// The opencl device's fused convolutions build these kernels with an epilogue (epilogue.h).
-#if defined(EPI_ACT) || defined(EPI_RES)
-#include "epilogue.h"
-#else
-#define EPI_PARAM
-#define EPI(v, i) (v)
-#define EPIV(v, i, n) (v)
-#endif
 
 // VW inputs p[0], p[SW], ..., p[(VW-1)·SW] as one vector.
 inline floatv load_strided(__global const float* p) {

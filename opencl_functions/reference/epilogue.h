@@ -1,14 +1,16 @@
 // reference/epilogue.h: the fused epilogue of the reference's convolutions (staff-only), for
-// the opencl device's fused convolutions (torch.ops.oclf.conv2d_fused). conv2d_gpu.cl,
-// conv2d_cpu.cl, winograd.cl and depthwise.cl include it when built with either of
+// the opencl device's fused convolutions (torch.ops.oclf.conv2d_fused) and products
+// (torch.ops.oclf.addmm_act). preamble.h, which every reference kernel includes, includes it
+// in builds with either of
 //   -DEPI_RES     a residual, shaped and laid out as y, added to each output; the kernel takes
 //                 it as one more argument, its last (EPI_PARAM closes the signature; EPI_ARGS
 //                 passes it on to a helper function declared with EPI_PARAM);
 //   -DEPI_ACT=n   then an activation: 1 ReLU, 2 ReLU6, 3 SiLU, 4 GELU (erf), 5 Hardswish,
 //                 6 GELU (tanh approximation), 7 sigmoid, 8 tanh.
-// Without them the kernels store what they computed, and never include this file.
+// Without them the kernels store what they computed (preamble.h's plain forms).
 //   EPI(v, i)       output v at index i of y (after the bias), as stored;
-//   EPIV(v, i, n)   the same for a vector of n outputs at i .. i+n-1.
+//   EPIV(v, i, n)   the same for a vector of n outputs at i .. i+n-1;
+//   ACT(v), ACTV(v, n)  the activation alone, for kernels that take no residual.
 // NaN passes through each activation, as in torch.
 
 #ifndef EPI_ACT
@@ -61,6 +63,8 @@ EPI_DEFINE(float8)
 EPI_DEFINE(float16)
 #undef EPI_DEFINE
 
-#define EPI(v, i) epi_float(EPI_ADD(v, i))
-#define EPIV_(v, i, n) epi_float##n(EPI_ADDV(v, i, n))
-#define EPIV(v, i, n) EPIV_(v, i, n)
+#define ACT(v) epi_float(v)
+#define ACTV_(v, n) epi_float##n(v)
+#define ACTV(v, n) ACTV_(v, n)
+#define EPI(v, i) ACT(EPI_ADD(v, i))
+#define EPIV(v, i, n) ACTV(EPI_ADDV(v, i, n), n)

@@ -1,11 +1,10 @@
-// reference/io_types.h: 16-bit element types for the reference's GPU convolutions
-// (conv2d_gpu.cl, winograd.cl; staff-only), which include it in builds with
+// reference/io_types.h: the element types of the reference's GPU convolutions (conv2d_gpu.cl,
+// winograd.cl; staff-only), which include it: float, or in builds with
 //   -DIO_HALF     float16, read and written with vload_half / vstore_half_rte (core OpenCL C,
 //                 no cl_khr_fp16);
 //   -DIO_BFLOAT   bfloat16: the high half of a float, in ushort; rounded to nearest even when
 //                 stored, NaN kept quiet.
-// (Float builds, the library's among them, define the same names for float themselves and
-// need no include path.) Everything is computed in float:
+// Everything is computed in float:
 //   IO_T              the storage type
 //   LD(p, i)          element i of p as a float
 //   LD4(p, i)         elements i .. i+3 as a float4; p + i must be aligned to 4 elements
@@ -36,6 +35,12 @@ inline ushort4 bf16_round4(const float4 v) {
 #define LD4(p, i) as_float4(convert_uint4(*(__global const ushort4*)((p) + (i))) << 16)
 #define ST(p, i, v) ((p)[i] = bf16_round(v))
 #define ST4(p, i, v) (*(__global ushort4*)((p) + (i)) = bf16_round4(v))
+#else
+#define IO_T float
+#define LD(p, i) ((p)[i])
+#define LD4(p, i) (*(__global const float4*)((p) + (i)))
+#define ST(p, i, v) ((p)[i] = (v))
+#define ST4(p, i, v) (*(__global float4*)((p) + (i)) = (v))
 #endif
 
 #endif  // REFERENCE_IO_TYPES_H

@@ -27,16 +27,7 @@
 // activation after them): gemm_rows, gemm_cols and gemm_sum_splits apply it to each value of
 // C they store, after the bias row and beta·C (the host builds gemm_cols with it only when
 // it stores C itself, not partial sums).
-#ifdef EPI_ACT
-#include "epilogue.h"
-#define MM_CAT_(a, b) a##b
-#define MM_CAT(a, b) MM_CAT_(a, b)
-#define MM_ACT(v) epi_float(v)
-#define MM_ACTV(v) MM_CAT(epi_float, VW)(v)
-#else
-#define MM_ACT(v) (v)
-#define MM_ACTV(v) (v)
-#endif
+#include "preamble.h"
 
 #ifndef VW
 #define VW 16
@@ -60,12 +51,6 @@
 #define SUM_K 64
 #endif
 
-#define VEC_(n) float##n
-#define VEC(n) VEC_(n)
-#define VLOAD_(n) vload##n
-#define VLOAD(n) VLOAD_(n)
-#define VSTORE_(n) vstore##n
-#define VSTORE(n) VSTORE_(n)
 typedef VEC(VW) floatv;
 // The work-group size, required only when it is more than one work-item (CPUs launch with
 // no local size and let the driver group the work-items).
@@ -192,10 +177,10 @@ void gemm_cols(const int M, const int N, const int K, __global const float* rest
       for (int j = 0; j < CPW; ++j) {
         const int left = N - (n_first + j * LX * VW);
         if (left >= VW) {
-          VSTORE(VW)(MM_ACTV(total[i][j]), 0, c_row + j * LX * VW);
+          VSTORE(VW)(ACTV(total[i][j], VW), 0, c_row + j * LX * VW);
         } else if (left > 0) {
           float tmp[VW];
-          VSTORE(VW)(MM_ACTV(total[i][j]), 0, tmp);
+          VSTORE(VW)(ACTV(total[i][j], VW), 0, tmp);
           for (int v = 0; v < left; ++v) c_row[j * LX * VW + v] = tmp[v];
         }
       }
@@ -292,7 +277,7 @@ void gemm_rows(const int M, const int N, const int K, __global const float* rest
         if (m0 + i >= M) continue;
         for (int r = 0; r < RN; ++r)
           if (n0 + r < N)
-            c[(size_t)(m0 + i) * N + n0 + r] = MM_ACT(sum[i][r] + (has_bias ? bias[bias_off + n0 + r] : 0.0f));
+            c[(size_t)(m0 + i) * N + n0 + r] = ACT(sum[i][r] + (has_bias ? bias[bias_off + n0 + r] : 0.0f));
       }
     }
   }
@@ -310,7 +295,7 @@ __kernel void gemm_sum_splits(__global const float* restrict parts, __global flo
   for (int k = 0; k < splits; ++k) s += parts[(size_t)k * total + i];
   if (has_bias) s += bias[bias_off + i % N];
   if (beta != 0.0f) s += beta * c[i];
-  c[i] = MM_ACT(s);
+  c[i] = ACT(s);
 }
 
 // out (cols × rows) = in (rows × cols, leading dimension ld) transposed: a resident weight

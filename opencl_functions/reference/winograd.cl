@@ -23,22 +23,10 @@
 
 // x, w, bias and y hold float16 or bfloat16 values in builds with -DIO_HALF or -DIO_BFLOAT
 // (io_types.h: the opencl device's 16-bit convolutions); U, V and M are float32 always.
-#if defined(IO_HALF) || defined(IO_BFLOAT)
 #include "io_types.h"
-#else
-#define IO_T float
-#define LD(p, i) ((p)[i])
-#define ST(p, i, v) ((p)[i] = (v))
-#endif
 
 // The opencl device's fused convolutions build winograd_output with an epilogue (epilogue.h).
-#if defined(EPI_ACT) || defined(EPI_RES)
-#include "epilogue.h"
-#else
-#define EPI_PARAM
-#define EPI(v, i) (v)
-#define EPIV(v, i, n) (v)
-#endif
+#include "preamble.h"
 
 // U[ξ][co][ci] from w[co][ci]: one work-item per (ci, co). NDRange (C_in, C_out).
 __kernel void winograd_weights(__global const IO_T* restrict w, __global float* restrict u, const int C_in,

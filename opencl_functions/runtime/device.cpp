@@ -13,6 +13,7 @@
 #include <unistd.h>
 #endif
 
+#include "cl_info.hpp"
 #include "settings.hpp"
 
 namespace oclf {
@@ -28,25 +29,6 @@ Device::QueueHook Device::queue_hook() { return queue_hook_.load(std::memory_ord
 void Device::settle_all() {
   if (QueueHook hook = queue_hook())
     for (int i = 0; i < static_cast<int>(kMaxDevices); ++i) hook(i);
-}
-
-
-static std::string platform_string(cl_platform_id p, cl_platform_info what) {
-  size_t n = 0;
-  CL_CHECK(clGetPlatformInfo(p, what, 0, nullptr, &n));
-  std::string s(n, '\0');
-  CL_CHECK(clGetPlatformInfo(p, what, n, &s[0], nullptr));
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
-}
-
-static std::string device_string(cl_device_id d, cl_device_info what) {
-  size_t n = 0;
-  CL_CHECK(clGetDeviceInfo(d, what, 0, nullptr, &n));
-  std::string s(n, '\0');
-  CL_CHECK(clGetDeviceInfo(d, what, n, &s[0], nullptr));
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
 }
 
 template <typename T>

@@ -16,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "cl_info.hpp"
 #include "launch_log.hpp"
 #include "settings.hpp"
 #include "tuning.hpp"
@@ -138,24 +139,6 @@ bool add_includes(const std::string& source, const std::string& own, const std::
     start = end + 1;
   }
   return true;
-}
-
-std::string device_string(cl_device_id device, cl_device_info what) {
-  size_t n = 0;
-  CL_CHECK(clGetDeviceInfo(device, what, 0, nullptr, &n));
-  std::string s(n, '\0');
-  CL_CHECK(clGetDeviceInfo(device, what, n, &s[0], nullptr));
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
-}
-
-std::string platform_string(cl_platform_id platform, cl_platform_info what) {
-  size_t n = 0;
-  CL_CHECK(clGetPlatformInfo(platform, what, 0, nullptr, &n));
-  std::string s(n, '\0');
-  CL_CHECK(clGetPlatformInfo(platform, what, n, &s[0], nullptr));
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
 }
 
 // Whether `dir` is a folder that only this process's user can write, in a parent that others

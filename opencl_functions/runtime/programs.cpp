@@ -114,6 +114,14 @@ static std::pair<std::string, std::string> locate(const std::string& file) {
                     std::to_string(st.st_size) + "|"};
 }
 
+// "-I<the source's folder> " for a source with #include lines, "" for one without (the
+// student's conv2d.cl, which may include nothing: its options stay as the caller gave them).
+static std::string include_option(const std::string& path, const std::string& source) {
+  if (source.find("#include") == std::string::npos) return "";
+  const size_t slash = path.rfind('/');
+  return "-I" + (slash == std::string::npos ? std::string(".") : path.substr(0, slash == 0 ? 1 : slash)) + " ";
+}
+
 std::string Programs::source_hash(const std::string& file) {
   const auto [path, version] = locate(file);
   auto it = hashes_.find(version);
@@ -170,7 +178,7 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
       }
     }
     const std::string source = read_file(path);
-    const std::string all_options = "-cl-std=CL1.2 " + build;
+    const std::string all_options = "-cl-std=CL1.2 " + include_option(path, source) + build;
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = Clock::now();
     const std::string binary_key = ProgramCache::folder().empty() ? "" : binaries_.key(path, source, all_options);

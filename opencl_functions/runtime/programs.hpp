@@ -26,9 +26,11 @@ class Programs {
 
   // The kernel `name` from the .cl file `file` (a name inside kernel_dir(), or an absolute
   // path), built with `options`. Programs are cached by (path, modification time, size,
-  // options), so an edited file is rebuilt on the next call. A program another process
-  // built comes from its stored binary (program_cache.hpp). Throws BuildError with the
-  // build log, Error when the file or the kernel is missing.
+  // options), so an edited file is rebuilt on the next call. A source with #include lines
+  // is built with its own folder on the include path (-I), as a C compiler finds quoted
+  // includes beside the file. A program another process built comes from its stored binary
+  // (program_cache.hpp). Throws BuildError with the build log, Error when the file or the
+  // kernel is missing.
   cl_kernel kernel(const std::string& file, const std::string& name, const std::string& options = "");
   // The same kernel, looked up by (file, name, options) alone once made: for files that do
   // not change while the process runs (the opencl device's own kernels, and the library's

@@ -8,7 +8,9 @@ namespace oclf {
 
 namespace {
 
-// Older names that still work, as ../shared/DESIGN.md promises.
+// Older names that still work: the aliases that opencl_functions/settings.py's table gives the
+// settings read here (the README's table of settings shows them; tests/test_config.py keeps
+// the two lists alike).
 struct Alias {
   const char* name;
   const char* old_name;

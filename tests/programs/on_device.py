@@ -1,7 +1,7 @@
 """Runs a program unchanged with the `opencl` device registered first, as a user would after
 `pip install`: `python tests/programs/on_device.py PROGRAM.py ARGS...` (also as torchrun's
 script). The program sees the argv, `__main__`, `__file__` and `sys.path[0]` that
-`python PROGRAM.py ARGS...` gives it; the only addition is `import opencl_functions.device`
+`python PROGRAM.py ARGS...` gives it; the only addition is `import torch_opencl`
 before it starts, so `torch.accelerator` finds the device.
 
 At exit one line tells what the device did, for tests to check that the work ran there:
@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-import opencl_functions.device as device
+import torch_opencl as device
 
 
 def report() -> None:

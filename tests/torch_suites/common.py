@@ -36,7 +36,7 @@ os.environ.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
 
 import torch  # noqa: E402
 
-import opencl_functions.device as device  # noqa: E402,F401  (the backend exists before torch's test bases are read)
+import torch_opencl as device  # noqa: E402,F401  (the backend exists before torch's test bases are read)
 
 with warnings.catch_warnings():  # torch's test helpers warn about optional test packages
     warnings.simplefilter("ignore")

@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(autouse=True)
 def _fallbacks(request):
-    import opencl_functions.device as device
+    import torch_opencl as device
 
     device.reset_fallback_ops()
     yield

@@ -1,0 +1,234 @@
+// Matrix products of the opencl device: mm, addmm, bmm, baddbmm, mv (and dot, vdot: a product
+// and a sum), and torch.ops.oclf.addmm_act. Shapes and dtypes are checked and outputs made
+// here; the products run on products.h's engines: float32 on the reference's kernels or
+// CLBlast (products.cpp), float16 and bfloat16 on kernels/gemm16.cl (products16.cpp).
+#include <torch/library.h>
+
+#include "activations.h"
+#include "dispatch.h"
+#include "products.h"
+#include "tensors.h"
+
+namespace oclf::device {
+
+namespace {
+
+using products::all_16bit;
+using products::as_matrix;
+using products::bias_row;
+using products::fast_product;
+using products::gemm;
+using products::gemm_batched;
+using products::multipliable;
+using products::product16;
+
+void check_matrix(const at::Tensor& t, int64_t dims, const char* op, const char* what) {
+  check_float(t, what);
+  DEVICE_CHECK(t.dim() == dims, "opencl: ", op, ": ", what, " must be ", dims, "-D, got shape ", t.sizes());
+}
+
+void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  check_matrix(a, 2, op, "self");
+  check_matrix(b, 2, op, "mat2");
+  DEVICE_CHECK(a.size(1) == b.size(0), "opencl: ", op, ": shapes ", a.sizes(), " and ", b.sizes(),
+              " cannot be multiplied");
+}
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  if (all_16bit({&self, &mat2, &out}) && multipliable(self, mat2, 2)) {
+    at::native::resize_output(out, {self.size(0), mat2.size(1)});
+    product16(self, mat2, out, at::Tensor(), 1.0f, 0.0f);
+    return out;
+  }
+  check_mm(self, mat2, "mm");
+  at::native::resize_output(out, {self.size(0), mat2.size(1)});
+  at::Tensor result = out.is_contiguous() ? out : empty_device(out.sizes(), at::kFloat);
+  gemm(self, mat2, result, 1.0f, 0.0f);
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  const bool half = all_16bit({&self, &mat2});
+  at::Tensor out = empty_device({self.size(0), mat2.size(1)}, half ? self.scalar_type() : at::kFloat);
+  return mm_out(self, mat2, out);
+}
+
+at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
+                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  if (all_16bit({&bias, &mat1, &mat2, &out}) && multipliable(mat1, mat2, 2)) {
+    const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
+    DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: addmm: self of shape ", bias.sizes(),
+                 " does not broadcast to ", at::IntArrayRef(shape));
+    at::native::resize_output(out, shape);
+    product16(mat1, mat2, out, bias, float(alpha.toDouble()), float(beta.toDouble()));
+    return out;
+  }
+  check_mm(mat1, mat2, "addmm");
+  check_float(bias, "self");
+  const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
+  const bool aliased = out.is_same(bias);
+  at::native::resize_output(out, shape);
+  at::Tensor result = out.is_contiguous() ? out : empty_device(shape, at::kFloat);
+  const float b = static_cast<float>(beta.toDouble());
+  // A bias row (a linear layer's) goes to the product's kernels, not through a copy into
+  // the output first.
+  if (bias_row(bias, out, b, shape[1])) {
+    gemm(mat1, mat2, result, static_cast<float>(alpha.toDouble()), b, bias.reshape({shape[1]}));
+  } else {
+    if (b != 0.0f && !(aliased && result.is_same(out))) result.copy_(bias.expand(shape));
+    gemm(mat1, mat2, result, static_cast<float>(alpha.toDouble()), b);
+  }
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+at::Tensor addmm(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                 const at::Scalar& alpha) {
+  const bool half = all_16bit({&bias, &mat1, &mat2});
+  at::Tensor out = empty_device({mat1.size(0), mat2.size(1)}, half ? mat1.scalar_type() : at::kFloat);
+  return addmm_out(bias, mat1, mat2, beta, alpha, out);
+}
+
+at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                   const at::Scalar& alpha) {
+  return addmm_out(self, mat1, mat2, beta, alpha, self);
+}
+
+// torch.ops.oclf.addmm_act(bias, mat1, mat2, activation): act(addmm(bias, mat1, mat2)), what a
+// compiled graph's product and the activation after it become (compile/passes.py). Float32
+// products with a bias row that run on the reference's kernels, and 16-bit products
+// (gemm16.cl), apply the activation as they store C: one kernel where the product and the
+// activation took two; any other product (CLBlast's, another device's) runs addmm and then
+// the activation, which gives the same values.
+at::Tensor addmm_act_separately(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
+                                c10::string_view activation) {
+  return activated(at::addmm(bias, mat1, mat2), activation_named(activation, "addmm_act"));
+}
+
+at::Tensor addmm_act(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
+                     c10::string_view activation) {
+  const Activation act = activation_named(activation, "addmm_act");
+  if (all_16bit({&bias, &mat1, &mat2}) && multipliable(mat1, mat2, 2)) {
+    const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
+    DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: addmm_act: bias of shape ", bias.sizes(),
+                 " does not broadcast to ", at::IntArrayRef(shape));
+    at::Tensor out = empty_device(shape, mat1.scalar_type());
+    product16(mat1, mat2, out, bias, 1.0f, 1.0f, act);
+    return out;
+  }
+  if (mat1.scalar_type() == at::kFloat && mat2.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat &&
+      multipliable(mat1, mat2, 2) && is_device(bias) && is_device(mat1) && is_device(mat2)) {
+    const int64_t m = mat1.size(0), k = mat1.size(1), n = mat2.size(1);
+    at::Tensor out = empty_device({m, n}, at::kFloat);
+    if (m > 0 && n > 0 && k > 0 && bias_row(bias, out, 1.0f, n) &&
+        fast_product(as_matrix(mat1), as_matrix(mat2), out, size_t(m), size_t(n), size_t(k), bias.reshape({n}), 0.0f,
+                     act))
+      return out;
+  }
+  return addmm_act_separately(bias, mat1, mat2, activation);
+}
+
+void check_bmm(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  check_matrix(a, 3, op, "self");
+  check_matrix(b, 3, op, "mat2");
+  DEVICE_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "opencl: ", op, ": shapes ", a.sizes(), " and ",
+              b.sizes(), " cannot be multiplied");
+}
+
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  if (all_16bit({&self, &mat2, &out}) && multipliable(self, mat2, 3)) {
+    at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
+    product16(self, mat2, out, at::Tensor(), 1.0f, 0.0f);
+    return out;
+  }
+  check_bmm(self, mat2, "bmm");
+  at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
+  at::Tensor result = out.is_contiguous() ? out : empty_device(out.sizes(), at::kFloat);
+  gemm_batched(self, mat2, result, 1.0f, 0.0f);
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  const bool half = all_16bit({&self, &mat2});
+  at::Tensor out = empty_device({self.size(0), self.size(1), mat2.size(2)}, half ? self.scalar_type() : at::kFloat);
+  return bmm_out(self, mat2, out);
+}
+
+at::Tensor baddbmm(const at::Tensor& bias, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
+                   const at::Scalar& alpha) {
+  if (all_16bit({&bias, &b1, &b2}) && multipliable(b1, b2, 3)) {
+    const std::vector<int64_t> shape = {b1.size(0), b1.size(1), b2.size(2)};
+    DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: baddbmm: self of shape ", bias.sizes(),
+                 " does not broadcast to ", at::IntArrayRef(shape));
+    at::Tensor out = empty_device(shape, b1.scalar_type());
+    product16(b1, b2, out, bias, float(alpha.toDouble()), float(beta.toDouble()));
+    return out;
+  }
+  check_bmm(b1, b2, "baddbmm");
+  const std::vector<int64_t> shape = {b1.size(0), b1.size(1), b2.size(2)};
+  at::Tensor out = empty_device(shape, at::kFloat);
+  const float b = static_cast<float>(beta.toDouble());
+  if (b != 0.0f) out.copy_(bias.expand(shape));
+  gemm_batched(b1, b2, out, static_cast<float>(alpha.toDouble()), b);
+  return out;
+}
+
+at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
+  DEVICE_CHECK(vec.dim() == 1, "opencl: mv: vec must be 1-D, got shape ", vec.sizes());
+  return oclf::device::mm(self, vec.unsqueeze(1)).squeeze(1);
+}
+
+// ---- dot and vdot: Σ self·other over two vectors, as the device's product and sum -------------
+// (vdot conjugates self: the same for real dtypes; complex ones run on the CPU).
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
+  DEVICE_CHECK(self.dim() == 1 && other.dim() == 1, "opencl: dot: 1D tensors expected, but got ", self.dim(), "D and ",
+               other.dim(), "D tensors");
+  DEVICE_CHECK(self.scalar_type() == other.scalar_type(), "opencl: dot: expected both vectors to have same dtype, ",
+               "but found ", self.scalar_type(), " and ", other.scalar_type());
+  DEVICE_CHECK(self.numel() == other.numel(), "opencl: dot: inconsistent tensor size, expected tensor [",
+               self.numel(), "] and src [", other.numel(), "] to have the same number of elements, but got ",
+               self.numel(), " and ", other.numel(), " elements respectively");
+  DEVICE_DTYPE_CHECK(!at::isComplexType(self.scalar_type()), "opencl: dot: complex vectors run on the CPU");
+  return at::mul(self, other).sum().to(self.scalar_type());
+}
+
+at::Tensor& dot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  const at::Tensor result = oclf::device::dot(self, other);
+  at::native::resize_output(out, {});
+  return out.copy_(result);
+}
+
+}  // namespace
+
+REGISTER_DEVICE_OPS(m) {
+  m.impl("mm", mm);
+  m.impl("mm.out", mm_out);
+  m.impl("addmm", addmm);
+  m.impl("addmm.out", addmm_out);
+  m.impl("addmm_", addmm_);
+  m.impl("bmm", bmm);
+  m.impl("bmm.out", bmm_out);
+  m.impl("baddbmm", baddbmm);
+  m.impl("mv", mv);
+  m.impl("dot", dot);
+  m.impl("dot.out", dot_out);
+  m.impl("vdot", dot);
+  m.impl("vdot.out", dot_out);
+}
+
+TORCH_LIBRARY_FRAGMENT(oclf, m) {
+  m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str activation) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(oclf, PrivateUse1, m) {
+  m.impl("addmm_act", addmm_act);
+}
+
+TORCH_LIBRARY_IMPL(oclf, CompositeExplicitAutograd, m) {
+  m.impl("addmm_act", addmm_act_separately);
+}
+
+}  // namespace oclf::device

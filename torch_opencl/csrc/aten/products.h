@@ -1,0 +1,65 @@
+// The product engines under the device's matrix operators (blas.cpp): float32 products on
+// the reference's kernels (reference/matmul.cl, chosen as for the library and planned once
+// per shape: plans.h) or on CLBlast (products.cpp), and float16/bfloat16 products on
+// kernels/gemm16.cl, read in 16 bits with float32 accumulation (products16.cpp).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstddef>
+#include <initializer_list>
+#include <string>
+
+#include "opencl_functions/launch/launcher.hpp"
+
+namespace oclf::device::products {
+
+// A matrix as CLBlast takes it: row-major storage with leading dimension ld, transposed
+// (stored as cols × rows) when `trans`.
+struct Matrix {
+  at::Tensor t;
+  bool trans = false;
+  size_t ld = 0;
+};
+
+// rows × cols are the last two dimensions of t; a contiguous copy where neither its rows nor
+// its columns are contiguous.
+Matrix as_matrix(const at::Tensor& t);
+
+// OCLF_DEVICE_MATMUL: "gpu" plans products as on a GPU on any device (so CPU machines run the
+// GPUs' configurations), "clblast" leaves every product to CLBlast; else "auto" (by device).
+std::string product_mode();
+
+// c (m×n, contiguous) = op(A) · op(B) + the bias row (when defined: n contiguous floats) +
+// beta · c, with `act` applied as c is stored, on the reference's own products; false
+// leaves the product to CLBlast (the plan's choice, or operands the kernels do not take).
+bool fast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t m, size_t n, size_t k,
+                  const at::Tensor& row, float beta, Activation act = Activation::kNone);
+
+// c (M×N, contiguous) = alpha · a (M×K) · b (K×N) + beta · c, or, with a bias row (N
+// contiguous floats, beta 1), alpha · a · b + row added to every row (c is not read).
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
+          const at::Tensor& row = at::Tensor());
+
+// c (batch×M×N, contiguous) = alpha · a (batch×M×K) · b (batch×K×N) + beta · c.
+void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta);
+
+// ---- 16-bit products (kernels/gemm16.cl) ----------------------------------------------------
+
+// Whether every tensor is a device tensor of one 16-bit dtype (the route of gemm16).
+bool all_16bit(std::initializer_list<const at::Tensor*> tensors);
+
+// Whether a and b are `dims`-D (2: matrices, 3: batches of them) and multiply: what
+// check_mm and check_bmm require of their shapes.
+bool multipliable(const at::Tensor& a, const at::Tensor& b, int64_t dims);
+
+// Whether addmm's bias goes to the product's kernels as a row added to every row of out
+// (n contiguous elements, beta 1, not out itself) rather than into out first.
+bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t n);
+
+// out (2-D or 3-D, any strides) = act(alpha · a · b + beta · bias (broadcast)), all of one
+// 16-bit dtype; a bias that is one row with beta 1 goes to the kernel, others are copied first.
+void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias, float alpha,
+               float beta, Activation act = Activation::kNone);
+
+}  // namespace oclf::device::products

@@ -1,0 +1,119 @@
+// 16-bit matrix products of the opencl device (products.h, kernels/gemm16.cl): float16 and
+// bfloat16 operands are read as stored and multiplied in float32 (no float32 copies of
+// activations or weights); the result is stored in their dtype.
+#include "activations.h"
+#include "gemm16_mma.h"
+#include "kernel_launch.h"
+#include "pointwise.h"
+#include "products.h"
+#include "tensors.h"
+
+namespace oclf::device::products {
+
+bool all_16bit(std::initializer_list<const at::Tensor*> tensors) {
+  const at::ScalarType type = (*tensors.begin())->scalar_type();
+  for (const at::Tensor* t : tensors)
+    if (!is_16bit_float(t->scalar_type()) || t->scalar_type() != type || !is_device(*t)) return false;
+  return true;
+}
+
+bool multipliable(const at::Tensor& a, const at::Tensor& b, int64_t dims) {
+  return a.dim() == dims && b.dim() == dims && a.size(-1) == b.size(-2) && (dims == 2 || a.size(0) == b.size(0));
+}
+
+bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t n) {
+  return beta == 1.0f && !bias.is_same(out) && bias.dim() >= 1 && bias.size(-1) == n && bias.numel() == n &&
+         bias.stride(-1) == 1;
+}
+
+namespace {
+
+// c = alpha · a · b + beta · c (+ row, n contiguous elements), a, b and c 2-D (one product)
+// or 3-D (a batch); c's columns contiguous. One launch: for up to 8 rows on GPUs gemm16_rows_kc
+// (B's columns contiguous and aligned) or gemm16_rows_nc (B's rows so), else gemm16_rows;
+// for more rows gemm16_mma (tensor cores: gemm16_mma.cpp) where the device takes it, else
+// gemm16_tiled.
+void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
+            const at::Tensor& row, Activation act) {
+  const bool batched = a.dim() == 3;
+  const int64_t batch = batched ? a.size(0) : 1, m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  if (batch == 0 || m == 0 || n == 0) return;
+  DEVICE_CHECK(c.stride(-1) == 1 || n == 1, "opencl: a 16-bit product writes a result with contiguous columns");
+  const int64_t limit = int64_t(1) << 31;
+  for (const at::Tensor* t : {&a, &b, &c}) {
+    int64_t reach = 0;
+    for (int64_t d = 0; d < t->dim(); ++d) reach += (t->size(d) - 1) * std::abs(t->stride(d));
+    DEVICE_CHECK(reach < limit && t->storage_offset() < limit, "opencl: 16-bit products over 2^31 elements ",
+                 "are not supported");
+  }
+  const TensorArg ta = arg(a), tb = arg(b), tc = arg(c), tr = row.defined() ? arg(row) : tc;
+  const cl_int a_rs = cl_int(a.stride(-2)), a_cs = cl_int(a.stride(-1)), b_rs = cl_int(b.stride(-2)),
+               b_cs = cl_int(b.stride(-1)), c_rs = cl_int(c.stride(-2));
+  const cl_long a_bs = batched ? a.stride(0) : 0, b_bs = batched ? b.stride(0) : 0, c_bs = batched ? c.stride(0) : 0;
+  const bool rows = m <= 8;  // MAX_ROWS of gemm16_rows
+  if (!rows && gemm16_mma(a, b, c, alpha, beta, row, act)) return;
+  const bool bf16 = a.scalar_type() == at::kBFloat16;
+  std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
+                        activation_option(act);
+  const char* name = rows ? "gemm16_rows" : "gemm16_tiled";
+  size_t global[3], local[3];
+  // CPUs: one work-item per few columns (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
+  const bool cpu = Device::get().is_cpu() && product_mode() != "gpu";
+  // An operand read 16 bytes at a time along its contiguous dimension: the stride between
+  // those runs, its offset and its batch stride are whole multiples of 8 elements.
+  auto aligned = [&](int64_t stride, int offset, int64_t batch_stride) {
+    return stride % 8 == 0 && offset % 8 == 0 && (!batched || batch_stride % 8 == 0);
+  };
+  const bool few_on_gpu = rows && !cpu;
+  // B's columns contiguous in k and aligned (a linear layer's weight): gemm16_rows_kc, 16-byte
+  // loads side by side along k (A's rows too where they are aligned alike).
+  if (few_on_gpu && b_rs == 1 && aligned(b_cs, tb.offset, b_bs)) {
+    const size_t cy = 8;
+    name = "gemm16_rows_kc";
+    const bool a_vec = a_cs == 1 && aligned(a_rs, ta.offset, a_bs);
+    options += " -DCY=" + std::to_string(cy) + (a_vec ? " -DA_VEC" : "");
+    global[0] = 32, global[1] = round_up(size_t(n), cy), global[2] = size_t(batch);
+    local[0] = 32, local[1] = cy, local[2] = 1;
+  } else if (few_on_gpu && b_cs == 1 && aligned(b_rs, tb.offset, b_bs) &&
+             Device::get().info().max_work_group_size >= 256) {
+    // B's rows contiguous and aligned (a k×n weight, transformers' Conv1D): gemm16_rows_nc, 8
+    // columns per work-item, 256 slices of k per group of 8 columns.
+    const size_t ks = 256;
+    name = "gemm16_rows_nc";
+    options += " -DKS=" + std::to_string(ks) + " -DLN=1";
+    global[0] = ks, global[1] = size_t((n + 7) / 8), global[2] = size_t(batch);
+    local[0] = ks, local[1] = 1, local[2] = 1;
+  } else if (rows) {
+    // Columns side by side where B's rows are contiguous, k shared where its columns are.
+    // On GPUs: 16 neighbouring columns (32-byte rows) × 32 slices of k for a k×n matrix, so
+    // that even n = 768 makes 48 groups; 4 columns × 64 slices along k for an n×k one.
+    const size_t cx = cpu ? 16 : b_cs == 1 ? 16 : 4, ks = cpu ? 1 : b_cs == 1 ? 32 : 64;
+    options += " -DCX=" + std::to_string(cx) + " -DKS=" + std::to_string(ks);
+    global[0] = round_up(size_t(n), cx), global[1] = ks, global[2] = size_t(batch);
+    local[0] = cx, local[1] = ks, local[2] = 1;
+  } else {
+    global[0] = size_t((n + 63) / 64) * 16, global[1] = size_t((m + 63) / 64) * 16, global[2] = size_t(batch);
+    local[0] = 16, local[1] = 16, local[2] = 1;
+  }
+  const cl_kernel kernel = Device::get().kernel("gemm16.cl", name, options);
+  launch(kernel, NDRange(3, global, local), ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs,
+         b_cs, b_bs, c_rs, c_bs, alpha, beta, cl_int(row.defined()));
+}
+
+}  // namespace
+
+void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias, float alpha,
+               float beta, Activation act) {
+  const bool direct = out.stride(-1) == 1 || out.size(-1) == 1;
+  const at::Tensor result = direct ? out : empty_device(out.sizes(), out.scalar_type());
+  const int64_t n = out.size(-1);
+  if (bias.defined() && bias_row(bias, out, beta, n)) {
+    gemm16(a, b, result, alpha, 0.0f, bias.reshape({n}), act);
+  } else {
+    if (bias.defined() && beta != 0.0f && !bias.is_same(result)) result.copy_(bias.expand(out.sizes()));
+    gemm16(a, b, result, alpha, bias.defined() ? beta : 0.0f, at::Tensor(), act);
+  }
+  if (!result.is_same(out)) out.copy_(result);
+}
+
+}  // namespace oclf::device::products

@@ -1,0 +1,232 @@
+// Products of 16-bit matrices, T = half (float16) or bfloat (bfloat16), over a batch:
+//   C = alpha · A · B + beta · C (+ a bias row)
+// reading the 16-bit operands as they are stored (half the bytes of float32 copies) and
+// accumulating in float; C is stored in T. Any strides: a linear layer's weight (B stored
+// n×k, read through its transpose) and transposed operands need no copies.
+//
+// Arguments shared by both kernels: each tensor is a buffer and an offset in elements;
+// A is m×k with row, column and batch strides (a_rs, a_cs, a_bs), likewise B (k×n); C is
+// m×n with row stride c_rs (its columns contiguous) and batch stride c_bs; the bias is n
+// contiguous elements, read when has_bias; C is read only when beta is not 0.
+#include "gemm16.h"
+
+// Work-groups of 16×16 work-items over 64×64 blocks of C, each work-item 4×4 elements
+// (rows ly + 16·i, columns lx + 16·j); A and B come through local memory in slices of 16
+// along k, converted to float once as they are loaded.
+#define TILE 64
+#define SLICE 16
+
+__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm16_tiled(GEMM16_ARGS) {
+  __local float as[SLICE][TILE + 1];
+  __local float bs[SLICE][TILE + 1];
+  const int lx = get_local_id(0), ly = get_local_id(1), tid = ly * 16 + lx;
+  const int col0 = get_group_id(0) * TILE, row0 = get_group_id(1) * TILE;
+  const long batch = get_global_id(2);
+  GEMM16_AT_BATCH(batch);
+  float acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+
+  for (int k0 = 0; k0 < k; k0 += SLICE) {
+    // Neighbouring work-items read neighbouring elements of whichever layout the operand has.
+    for (int e = tid; e < TILE * SLICE; e += 256) {
+      const int r = a_cs == 1 ? e / SLICE : e % TILE, kk = a_cs == 1 ? e % SLICE : e / TILE;
+      const int gr = row0 + r, gk = k0 + kk;
+      as[kk][r] = gr < m && gk < k ? READ(T, a, (long)gr * a_rs + (long)gk * a_cs) : 0.0f;
+    }
+    for (int e = tid; e < TILE * SLICE; e += 256) {
+      const int col = b_cs == 1 ? e % TILE : e / SLICE, kk = b_cs == 1 ? e / TILE : e % SLICE;
+      const int gc = col0 + col, gk = k0 + kk;
+      bs[kk][col] = gc < n && gk < k ? READ(T, b, (long)gk * b_rs + (long)gc * b_cs) : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < SLICE; ++kk) {
+      float av[4], bv[4];
+      for (int i = 0; i < 4; ++i) av[i] = as[kk][ly + 16 * i];
+      for (int j = 0; j < 4; ++j) bv[j] = bs[kk][lx + 16 * j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = mad(av[i], bv[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int r = row0 + ly + 16 * i;
+    if (r >= m) continue;
+    for (int j = 0; j < 4; ++j) {
+      const int col = col0 + lx + 16 * j;
+      if (col < n) store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, acc[i][j]);
+    }
+  }
+}
+
+// Few rows (up to 8: a vector or a small batch of them times a matrix, as generation runs
+// its products): each work-group computes CX columns of C for every row, its KS slices of
+// work-items sharing k (work-item s takes k = s, s + KS, ...) and adding their sums in local
+// memory. CX and KS (a power of two) are build options chosen for B's layout (blas.cpp):
+// more slices along k where B's columns are contiguous in k (a weight stored n×k), more
+// columns side by side where its rows are (k×n); each A element is read by the whole group.
+#ifndef CX
+#define CX 1
+#endif
+#ifndef KS
+#define KS 64
+#endif
+#define MAX_ROWS 8
+
+__kernel __attribute__((reqd_work_group_size(CX, KS, 1))) void gemm16_rows(GEMM16_ARGS) {
+  __local float part[MAX_ROWS][KS][CX];
+  const int cx = get_local_id(0), s = get_local_id(1);
+  const int col = get_group_id(0) * CX + cx;
+  const long batch = get_global_id(2);
+  GEMM16_AT_BATCH(batch);
+  float acc[MAX_ROWS];
+  for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
+  if (col < n) {
+    for (int kk = s; kk < k; kk += KS) {
+      const float bv = READ(T, b, (long)kk * b_rs + (long)col * b_cs);
+      for (int r = 0; r < MAX_ROWS; ++r)
+        if (r < m) acc[r] = mad(READ(T, a, (long)r * a_rs + (long)kk * a_cs), bv, acc[r]);
+    }
+  }
+  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barriers stay uniform
+  for (int r = 0; r < rows; ++r) part[r][s][cx] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int half_ = KS / 2; half_ > 0; half_ >>= 1) {
+    if (s < half_)
+      for (int r = 0; r < rows; ++r) part[r][s][cx] += part[r][s + half_][cx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (s == 0 && col < n)
+    for (int r = 0; r < rows; ++r) store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, part[r][0][cx]);
+}
+
+// Few rows over a B whose columns are contiguous in k (a linear layer's weight stored n×k,
+// read through its transpose; b_rs = 1), B's columns aligned to 8 elements (b_cs and b_off
+// multiples of 8): each work-group computes CY columns, the 32 work-items of a column reading
+// it 8 elements (16 bytes) at a time side by side, so a warp reads 512 contiguous bytes;
+// k's last k % 8 elements one at a time. A_VEC: A's rows are read 8 at a time too (a_cs = 1,
+// a_rs and a_off multiples of 8). The 32 partial sums of a column are added in local memory.
+#ifndef CY
+#define CY 8
+#endif
+#define LANES 32
+
+// 8 elements at p (16-byte aligned) as floats, read as one 16-byte load.
+#ifdef T_IS_BFLOAT
+inline float8 load8(__global const bfloat *p) {
+  const uint4 u = *(__global const uint4 *)p;  // element 2i in the low half of word i
+  const uint4 lo = u << 16, hi = u & 0xffff0000u;
+  return (float8)(as_float(lo.s0), as_float(hi.s0), as_float(lo.s1), as_float(hi.s1), as_float(lo.s2),
+                  as_float(hi.s2), as_float(lo.s3), as_float(hi.s3));
+}
+#else
+inline float8 load8(__global const half *p) {
+  const uint4 u = *(__global const uint4 *)p;
+  return vload_half8(0, (const __private half *)&u);
+}
+#endif
+
+__kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc(GEMM16_ARGS) {
+  __local float part[MAX_ROWS][CY][LANES + 1];
+  const int lane = get_local_id(0), y = get_local_id(1);
+  const int col = get_group_id(1) * CY + y;
+  const long batch = get_global_id(2);
+  GEMM16_AT_BATCH(batch);
+  float acc[MAX_ROWS];
+  for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
+  if (col < n) {
+    __global const T *bcol = b + (long)col * b_cs;
+    const int whole = k & ~7;
+    for (int kk = lane * 8; kk < whole; kk += LANES * 8) {
+      const float8 bv = load8(bcol + kk);
+      for (int r = 0; r < MAX_ROWS; ++r) {
+        if (r >= m) break;
+#ifdef A_VEC
+        const float8 av = load8(a + (long)r * a_rs + kk);
+#else
+        __global const T *ar = a + (long)r * a_rs + (long)kk * a_cs;
+        const float8 av = (float8)(READ(T, ar, 0), READ(T, ar, a_cs), READ(T, ar, 2 * a_cs), READ(T, ar, 3 * a_cs),
+                                   READ(T, ar, 4 * a_cs), READ(T, ar, 5 * a_cs), READ(T, ar, 6 * a_cs),
+                                   READ(T, ar, 7 * a_cs));
+#endif
+        acc[r] += dot(av.lo, bv.lo) + dot(av.hi, bv.hi);
+      }
+    }
+    for (int kk = whole + lane; kk < k; kk += LANES) {
+      const float bv = READ(T, bcol, kk);
+      for (int r = 0; r < MAX_ROWS; ++r)
+        if (r < m) acc[r] = mad(READ(T, a, (long)r * a_rs + (long)kk * a_cs), bv, acc[r]);
+    }
+  }
+  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barrier stays uniform
+  for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // Work-item `lane` of each column adds row lane's 32 partial sums.
+  if (lane < rows && col < n) {
+    float sum = 0.0f;
+    for (int i = 0; i < LANES; ++i) sum += part[lane][y][i];
+    store_c(c, bias, has_bias, c_rs, lane, col, alpha, beta, sum);
+  }
+}
+
+// Few rows over a B whose rows are contiguous (k×n, b_cs = 1) and 16-byte aligned (b_rs and
+// b_off multiples of 8): each work-item takes 8 neighbouring columns (one 16-byte load per row
+// of B), and the KS work-items of a work-group's first dimension share k (slice s takes
+// k = s, s + KS, ...); its second dimension holds LN such groups of columns (1 on GPUs: on the
+// H200, 256 slices of one group of 8 columns ran GPT-2's few-row k×n products 1.2-3.5× faster
+// than 2-4 groups of fewer slices, and than gemm16_rows). Row by row, the slices' sums meet in
+// local memory: each work-item adds 8 slices of one column, then one work-item per column adds
+// those KS / 8 sums.
+#ifndef LN
+#define LN 1
+#endif
+#define NC_COLS (LN * 8)
+
+__kernel __attribute__((reqd_work_group_size(KS, LN, 1))) void gemm16_rows_nc(GEMM16_ARGS) {
+  __local float part[KS][NC_COLS + 1];
+  __local float part8[KS / 8][NC_COLS + 1];
+  const int s = get_local_id(0), lane = get_local_id(1), t = lane * KS + s;
+  const int col8 = (get_group_id(1) * LN + lane) * 8;
+  const long batch = get_global_id(2);
+  GEMM16_AT_BATCH(batch);
+  float8 acc[MAX_ROWS];
+  for (int r = 0; r < MAX_ROWS; ++r) acc[r] = (float8)(0.0f);
+  if (col8 < n) {
+    const bool whole = col8 + 8 <= n;
+    for (int kk = s; kk < k; kk += KS) {
+      __global const T *brow = b + (long)kk * b_rs + col8;
+      float8 bv;
+      if (whole) {
+        bv = load8(brow);
+      } else {
+        float v[8];
+        for (int j = 0; j < 8; ++j) v[j] = col8 + j < n ? READ(T, brow, j) : 0.0f;
+        bv = (float8)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+      }
+      for (int r = 0; r < MAX_ROWS; ++r) {
+        if (r >= m) break;
+        acc[r] = mad((float8)(READ(T, a, (long)r * a_rs + (long)kk * a_cs)), bv, acc[r]);
+      }
+    }
+  }
+  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barriers stay uniform
+  const int cc = t % NC_COLS, g = t / NC_COLS;  // the column and the 8 slices this work-item adds
+  for (int r = 0; r < rows; ++r) {
+    const float8 v = acc[r];
+    part[s][lane * 8 + 0] = v.s0, part[s][lane * 8 + 1] = v.s1, part[s][lane * 8 + 2] = v.s2;
+    part[s][lane * 8 + 3] = v.s3, part[s][lane * 8 + 4] = v.s4, part[s][lane * 8 + 5] = v.s5;
+    part[s][lane * 8 + 6] = v.s6, part[s][lane * 8 + 7] = v.s7;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sum = 0.0f;
+    for (int i = 0; i < 8; ++i) sum += part[g * 8 + i][cc];
+    part8[g][cc] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t < NC_COLS) {
+      const int col = get_group_id(1) * NC_COLS + t;
+      float total = 0.0f;
+      for (int i = 0; i < KS / 8; ++i) total += part8[i][t];
+      if (col < n) store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, total);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // part is written again for the next row
+  }
+}
