@@ -13,13 +13,12 @@ import pytest
 import torch
 from torch import nn
 
+from compile_checks import fresh_compile
+
 
 @pytest.fixture
 def device(opencl_device, monkeypatch):
-    monkeypatch.setenv("OCLF_FALLBACK", "error")
-    torch._dynamo.reset()
-    yield opencl_device
-    torch._dynamo.reset()
+    yield from fresh_compile(opencl_device, monkeypatch)
 
 
 def bottleneck(channels: int, inner: int) -> nn.Module:

@@ -2,7 +2,9 @@
 found wrong: pow of integer tensors (a tensor exponent, a scalar base, a scalar exponent,
 in place and out=) stays an integer tensor with torch's exact values, and floor, ceil,
 round and trunc of integers give their values (they failed to build a kernel); min and max of
-int8 and int16 start from their dtype's extremes; any and all of uint8 are uint8."""
+int8 and int16 start from their dtype's extremes; any and all of uint8 are uint8; isnan, isinf
+and nan_to_num of integers and booleans (their kernels did not build); dropout's backward of
+integer gradients is float32 (torch's formula), not truncated to the integer type."""
 import pytest
 import torch
 
@@ -73,3 +75,20 @@ def test_any_and_all_of_uint8_are_uint8():
         _same(fn(x.to("opencl")), fn(x))
         _same(fn(x.to("opencl"), 1), fn(x, 1))
     _same(torch.any(x.bool().to("opencl")), torch.any(x.bool()))
+
+
+@pytest.mark.parametrize("dtype", [*TYPES, torch.bool])
+def test_nan_and_infinity_tests_of_integers(dtype):
+    x = torch.arange(-3, 9).to(dtype) if dtype not in (torch.uint8, torch.bool) else torch.arange(12).to(dtype)
+    d = x.to("opencl")
+    for name in ("isnan", "isinf", "isposinf", "isneginf", "isfinite"):
+        _same(getattr(torch, name)(d), getattr(torch, name)(x))
+    _same(torch.nan_to_num(d), torch.nan_to_num(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.int16, torch.int64, torch.bool])
+def test_dropout_backward_of_integer_gradients(dtype):
+    grad = torch.arange(1, 13).to(dtype)
+    mask = torch.arange(12) % 3 != 0
+    _same(torch.ops.aten.native_dropout_backward(grad.to("opencl"), mask.to("opencl"), 1.5),
+          torch.ops.aten.native_dropout_backward(grad, mask, 1.5))

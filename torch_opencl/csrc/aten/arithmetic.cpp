@@ -223,6 +223,7 @@ at::Tensor bitwise_not(const at::Tensor& self) {
 at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                       std::optional<double> neginf) {
   DEVICE_CHECK(!neginf || !posinf || *neginf == -*posinf, "opencl: nan_to_num: neginf must be -posinf");
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/true)) return self.clone();  // nothing to replace
   const double big = posinf.value_or(std::numeric_limits<float>::max());
   return apply("nan_to_num", Out::Same, {self}, nan.value_or(0.0), big);
 }

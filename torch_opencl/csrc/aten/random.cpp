@@ -44,7 +44,10 @@ std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, st
   return {y, mask};
 }
 
+// Integer and bool gradients take torch's formula, grad · (mask · scale): float32, as on the CPU
+// (in their own type they were truncated).
 at::Tensor dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  if (!at::isFloatingType(grad_output.scalar_type())) return grad_output * (mask.to(grad_output.scalar_type()) * scale);
   return apply("dropout_backward", Out::Same, {grad_output, mask}, scale);
 }
 
