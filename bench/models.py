@@ -96,6 +96,8 @@ def inference(arch: str, batch: int) -> Maker:
         torch.manual_seed(0)
         model = torchvision.models.get_model(arch).eval()
         if FUSE and device == "opencl":
+            import torch_opencl
+
             model = torch_opencl.fuse(model)
         model = model.to(device)
         x = torch.randn(batch, 3, 224, 224).to(device)

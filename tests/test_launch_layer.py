@@ -68,7 +68,7 @@ def device_launches(call):
     out = []
     for line in torch.ops.oclf.launch_log_take():
         path, kernel, options, global_size, local_size = line.split("|")
-        if "/device/kernels/" not in path:  # the device's own plumbing (padding, copies) is not shared
+        if "/torch_opencl/kernels/" not in path:  # the device's own plumbing (padding, copies) is not shared
             out.append(launch(path, kernel, options, [int(v) for v in global_size.split(",")],
                               [int(v) for v in local_size.split(",") if v]))
     return result, out

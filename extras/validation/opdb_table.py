@@ -112,7 +112,7 @@ def table_block(name: str = TABLE) -> Optional[str]:
 
 
 def write_tables(record: dict) -> None:
-    from scripts.doc_tables import write_section
+    from bench.doc_tables import write_section
     import torch
     import torch_opencl  # noqa: F401
 

@@ -284,9 +284,14 @@ TORCH_LIBRARY(oclf, m) {
 }  // namespace oclf::device
 
 // At the interpreter's exit (an atexit handler of the package): nothing to raise to any more,
-// and the GIL let go while the queues finish, so that no thread left running waits on it.
+// and the GIL let go while the autograd workers and the queues finish, so that no thread left
+// running waits on it.
 static PyObject* finish_at_exit(PyObject*, PyObject*) {
   Py_BEGIN_ALLOW_THREADS
+  try {
+    oclf::device::settle_autograd_threads();
+  } catch (...) {
+  }
   try {
     oclf::device::Device::finish_at_exit();
   } catch (...) {

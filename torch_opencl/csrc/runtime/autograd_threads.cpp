@@ -7,8 +7,11 @@
 // ensure_autograd_threads(), called when the device registers, adds the missing queues
 // and their worker threads the way the engine does, when the engine had already started
 // them without opencl; otherwise the engine's first backward pass counts it.
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/engine.h>
 
+#include <algorithm>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -33,6 +36,27 @@ struct EngineQueues : Engine {
 };
 
 }  // namespace
+
+// A device's worker drops its reference to a backward pass's task after the pass has
+// returned to the caller. The task holds the caller's Python context (torch stashes it for
+// every backward pass), and dropping the last reference takes the GIL: at the interpreter's
+// exit that ends the worker thread inside a C++ destructor, and the process aborts
+// ("terminate called without an active exception"). One small backward pass on each open
+// device, run from C++ with the GIL released and no Python state stashed, lets each worker
+// finish the previous task first (a worker runs its tasks in turn); its own task holds no
+// Python object.
+void settle_autograd_threads() {
+  if (Device::in_forked_child()) return;  // the parent's workers: none here
+  Engine& engine = Engine::get_default_engine();
+  if (!EngineQueues::started(engine)) return;
+  const int count = std::min<int>(Device::count(), int(EngineQueues::of(engine).size()));
+  for (int index = 0; index < count; ++index) {
+    if (!Device::is_open(index)) continue;
+    at::Tensor leaf = at::ones({1}, at::TensorOptions().device(c10::DeviceType::PrivateUse1, index))
+                          .requires_grad_(true);
+    torch::autograd::backward({leaf.mul(2).sum()});
+  }
+}
 
 void ensure_autograd_threads() {
   if (!Device::available()) return;
