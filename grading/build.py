@@ -59,7 +59,8 @@ COMPILE = ["g++", "-std=c++17", "-O2", "-fPIC", "-Wall", "-Wno-deprecated-declar
            "opencl_functions/opencl-functions.cpp", "-o", str(OBJECT)]
 # setup.py with a build folder of our own (where the reference's objects are reused from).
 BUILD_SNIPPET = (
-    "import sys\n"
+    "import os, sys\n"
+    "__file__ = os.path.abspath('setup.py')  # setup.py finds its folder by it\n"
     "sys.argv = ['setup.py', '-q', 'build_ext', '--inplace', '--build-temp', 'build/tmp']\n"
     "exec(compile(open('setup.py').read(), 'setup.py', 'exec'))\n"
 )

@@ -25,12 +25,13 @@
 Parameters (nn.Parameter weights and biases) stay on the device between calls, keyed by
 the tensor and its version counter, and are freed with the tensor (resident_handle).
 
-The package, by concern: checks (argument validation), geometry (a convolution's output
-size, the one formula), ops (the operations), resident (parameters kept on the device),
-clblast_params (CLBlast's tuning files), settings (every setting), tuning (when tuning
-happens: the untimed first call before a timed run), info (`python -m
-opencl_functions.info`: the devices, the selected one and the host CPU), and the C++ module
-_core (bindings.cpp over runtime/ and the host code).
+The package, by concern: devices (the process's devices, their buffer memory and the launch
+log: the one way into them, which the opencl device takes too), checks (argument
+validation), geometry (a convolution's output size, the one formula), ops (the operations),
+resident (parameters kept on the device), clblast_params (CLBlast's tuning files), settings
+(every setting), tuning (when tuning happens: the untimed first call before a timed run),
+info (`python -m opencl_functions.info`: the devices, the selected one and the host CPU),
+and the C++ module _core (bindings.cpp over runtime/ and the host code).
 
 Inputs are float32 CPU tensors (any strides), or tensors of the opencl torch device
 (torch_opencl), which that device's operators compute in place on the same
@@ -69,8 +70,8 @@ except ImportError as err:
         if library in str(err):
             raise ImportError(f"opencl_functions needs {packages}: {err}") from err
     raise
-from ._core import (KernelBuildError, OpenCLError, current_device, device_count, device_info, last_choice,
-                    list_devices, memory_stats, set_current_device)
+from ._core import KernelBuildError, OpenCLError, last_choice
+from .devices import current_device, device_count, device_info, list_devices, memory_stats, set_current_device
 from .geometry import Conv2dGeometry, conv2d_geometry, conv2d_output_size
 from .clblast_params import (
     CLBLAST_PARAMS_DIR,

@@ -1,13 +1,13 @@
 // The runtime's side of the module opencl_functions._core: the process's OpenCL devices
-// (how many, which is current, their descriptions), the shared runtime's identity and
-// program cache, tuning, the launch log, CLBlast's parameters and the buffer pool.
-// Operations are bound in bindings.cpp.
+// (how many, which is current, their descriptions), the shared runtime's program cache,
+// tuning, the launch log, CLBlast's parameters and the buffer pool. Operations are bound in
+// bindings.cpp. Python reaches the devices, their memory and the launch log through
+// opencl_functions/devices.py, the library and the opencl device alike.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <clblast.h>
 
-#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +37,7 @@ py::dict device_info(int index) {
   d["compute_units"] = i.compute_units;
   d["preferred_vector_width_float"] = i.preferred_vector_width_float;
   d["native_vector_width_float"] = i.native_vector_width_float;
+  d["has_fp64"] = i.has_fp64;
   d["index"] = std::to_string(i.platform_index) + ":" + std::to_string(i.device_index);
   d["device_index"] = i.index;  // the process's index: opencl:<device_index>
   return d;
@@ -110,9 +111,6 @@ void bind_runtime(py::module_& m) {
   m.def("current_device", &Runtime::current, "The calling thread's current device index (opencl:<index>).");
   m.def("set_current_device", &Runtime::set_current, py::arg("index"),
         "Makes device `index` the calling thread's current one (the library's operations run there).");
-  m.def(
-      "runtime_id", [](int index) { return reinterpret_cast<uintptr_t>(&Runtime::at(index)); }, py::arg("index"),
-      "The address of device `index`'s runtime: the opencl device's module reports the same one (shared).");
   m.def(
       "program_cache",
       [](int index) {

@@ -1,7 +1,7 @@
 """Checks the device's operator tests share: an operator on the CPU and on the opencl device,
 outputs and gradients compared (check), seeded inputs (randn), a scope where the CPU
-fallback is allowed (fallback_allowed), and training runs held to float64 as closely as
-torch's float32 (assert_trained_as_accurately)."""
+fallback is allowed (fallback_allowed), the launches a block made (logged_launches), and
+training runs held to float64 as closely as torch's float32 (assert_trained_as_accurately)."""
 import contextlib
 import os
 
@@ -23,6 +23,21 @@ def fallback_allowed():
             os.environ.pop("OCLF_FALLBACK", None)
         else:
             os.environ["OCLF_FALLBACK"] = saved
+
+
+@contextlib.contextmanager
+def logged_launches():
+    """The launches made inside the block, as (path, kernel, options) in launch order, in the
+    list it yields (filled as the block ends): the launch log of opencl_functions.devices."""
+    from opencl_functions import devices
+
+    devices.launch_log_start()
+    made = []
+    try:
+        yield made
+        made += [(l["path"], l["kernel"], l["options"]) for l in devices.launch_log_take()]
+    finally:
+        devices.launch_log_stop()
 
 
 def randn(*shape, seed=0, dtype=torch.float32):

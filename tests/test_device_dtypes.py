@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from device_checks import logged_launches
 from dtype_checks import FLOATS, HALVES, allow_fallback, dev, no_worse, randn, same
 
 
@@ -175,15 +176,11 @@ def test_16bit_kernels_read_16_bits_without_a_float32_copy(dtype):
     q = randn(1, 2, 5, 8, dtype=dtype)
     dx, dw, db, dq = dev(x, w, b, q)
     ids = torch.tensor([2, 0, 2], device="opencl")
-    torch.ops.oclf.launch_log_start()
-    try:
+    with logged_launches() as launches:
         F.softmax(dx, -1), F.log_softmax(dx, 0), F.layer_norm(dx, (37,), dw, db)
         F.scaled_dot_product_attention(dq, dq, dq, is_causal=True)
         F.embedding(ids, dx), (dx * dw + 1).sum(-1), dx.amax(0)
         F.linear(dx, dx.repeat(2, 1)[:5], db[:5]), dx.t() @ dx, torch.bmm(dq[0], dq[0].transpose(1, 2))  # gemm16.cl
-        launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
-    finally:
-        torch.ops.oclf.launch_log_stop()
     name = {torch.float16: "half", torch.bfloat16: "bfloat"}[dtype]
     kernels = {kernel for _, kernel, *_ in launches}
     assert {"softmax_forward", "ln_forward", "sdpa_forward", "index_select", "ew_contig", "gemm16_rows"} <= kernels

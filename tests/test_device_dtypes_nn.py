@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from device_checks import logged_launches
 from dtype_checks import FLOATS, HALVES, allow_fallback, dev, no_worse, randn, same
 
 
@@ -49,8 +50,7 @@ def test_few_row_products_over_aligned_weights_as_on_a_gpu(dtype, monkeypatch):
     x, y, kn = randn(3, 5, 40, dtype=dtype), randn(3, 6, 40, dtype=dtype), randn(40, 24, dtype=dtype)
     dw, da, dbias, dx, dy, dkn = dev(w, a, bias, x, y, kn)
     r = lambda t: t.double()  # noqa: E731
-    torch.ops.oclf.launch_log_start()
-    try:
+    with logged_launches() as launches:
         for rows, k in [(1, 40), (8, 40), (3, 37)]:
             no_worse(F.linear(da[:rows, :k], dw[:, :k], dbias), F.linear(a[:rows, :k], w[:, :k], bias),
                      F.linear(r(a[:rows, :k]), r(w[:, :k]), r(bias)))
@@ -58,9 +58,6 @@ def test_few_row_products_over_aligned_weights_as_on_a_gpu(dtype, monkeypatch):
         no_worse(torch.bmm(dx, dy.transpose(1, 2)), torch.bmm(x, y.transpose(1, 2)), torch.bmm(r(x), r(y).transpose(1, 2)))
         for rows, cols in [(1, 24), (8, 24), (3, 21)]:
             no_worse(da[:rows, :40] @ dkn[:, :cols], a[:rows, :40] @ kn[:, :cols], r(a[:rows, :40]) @ r(kn[:, :cols]))
-        launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
-    finally:
-        torch.ops.oclf.launch_log_stop()
     options = [opts.split() for _, kernel, opts, *_ in launches if kernel == "gemm16_rows_kc"]
     assert len(options) == 5, [kernel for _, kernel, *_ in launches]
     assert sum("-DA_VEC" in o for o in options) == 4  # all but the unaligned A
@@ -112,17 +109,13 @@ def test_convolutions_in_16_bits_as_on_a_gpu(dtype, monkeypatch):
     vector and scalar loads, split K's float partial sums, groups, conv1d; depthwise layers
     run on float32 copies (their kernels are float32 only)."""
     monkeypatch.setenv("OCLF_DEVICE_CONV", "gpu")
-    torch.ops.oclf.launch_log_start()
-    try:
+    with logged_launches() as launches:
         check_convs(GPU_CONVS, dtype)
         x, wt, b = randn(2, 6, 17, dtype=dtype), randn(4, 6, 5, dtype=dtype), randn(4, dtype=dtype)
         no_worse(F.conv1d(*dev(x, wt, b), padding=2), F.conv1d(x, wt, b, padding=2),
                  F.conv1d(x.double(), wt.double(), b.double(), padding=2))
         x, wt = randn(1, 6, 5, 8, dtype=dtype), randn(6, 1, 3, 3, dtype=dtype)
         no_worse(F.conv2d(*dev(x, wt), groups=6), F.conv2d(x, wt, groups=6), F.conv2d(x.double(), wt.double(), groups=6))
-        launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
-    finally:
-        torch.ops.oclf.launch_log_stop()
     flag = {torch.float16: "-DIO_HALF", torch.bfloat16: "-DIO_BFLOAT"}[dtype]
     convs = [opts.split() for _, kernel, opts, *_ in launches if kernel == "conv2d_gpu"]
     assert len(convs) == 5 and all(flag in o for o in convs), convs
@@ -148,12 +141,8 @@ def test_convolutions_on_tensor_cores(dtype, monkeypatch):
     nvidia = "NVIDIA" in opencl_functions.device_info()["platform"]
     for mma in ("auto", "0"):
         monkeypatch.setenv("OCLF_MMA", mma)
-        torch.ops.oclf.launch_log_start()
-        try:
+        with logged_launches() as launches:
             check_convs(TENSOR_CORE_CONVS, dtype)
-            launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
-        finally:
-            torch.ops.oclf.launch_log_stop()
         with_mma = [kernel for _, kernel, opts, *_ in launches if "-DMMA" in opts.split()]
         if nvidia and mma == "auto":
             convs = [opts for _, kernel, opts, *_ in launches if kernel == "conv2d_gpu"]
@@ -181,16 +170,12 @@ def test_batch_norm_reads_16_bits_in_eval_mode(dtype):
         def torch_cpu(xs):  # at the dtype the parameters are, then the input's
             return model(xs.to(params)).to(dtype)
 
-        torch.ops.oclf.launch_log_start()
-        try:
+        with logged_launches() as launches:
             for xs in (x, x[..., :3].contiguous()):  # 20 pixels a plane (float4-wide on GPUs), 15
                 with torch.no_grad():
                     got = ours(xs.to("opencl"))
                     assert got.dtype == dtype
                     no_worse(got, torch_cpu(xs), bn.double()(xs.double()))
-            launches = [line.split("|") for line in torch.ops.oclf.launch_log_take()]
-        finally:
-            torch.ops.oclf.launch_log_stop()
         name = {torch.float16: "half", torch.bfloat16: "bfloat"}[dtype]
         applied = [opts.split() for _, kernel, opts, *_ in launches if kernel.startswith("bn_apply")]
         assert len(applied) == 2 and all(f"-DT={name}" in o for o in applied), launches

@@ -2,7 +2,8 @@
 device of the platform in one process:
 
 - the library (_core) and the device (_C) hold the same runtime: one context, queue and
-  program cache, so a program one builds is found by the other; a device tensor passed to
+  program cache, so a program one builds is found by the other, and one Python module
+  (opencl_functions.devices) names the devices for both; a device tensor passed to
   ocl_conv2d / ocl_matmul is computed in place, with no copy to the host;
 - with two OpenCL devices (the platform's own when it has two, as a 2-GPU machine does;
   else PoCL's two with POCL_DEVICES="pthread pthread"; each check runs in a child process,
@@ -44,12 +45,20 @@ def two_devices(ocl) -> dict:
 
 
 def test_library_and_device_share_one_runtime(ocl, opencl_device):
-    from opencl_functions import _core
-
-    index = _core.current_device()
-    assert _core.runtime_id(index) == torch.ops.oclf.runtime_id(index)
-    assert _core.device_count() == opencl_device.device_count()
-    assert _core.current_device() == opencl_device.current_device()
+    """The device's native module runs on the runtime _core holds, not a copy of its own: in a
+    fresh process, the kernels the device's first operator builds are counted by the library's
+    program cache, on the device the library names current."""
+    got = run_child("""
+        import json, torch, torch_opencl
+        from opencl_functions import _core, devices
+        index = devices.current_device()
+        before = _core.program_cache(index)["fixed_kernels"]
+        (torch.ones(7, device="opencl") * 3).cpu()
+        print(json.dumps({"before": before, "after": _core.program_cache(index)["fixed_kernels"],
+                          "index": index, "torch": torch.opencl.current_device()}))
+    """, {})
+    assert got["after"] > got["before"], got
+    assert got["torch"] == got["index"]
 
 
 def test_a_program_built_by_the_library_serves_the_device(ocl, opencl_device):

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import opencl_functions as ocl  # noqa: F401 (its _core: the tuning cache)
+import opencl_functions as ocl  # its _core (the tuning cache) and devices (the launch log)
 
 
 @pytest.fixture(autouse=True)
@@ -26,13 +26,13 @@ def made() -> int:
 
 def launches(fn) -> list:
     """(kernel, build options) of each launch fn() makes."""
-    torch.ops.oclf.launch_log_start()
+    ocl.devices.launch_log_start()
     try:
         fn()
         torch.opencl.synchronize()
-        return [tuple(line.split("|")[1:3]) for line in torch.ops.oclf.launch_log_take()]
+        return [(launch["kernel"], launch["options"]) for launch in ocl.devices.launch_log_take()]
     finally:
-        torch.ops.oclf.launch_log_stop()
+        ocl.devices.launch_log_stop()
 
 
 def kernels_of(fn) -> list:

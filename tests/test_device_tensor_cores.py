@@ -1,4 +1,4 @@
-"""16-bit products on tensor cores (kernels/gemm16_mma.cl, device/csrc/aten/gemm16_mma.cpp).
+"""16-bit products on tensor cores (kernels/gemm16_mma.cl, csrc/aten/gemm16_mma.cpp).
 
 On NVIDIA devices of compute capability 8.0 and later, the opencl device's float16 and
 bfloat16 products of more than 8 rows run on tensor cores (inline PTX mma.sync, ldmatrix,
@@ -11,6 +11,8 @@ import opencl_functions
 import pytest
 import torch
 import torch.nn.functional as F
+
+from device_checks import logged_launches
 
 HALVES = [torch.float16, torch.bfloat16]
 EPS = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
@@ -58,9 +60,8 @@ def products(dtype, m, k, n):
     return list(zip(*results))
 
 
-def mma_launches():
-    return [opts.split() for _, kernel, opts, *_ in (line.split("|") for line in torch.ops.oclf.launch_log_take())
-            if kernel == "gemm16_mma"]
+def mma_options(launches):
+    return [opts.split() for _, kernel, opts in launches if kernel == "gemm16_mma"]
 
 
 @pytest.mark.parametrize("dtype, tile", [(torch.float16, "64,64,2,2,2"), (torch.bfloat16, "16,64,1,2,3,16,3")])
@@ -71,14 +72,11 @@ def test_emulated_tensor_core_kernel_against_float64(dtype, tile, monkeypatch):
     partial chunks of k (k = 7, 37), every layout of A and B."""
     monkeypatch.setenv("OCLF_MMA", "emulate")
     monkeypatch.setenv("OCLF_MMA_TILE", tile)
-    torch.ops.oclf.launch_log_start()
-    try:
+    with logged_launches() as logged:
         for m, k, n in [(9, 7, 17), (20, 37, 70)]:
             for ours, cpu, ref in products(dtype, m, k, n):
                 no_worse(ours, cpu, ref)
-        launches = mma_launches()
-    finally:
-        torch.ops.oclf.launch_log_stop()
+    launches = mma_options(logged)
     layouts = {("-DA_KC" in o, "-DB_KC" in o) for o in launches}
     assert layouts == {(True, True), (True, False), (False, False)}, layouts
     assert all("-DMMA_EMULATE" in o for o in launches)
@@ -92,14 +90,11 @@ def test_emulated_tensor_core_kernel_against_float64(dtype, tile, monkeypatch):
 def test_tensor_cores_against_float64(dtype):
     """NVIDIA: products of more than 8 rows run on tensor cores (the blocks chosen per shape),
     no worse than torch's CPU at the dtype, on odd shapes: sizes of 1, 7, 129, 1000."""
-    torch.ops.oclf.launch_log_start()
-    try:
+    with logged_launches() as logged:
         for m, k, n in [(9, 1, 7), (129, 1000, 7), (1000, 129, 1), (33, 7, 129), (1000, 1000, 1000), (16, 4096, 256)]:
             for ours, cpu, ref in products(dtype, m, k, n):
                 no_worse(ours, cpu, ref)
-        launches = mma_launches()
-    finally:
-        torch.ops.oclf.launch_log_stop()
+    launches = mma_options(logged)
     assert len(launches) >= 6 * 4 and not any("-DMMA_EMULATE" in o for o in launches)
 
 
@@ -108,13 +103,9 @@ def test_settings(monkeypatch):
     raise naming the setting."""
     a = randn(12, 16, dtype=torch.float16).to("opencl")
     monkeypatch.setenv("OCLF_MMA", "0")
-    torch.ops.oclf.launch_log_start()
-    try:
+    with logged_launches() as launches:
         a @ a.t()
-        kernels = [line.split("|")[1] for line in torch.ops.oclf.launch_log_take()]
-    finally:
-        torch.ops.oclf.launch_log_stop()
-    assert kernels == ["gemm16_tiled"]
+    assert [kernel for _, kernel, _ in launches] == ["gemm16_tiled"]
     monkeypatch.setenv("OCLF_MMA", "yes")
     with pytest.raises(RuntimeError, match="OCLF_MMA must be auto, 0 or emulate"):
         a @ a.t()

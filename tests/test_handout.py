@@ -188,9 +188,10 @@ def test_every_device_test_stays_with_the_staff():
     assert not is_staff_only("tests/test_device.py")  # the library's device choice
 
 
-# Words that name the opencl torch device (case matters: "OpenCL device" is the library's).
-DEVICE_WORDS = re.compile(r"\bopencl`? (torch )?device|torch device|opencl_functions[./]device|torch_opencl|PrivateUse1|"
-                          r"make device|setup_device|_autoload|opencl:\d")
+# Words that name the opencl torch device (case matters: "OpenCL device" is the library's), as
+# whole names: the library's opencl_functions/devices.py is not the device's old name.
+DEVICE_WORDS = re.compile(r"\bopencl`? (torch )?device|torch device|opencl_functions[./]device\b|torch_opencl|"
+                          r"PrivateUse1|make device|setup_device|_autoload|opencl:\d")
 
 
 def test_handout_documents_name_no_device_and_no_sandbox(handout):

@@ -37,10 +37,9 @@ def logs(ocl, opencl_device, monkeypatch):
                  "OCLF_DEVICE_CONV", "OCLF_DEVICE_MATMUL", "OCLF_KERNEL_DIR", "OCL_KERNEL_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OCLF_TUNE", "0")  # the rules' defaults, not timings
-    torch.ops.oclf.launch_log_start()
+    ocl.devices.launch_log_start()
     yield ocl
-    torch.ops.oclf.launch_log_stop()
-    ocl._core._launch_log_stop()
+    ocl.devices.launch_log_stop()
 
 
 def launch(path, kernel, options, global_size, local_size):
@@ -52,26 +51,25 @@ def launch(path, kernel, options, global_size, local_size):
 LIBRARY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + "/opencl_functions"
 
 
+def logged(launches) -> list:
+    """The log's launches as launch() describes them."""
+    return [launch(l["path"], l["kernel"], l["options"], l["global"], l["local"]) for l in launches]
+
+
 def library_launches(ocl, call):
-    ocl._core._launch_log_start(False)
+    ocl.devices.launch_log_take()
     with torch.no_grad():
         result = call()
-    return result, [launch(l["path"], l["kernel"], l["options"], l["global"], l["local"])
-                    for l in ocl._core._launch_log_take()]
+    return result, logged(ocl.devices.launch_log_take())
 
 
-def device_launches(call):
+def device_launches(ocl, call):
     torch.opencl.synchronize()
-    torch.ops.oclf.launch_log_take()
+    ocl.devices.launch_log_take()
     with torch.no_grad():
         result = call().cpu()
-    out = []
-    for line in torch.ops.oclf.launch_log_take():
-        path, kernel, options, global_size, local_size = line.split("|")
-        if "/torch_opencl/kernels/" not in path:  # the device's own plumbing (padding, copies) is not shared
-            out.append(launch(path, kernel, options, [int(v) for v in global_size.split(",")],
-                              [int(v) for v in local_size.split(",") if v]))
-    return result, out
+    # The device's own plumbing (padding, copies) is not shared.
+    return result, logged(l for l in ocl.devices.launch_log_take() if "/torch_opencl/kernels/" not in l["path"])
 
 
 def conv_launches(ocl, layer):
@@ -85,7 +83,7 @@ def conv_launches(ocl, layer):
     lib_y, lib = library_launches(ocl, lambda: ocl.ocl_conv2d(F.pad(x, (padding,) * 4), w, b, stride, 1, groups))
     wd, bd = torch.nn.Parameter(w.detach().to("opencl")), torch.nn.Parameter(b.detach().to("opencl"))
     xd = x.to("opencl")
-    dev_y, dev = device_launches(lambda: F.conv2d(xd, wd, bd, stride, padding, 1, groups))
+    dev_y, dev = device_launches(ocl, lambda: F.conv2d(xd, wd, bd, stride, padding, 1, groups))
     torch.testing.assert_close(lib_y, ref, atol=1e-3, rtol=1e-3)
     torch.testing.assert_close(dev_y, ref, atol=1e-3, rtol=1e-3)
     return lib, dev
@@ -104,10 +102,10 @@ def product_launches(ocl, m, k, n, conv1d):
     ad, wd = a.to("opencl"), torch.nn.Parameter(w.detach().to("opencl"))
     if conv1d:
         bd = torch.nn.Parameter(bias.detach().to("opencl"))
-        dev_y, dev = device_launches(lambda: torch.addmm(bd, ad, wd))
+        dev_y, dev = device_launches(ocl, lambda: torch.addmm(bd, ad, wd))
         ref = ref + bias.detach()
     else:
-        dev_y, dev = device_launches(lambda: F.linear(ad, wd))
+        dev_y, dev = device_launches(ocl, lambda: F.linear(ad, wd))
     torch.testing.assert_close(lib_y, a @ w if conv1d else ref, atol=2e-3, rtol=2e-3)
     torch.testing.assert_close(dev_y, ref, atol=2e-3, rtol=2e-3)
     return lib, dev

@@ -37,8 +37,8 @@ import torch
 
 # From the modules, not the package: torch's autoload (torch_opencl_autoload.py) may import
 # the device while the package itself is still importing torch.
-from opencl_functions._core import OpenCLError
 from opencl_functions.clblast_params import load_clblast_params
+from opencl_functions.devices import OpenCLError
 try:
     from . import _C  # noqa: F401  (registers the device's allocator, guard, hooks and operators)
 except ImportError as err:
@@ -53,7 +53,7 @@ atexit.register(_C.finish_at_exit)
 from . import amp, devices, events, profiling, rng, stats
 from .amp import get_amp_supported_dtype, is_bf16_supported
 from .devices import (DeviceProperties, current_device, device, device_count, get_device_capability,
-                      get_device_name, get_device_properties, mem_get_info, set_device)
+                      get_device_name, get_device_properties, is_available, mem_get_info, set_device)
 from .events import Event, Stream, current_stream, default_stream, stream
 from .fusion import fuse
 from .graphs import Graph, graph
@@ -73,11 +73,6 @@ __all__ = [
 
 NAME = "opencl"
 _ops = torch.ops.oclf
-
-
-def is_available() -> bool:
-    """Whether an OpenCL device can be opened (never raises)."""
-    return bool(_ops.is_available())
 
 
 def is_initialized() -> bool:

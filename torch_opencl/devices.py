@@ -11,8 +11,9 @@
 
 The devices are those of the platform OCLF_DEVICE picks (its default device is the
 current one at start), narrowed and ordered by OCLF_VISIBLE_DEVICES ("1,0"); PoCL shows two
-CPU devices with POCL_DEVICES="pthread pthread". The library (ocl_conv2d, ocl_matmul on
-host tensors) runs on the current device too: both share one runtime per device.
+CPU devices with POCL_DEVICES="pthread pthread". These functions are torch's names for the
+library's (opencl_functions.devices): the library (ocl_conv2d, ocl_matmul on host tensors)
+runs on the current device too, and both share one runtime per device.
 """
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from typing import Tuple, Union
 
 import torch
 
-__all__ = ["device_count", "current_device", "set_device", "device", "get_device_name", "device_index",
-           "DeviceProperties", "get_device_properties", "get_device_capability", "mem_get_info"]
+from opencl_functions import devices as runtime
 
-_ops = torch.ops.oclf
+__all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
+           "device_index", "DeviceProperties", "get_device_properties", "get_device_capability", "mem_get_info"]
+
 DeviceLike = Union[None, int, str, torch.device]
 
 
@@ -49,21 +51,29 @@ def device_index(device: DeviceLike = None, optional: bool = True) -> int:
     return device
 
 
+def is_available() -> bool:
+    """Whether an OpenCL device can be opened (never raises)."""
+    return runtime.is_available()
+
+
 def device_count() -> int:
     """How many OpenCL devices the process has (0 when no OpenCL device can be found)."""
-    return int(_ops.device_count())
+    try:
+        return runtime.device_count()
+    except runtime.OpenCLError:
+        return 0
 
 
 def current_device() -> int:
     """The calling thread's current device index."""
-    return int(_ops.current_device())
+    return runtime.current_device()
 
 
 def set_device(device: DeviceLike) -> None:
     """Makes `device` the calling thread's current device. None changes nothing."""
     index = device_index(device)
     if index >= 0:
-        _ops.set_device(index)
+        runtime.set_current_device(index)
 
 
 class device:
@@ -77,18 +87,19 @@ class device:
     def __enter__(self):
         if self.index >= 0:
             self.previous = current_device()
-            _ops.set_device(self.index)
+            runtime.set_current_device(self.index)
         return self
 
     def __exit__(self, *exc) -> bool:
         if self.previous >= 0:
-            _ops.set_device(self.previous)
+            runtime.set_current_device(self.previous)
         return False
 
 
 def get_device_name(device: DeviceLike = None) -> str:
     """'platform / device (type)' of an OpenCL device behind `opencl` (the current one by default)."""
-    return str(_ops.device_name(device_index(device)))
+    info = runtime.device_info(device_index(device))
+    return f"{info['platform']} / {info['device']} ({info['type']})"
 
 
 @dataclass(frozen=True)
@@ -114,12 +125,13 @@ class DeviceProperties:
 
 def get_device_properties(device: DeviceLike = None) -> DeviceProperties:
     """The OpenCL device behind `opencl` (the current one by default), as DeviceProperties."""
-    (name, platform, version, driver, c_version, kind), numbers = _ops.device_properties(device_index(device))
-    memory, units, group, local, fp64, width = (int(n) for n in numbers)
-    found = re.match(r"OpenCL (\d+)\.(\d+)", version)
+    info = runtime.device_info(device_index(device))
+    found = re.match(r"OpenCL (\d+)\.(\d+)", info["version"])
     major, minor = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
-    return DeviceProperties(name, platform, kind, memory, units, group, local, bool(fp64), width, version, c_version,
-                            driver, major, minor)
+    return DeviceProperties(info["device"], info["platform"], info["type"], info["global_mem_size"],
+                            info["compute_units"], info["max_work_group_size"], info["local_mem_size"],
+                            info["has_fp64"], info["preferred_vector_width_float"], info["version"],
+                            info["opencl_c_version"], info["driver_version"], major, minor)
 
 
 def get_device_capability(device: DeviceLike = None) -> Tuple[int, int]:
@@ -136,5 +148,5 @@ def mem_get_info(device: DeviceLike = None) -> Tuple[int, int]:
     (memory_reserved(): tensors and cached buffers). torch.accelerator.get_memory_info() is the same."""
     index = device_index(device, optional=False)
     total = get_device_properties(index).total_memory
-    reserved = int(_ops.memory_stats(index)[1])
+    reserved = int(torch.ops.oclf.memory_stats(index)[1])
     return max(total - reserved, 0), total

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .devices import device_index
+from .devices import current_device, device_index, set_device
 
 __all__ = ["Event", "Stream", "stream", "current_stream", "default_stream"]
 
@@ -56,13 +56,13 @@ class stream:
 
     def __enter__(self):
         if self.stream is not None:
-            self.previous = torch.ops.oclf.current_device()
-            torch.ops.oclf.set_device(self.stream.device_index)
+            self.previous = current_device()
+            set_device(self.stream.device_index)
         return self.stream
 
     def __exit__(self, *exc) -> bool:
         if self.previous >= 0:
-            torch.ops.oclf.set_device(self.previous)
+            set_device(self.previous)
         return False
 
 

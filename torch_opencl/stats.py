@@ -8,7 +8,7 @@ from typing import Dict, NamedTuple
 
 import torch
 
-from .devices import device_index
+from .devices import device_index, get_device_name
 
 __all__ = [
     "FallbackStat", "FallbackReport", "fallback_ops", "reset_fallback_ops", "fallback_stats", "fallback_report",
@@ -198,7 +198,7 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     cached = s["reserved_bytes"] - s["allocated_bytes"]
     hits = 100 * s["cache_hits"] / s["allocations"] if s["allocations"] else 0.0
     rule = "-" * 60
-    lines = [rule, f"opencl memory summary: {_ops.device_name(device_index(device))}", rule,
+    lines = [rule, f"opencl memory summary: {get_device_name(device)}", rule,
              f"{'':<24}{'current':>18}{'peak':>18}",
              f"{'allocated':<24}{_bytes(s['allocated_bytes']):>18}{_bytes(s['peak_allocated_bytes']):>18}",
              f"{'reserved':<24}{_bytes(s['reserved_bytes']):>18}{_bytes(s['peak_reserved_bytes']):>18}",

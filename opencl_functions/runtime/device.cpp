@@ -18,19 +18,6 @@
 
 namespace oclf {
 
-namespace {
-std::atomic<Device::QueueHook> queue_hook_{nullptr};
-}  // namespace
-
-void Device::set_queue_hook(QueueHook hook) { queue_hook_.store(hook, std::memory_order_release); }
-
-Device::QueueHook Device::queue_hook() { return queue_hook_.load(std::memory_order_acquire); }
-
-void Device::settle_all() {
-  if (QueueHook hook = queue_hook())
-    for (int i = 0; i < static_cast<int>(kMaxDevices); ++i) hook(i);
-}
-
 template <typename T>
 static T device_value(cl_device_id d, cl_device_info what) {
   T value{};
@@ -222,12 +209,16 @@ const DeviceSet& device_set() {
   return *set.load(std::memory_order_relaxed);
 }
 
+void check_device_index(int index) {
+  const int n = static_cast<int>(device_set().ids.size());
+  if (index >= 0 && index < n) return;
+  throw Error("opencl: there is no device " + std::to_string(index) + "; the process has " + std::to_string(n) +
+                  (n > 0 ? " (opencl:0 to opencl:" + std::to_string(n - 1) + ")" : ""),
+              CL_INVALID_DEVICE);
+}
+
 Device::Device(int index) {
   const DeviceSet& set = device_set();
-  if (index < 0 || index >= static_cast<int>(set.ids.size()))
-    throw Error("opencl: there is no device " + std::to_string(index) + "; the process has " +
-                    std::to_string(set.ids.size()) + " (opencl:0 to opencl:" + std::to_string(set.ids.size() - 1) + ")",
-                CL_INVALID_DEVICE);
   const DeviceEntry& e = set.entries[index];
   platform_ = set.platform;
   device_ = set.ids[index];
@@ -247,6 +238,7 @@ Device::Device(int index) {
   info_.compute_units = device_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
   info_.preferred_vector_width_float = device_value<cl_uint>(device_, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT);
   info_.native_vector_width_float = device_value<cl_uint>(device_, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT);
+  info_.has_fp64 = device_string(device_, CL_DEVICE_EXTENSIONS).find("cl_khr_fp64") != std::string::npos;
   zero_copy_ = info_.type == "CPU" && setting("ZERO_COPY") != "0";
 
   cl_int status = CL_SUCCESS;

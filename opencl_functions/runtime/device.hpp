@@ -20,6 +20,7 @@ struct DeviceInfo {
   // Floats per vector the device prefers and computes natively (CPUs: 4 SSE, 8 AVX2, 16
   // AVX-512; GPUs usually 1): the reference's CPU kernels take their vector width from these.
   unsigned preferred_vector_width_float = 0, native_vector_width_float = 0;
+  bool has_fp64 = false;  // cl_khr_fp64: the device computes in double precision
   int platform_index = 0, device_index = 0;
   int index = 0;  // the process's index of the device (opencl:<index>; DeviceSet)
 };
@@ -52,41 +53,22 @@ struct DeviceSet {
 // Read once, on first use (no context is made); throws Error when no platform or device can
 // be found, or when a setting names none (the message lists the devices).
 const DeviceSet& device_set();
+// Throws Error naming the process's devices unless `index` is one of them (0 .. count-1):
+// the one check of a device index, wherever one comes in.
+void check_device_index(int index);
 
 class Device {
  public:
-  // Opens device `index` of device_set(): its context and in-order profiling queue.
+  // Opens device `index` of device_set() (check_device_index'ed by the caller, Runtime::at):
+  // its context and in-order profiling queue.
   explicit Device(int index);
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
   cl_device_id id() const { return device_; }
   cl_context context() const { return context_; }
-  // The queue, for a command enqueued now: commands a submission thread still holds for it
-  // (the opencl device's, which enqueues from a thread of its own on GPUs) are enqueued
-  // first, so that what the caller enqueues lands after them in the in-order queue.
-  cl_command_queue queue() const {
-    settle();
-    return queue_;
-  }
-  cl_command_queue* queue_ptr() {
-    settle();
-    return &queue_;
-  }
-  // The queue as it is, for the submission thread itself.
-  cl_command_queue raw_queue() const { return queue_; }
-  // Waits until the submission thread has enqueued every command it holds for this device
-  // (and rethrows the first error one of them met); nothing when none runs.
-  void settle() const {
-    if (QueueHook hook = queue_hook()) hook(info_.index);
-  }
-  // The submission thread's hook (set by the opencl device when it starts one): settle()
-  // calls it with the device's index. Cheap when nothing is held.
-  using QueueHook = void (*)(int index);
-  static void set_queue_hook(QueueHook hook);
-  static QueueHook queue_hook();
-  // settle() for every opened device (before a kernel any of them may still hold is released).
-  static void settle_all();
+  cl_command_queue queue() const { return queue_; }
+  cl_command_queue* queue_ptr() { return &queue_; }
   const DeviceInfo& info() const { return info_; }
   // Whether kernels work on host memory in place: CPU devices, unless OCLF_ZERO_COPY=0.
   bool zero_copy() const { return zero_copy_; }

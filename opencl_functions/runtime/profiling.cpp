@@ -11,9 +11,8 @@ void Profiler::launch(cl_kernel kernel, cl_uint dims, const size_t* global, cons
     if (global[i] == 0) return;  // nothing to do; OpenCL 1.2 rejects empty ranges
   cl_event event = nullptr;
   cl_command_queue queue = device_->queue();
-  apply_noted_args(kernel);
   launch_log::before_launch(queue, kernel, dims, global, local);
-  CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, dims, nullptr, global, local, 0, nullptr, &event));
+  enqueue_kernel(queue, kernel, dims, global, local, &event);
   record(event);
   launch_log::after_launch(queue);
 }

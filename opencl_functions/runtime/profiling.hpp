@@ -47,7 +47,7 @@ class Profiler {
     cl_event event;
     cl_event since;  // a marker whose end starts the span, or nullptr
   };
-  const Device* device_;  // its queue() enqueues after what a submission thread holds
+  const Device* device_;
   std::vector<Timed> events_;
   std::vector<cl_event> markers_;
   bool recording_ = true;

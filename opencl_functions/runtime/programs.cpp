@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cctype>
+#include <memory>
 #include <mutex>
 
-#include "device.hpp"
 #include "launch_log.hpp"
 #include "settings.hpp"
 #include "tuning.hpp"
@@ -165,7 +165,8 @@ cl_kernel Programs::kernel(const std::string& file, const std::string& name, con
     for (auto old = programs_.begin(); old != programs_.end();) {
       if (old->first.compare(0, path.size() + 1, path + "|") == 0 &&
           old->first.compare(0, version.size(), version) != 0) {
-        Device::settle_all();  // launches still waiting to be enqueued may name its kernels
+        // A launch still waiting to be enqueued (the opencl device's) holds a kernel of
+        // kernel_fixed(), which keeps it past this release, and a copy of its arguments.
         for (auto& k : old->second.kernels) {
           launch_log::forget_kernel(k.second);
           forget_kernel_args(k.second);
@@ -219,8 +220,6 @@ cl_kernel Programs::kernel_fixed(const std::string& file, const std::string& nam
 }
 
 namespace {
-std::atomic<ArgObserver> arg_observer{nullptr};
-
 std::string kernel_function_name(cl_kernel kernel) {
   size_t n = 0;
   clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &n);
@@ -235,44 +234,54 @@ std::string kernel_function_name(cl_kernel kernel) {
   throw Error(describe_failure(status_name(status), status, call, __FILE__, __LINE__), status);
 }
 
-// Deferred arguments (programs.hpp): what set_arg noted, and what apply_args last set, per
-// kernel, each under a lock of its own: the callers of set_arg take the first (once per
-// argument) and the submission threads the second, so neither waits for the other (callers
-// also hold their device's runtime lock; kernels of several devices meet here).
-// Made once and never destroyed: a submission thread may still set arguments while the
-// process exits and static objects are torn down.
-std::atomic<int> deferring{0};
-std::mutex& noted_mutex = *new std::mutex;
-std::mutex& applied_mutex = *new std::mutex;
-using ArgsByKernel = std::unordered_map<cl_kernel, std::vector<KernelArg>>;
-ArgsByKernel& noted = *new ArgsByKernel;
-ArgsByKernel& applied = *new ArgsByKernel;
+// Kernel arguments (programs.hpp): what set_arg stored, per kernel, under one lock that its
+// callers take once per argument; and what each kernel's last enqueue set on it, under a
+// lock of that kernel's own, held across the enqueue, so that enqueues of one kernel from
+// several threads take turns while set_arg and other kernels' enqueues never wait for them.
+// Made once and never destroyed: a thread may still enqueue while the process exits and
+// static objects are torn down.
+struct Enqueued {
+  std::mutex mutex;
+  std::vector<KernelArg> set;
+};
+std::mutex& stored_mutex = *new std::mutex;
+std::mutex& enqueued_mutex = *new std::mutex;  // the map below (each entry has its own)
+auto& stored = *new std::unordered_map<cl_kernel, std::vector<KernelArg>>;
+auto& enqueued = *new std::unordered_map<cl_kernel, std::shared_ptr<Enqueued>>;
+
+std::shared_ptr<Enqueued> enqueued_of(cl_kernel kernel) {
+  std::lock_guard<std::mutex> lock(enqueued_mutex);
+  std::shared_ptr<Enqueued>& entry = enqueued[kernel];
+  if (!entry) entry = std::make_shared<Enqueued>();
+  return entry;
+}
 }  // namespace
 
-void note_arg_value(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* value) {
-  if (args.size() <= index) args.resize(index + 1);
-  KernelArg& arg = args[index];
-  arg.set = true;
-  arg.size = size;
-  arg.null = value == nullptr;
-  arg.bytes.assign(value ? static_cast<const char*>(value) : "", value ? size : 0);
+void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
+  {
+    std::lock_guard<std::mutex> lock(stored_mutex);
+    std::vector<KernelArg>& args = stored[kernel];
+    if (args.size() <= index) args.resize(index + 1);
+    KernelArg& arg = args[index];
+    arg.set = true;
+    arg.size = size;
+    arg.null = value == nullptr;
+    arg.bytes.assign(value ? static_cast<const char*>(value) : "", value ? size : 0);
+  }
+  launch_log::note_arg(kernel, index, size, value);
 }
 
-void set_arg_observer(ArgObserver observer) { arg_observer = observer; }
-
-void defer_kernel_args(bool on) { deferring += on ? 1 : -1; }
-
-bool kernel_args_deferred() { return deferring.load(std::memory_order_relaxed) > 0; }
-
-std::vector<KernelArg> noted_args(cl_kernel kernel) {
-  std::lock_guard<std::mutex> lock(noted_mutex);
-  auto it = noted.find(kernel);
-  return it == noted.end() ? std::vector<KernelArg>() : it->second;
+std::vector<KernelArg> kernel_args(cl_kernel kernel) {
+  std::lock_guard<std::mutex> lock(stored_mutex);
+  auto it = stored.find(kernel);
+  return it == stored.end() ? std::vector<KernelArg>() : it->second;
 }
 
-void apply_args(cl_kernel kernel, const std::vector<KernelArg>& args) {
-  std::lock_guard<std::mutex> lock(applied_mutex);
-  std::vector<KernelArg>& set = applied[kernel];
+void enqueue_kernel(cl_command_queue queue, cl_kernel kernel, const std::vector<KernelArg>& args, cl_uint dims,
+                    const size_t* global, const size_t* local, cl_event* event) {
+  const std::shared_ptr<Enqueued> entry = enqueued_of(kernel);
+  std::lock_guard<std::mutex> lock(entry->mutex);
+  std::vector<KernelArg>& set = entry->set;
   if (set.size() < args.size()) set.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
@@ -284,34 +293,21 @@ void apply_args(cl_kernel kernel, const std::vector<KernelArg>& args) {
     }
     set[i] = a;
   }
+  CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, dims, nullptr, global, local, 0, nullptr, event));
 }
 
-void apply_noted_args(cl_kernel kernel) {
-  if (kernel_args_deferred()) apply_args(kernel, noted_args(kernel));
+void enqueue_kernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims, const size_t* global,
+                    const size_t* local, cl_event* event) {
+  enqueue_kernel(queue, kernel, kernel_args(kernel), dims, global, local, event);
 }
 
 void forget_kernel_args(cl_kernel kernel) {
-  std::scoped_lock lock(noted_mutex, applied_mutex);
-  noted.erase(kernel);
-  applied.erase(kernel);
-}
-
-void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
-  if (kernel_args_deferred()) {
-    {
-      std::lock_guard<std::mutex> lock(noted_mutex);
-      note_arg_value(noted[kernel], index, size, value);
-    }
-    launch_log::note_arg(kernel, index, size, value);
-    if (ArgObserver observer = arg_observer.load(std::memory_order_relaxed)) observer(kernel, index, size, value);
-    return;
+  {
+    std::lock_guard<std::mutex> lock(stored_mutex);
+    stored.erase(kernel);
   }
-  cl_int status = clSetKernelArg(kernel, index, size, value);
-  if (status == CL_SUCCESS) launch_log::note_arg(kernel, index, size, value);
-  if (status == CL_SUCCESS) {
-    if (ArgObserver observer = arg_observer.load(std::memory_order_relaxed)) observer(kernel, index, size, value);
-  }
-  if (status != CL_SUCCESS) refused_arg(kernel, index, status);
+  std::lock_guard<std::mutex> lock(enqueued_mutex);
+  enqueued.erase(kernel);
 }
 
 }  // namespace oclf

@@ -1,7 +1,8 @@
 // Kernels from .cl files, built once per (file version, options) and cached: a student
 // edits conv2d.cl and reruns without rebuilding C++. Between processes, the binaries of
 // built programs are kept on disk (program_cache.hpp) and loaded instead of compiling the
-// source again. Also set_args, which sets a kernel's arguments in order.
+// source again. Also set_args, which sets a kernel's arguments in order, and enqueue_kernel,
+// which launches a kernel with them.
 #pragma once
 
 #include <cstdint>
@@ -79,11 +80,14 @@ class Programs {
 
 // Sets a kernel's arguments in order: set_args(kernel, x.get(), n, 1.5f).
 // A null cl_mem passes a null pointer (arg_value itself null, which every driver takes).
+//
+// Arguments are kept as values: set_arg stores each one (OpenCL cannot be asked for a
+// kernel's arguments afterwards), and enqueue_kernel() sets on the kernel those that differ
+// from what its last enqueue set, then enqueues it, as one step under a lock of the kernel's
+// own. Cached kernels are shared (by the library and the opencl device, whose launches may be
+// enqueued later and from another thread), and each enqueue runs with the arguments it was
+// given. Callers of set_arg hold the runtime's lock (Runtime::mutex) until they launch.
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
-// A function told of every argument set_arg sets (OpenCL cannot be asked for them
-// afterwards), or none: the opencl device's graphs record launches through it.
-using ArgObserver = void (*)(cl_kernel kernel, cl_uint index, size_t size, const void* value);
-void set_arg_observer(ArgObserver observer);
 
 // A kernel argument as set_arg was given it: its size and bytes, or no bytes (a null
 // buffer, or local memory of `size` bytes).
@@ -96,24 +100,18 @@ struct KernelArg {
     return set == o.set && null == o.null && size == o.size && bytes == o.bytes;
   }
 };
-// Stores an argument as set_arg was given it at `index` of a kernel's list (grown to hold it).
-void note_arg_value(std::vector<KernelArg>& args, cl_uint index, size_t size, const void* value);
-// Deferred arguments, for the opencl device's submission thread (which enqueues a GPU's
-// kernels while the caller goes on): while deferral is on (counted: on while any device
-// defers), set_arg notes each argument instead of setting it, a launch takes a copy of the
-// kernel's noted arguments (noted_args) for that thread to set (apply_args), and launches
-// on the calling thread set them first (apply_noted_args). Kernel objects are shared, so
-// the arguments of a launch still waiting must not change under it. Callers hold the
-// runtime's lock, as for set_arg.
-void defer_kernel_args(bool on);
-bool kernel_args_deferred();
-std::vector<KernelArg> noted_args(cl_kernel kernel);
-// Sets the arguments that differ from those last set on the kernel by apply_args (throws
-// Error naming the kernel and argument when the driver refuses one).
-void apply_args(cl_kernel kernel, const std::vector<KernelArg>& args);
-// apply_args(kernel, noted_args(kernel)) while deferral is on; nothing otherwise.
-void apply_noted_args(cl_kernel kernel);
-// Forgets what was noted and set for a kernel about to be released.
+// The arguments set_arg stored for `kernel` (a copy), for a launch enqueued later or
+// elsewhere: a recorded graph's, a thread's that enqueues for its callers.
+std::vector<KernelArg> kernel_args(cl_kernel kernel);
+// Enqueues an NDRange of `kernel` with `args` (`local` and `event` may be null). Throws
+// Error naming the kernel and argument when the driver refuses one.
+void enqueue_kernel(cl_command_queue queue, cl_kernel kernel, const std::vector<KernelArg>& args, cl_uint dims,
+                    const size_t* global, const size_t* local, cl_event* event = nullptr);
+// The same with the arguments set_arg stored.
+void enqueue_kernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims, const size_t* global,
+                    const size_t* local, cl_event* event = nullptr);
+// Forgets what was stored and set for a kernel: one about to be released, or one whose
+// arguments were set around set_arg (clSetKernelArg called directly).
 void forget_kernel_args(cl_kernel kernel);
 template <typename T>
 const void* arg_pointer(const T& value) {

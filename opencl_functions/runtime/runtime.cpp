@@ -25,11 +25,7 @@ int Runtime::default_index() { return device_set().default_index; }
 int Runtime::current() { return current_index >= 0 ? current_index : default_index(); }
 
 void Runtime::set_current(int index) {
-  const int n = count();
-  if (index < 0 || index >= n)
-    throw Error("opencl: there is no device " + std::to_string(index) + "; the process has " + std::to_string(n) +
-                    " (opencl:0 to opencl:" + std::to_string(n - 1) + ")",
-                CL_INVALID_DEVICE);
+  check_device_index(index);
   current_index = index;
 }
 
@@ -40,11 +36,7 @@ bool Runtime::is_open(int index) {
 Runtime& Runtime::at(int index) {
   if (index >= 0 && index < static_cast<int>(kMaxDevices))
     if (Runtime* rt = open_runtimes[index].load(std::memory_order_acquire)) return *rt;
-  const int n = count();  // throws without a platform
-  if (index < 0 || index >= n)
-    throw Error("opencl: there is no device " + std::to_string(index) + "; the process has " + std::to_string(n) +
-                    " (opencl:0 to opencl:" + std::to_string(n - 1) + ")",
-                CL_INVALID_DEVICE);
+  check_device_index(index);  // throws without a platform, too
   std::lock_guard<std::mutex> lock(opening);
   if (open_runtimes[index].load(std::memory_order_relaxed) == nullptr)
     open_runtimes[index].store(new Runtime(index), std::memory_order_release);

@@ -38,7 +38,8 @@ class Runtime {
   // The runtime of the calling thread's current device, opened on first use.
   static Runtime& get();
   // The runtime of device `index` (0 .. count()-1), opened on first use (its context,
-  // queue and caches are made then); throws Error for an index out of range.
+  // queue and caches are made then); throws Error for an index out of range
+  // (check_device_index).
   static Runtime& at(int index);
   // How many devices the process has (device_set(); no context is made). Throws Error when
   // there is no OpenCL platform or device.
@@ -57,9 +58,6 @@ class Runtime {
   cl_context context() const { return device_.context(); }
   cl_command_queue queue() const { return device_.queue(); }
   cl_command_queue* queue_ptr() { return device_.queue_ptr(); }
-  // The queue as it is, without waiting for a submission thread (device.hpp).
-  cl_command_queue raw_queue() const { return device_.raw_queue(); }
-  const Device& device_unit() const { return device_; }
   cl_device_id device() const { return device_.id(); }
   const DeviceInfo& info() const { return device_.info(); }
   bool zero_copy() const { return device_.zero_copy(); }

@@ -17,17 +17,9 @@ _Properties = collections.namedtuple(
 
 
 def _properties(device: Any = None) -> _Properties:
-    from opencl_functions import list_devices
-
-    index = devices.device_index(device)
-    info = list_devices()[index] if index < len(list_devices()) else {}
-    return _Properties(
-        name=info.get("device", "opencl"),
-        type=info.get("type", "GPU"),
-        multi_processor_count=int(info.get("compute_units", 1)),
-        total_memory=int(info.get("global_mem_size", 0)),
-        max_work_group_size=int(info.get("max_work_group_size", 256)),
-    )
+    p = devices.get_device_properties(device)
+    return _Properties(name=p.name, type=p.type, multi_processor_count=p.multi_processor_count,
+                       total_memory=p.total_memory, max_work_group_size=p.max_work_group_size)
 
 
 class OpenCLInterface(DeviceInterface):
@@ -73,7 +65,7 @@ class OpenCLInterface(DeviceInterface):
 
     @staticmethod
     def is_available() -> bool:
-        return bool(torch.ops.oclf.is_available())
+        return devices.is_available()
 
     @staticmethod
     def stream(stream: torch.Stream) -> Any:

@@ -29,6 +29,7 @@ from torch._inductor.codegen.common import CSEVariable, DeferredLine, IndentedBu
 from torch._inductor.codegen.simd import SIMDKernel
 from torch._inductor.virtualized import V
 
+from .. import devices
 from . import reductions
 from .overrides import OpenCLOverrides
 from .printer import cexpr, compute_type, storage_type
@@ -40,9 +41,8 @@ _GROUP_FENCE = "@group_fence"  # before and after a group's stores; a barrier wh
 
 
 def device_kind() -> str:
-    """"cpu" or "gpu": the current device's type, as its name reports it."""
-    name = torch.ops.oclf.device_name(-1)
-    return "cpu" if name.endswith("(CPU)") else "gpu"
+    """"cpu" or "gpu": the current device's type."""
+    return "cpu" if devices.get_device_properties().type == "CPU" else "gpu"
 
 
 def _static(n: sympy.Expr) -> int | None:

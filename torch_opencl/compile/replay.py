@@ -36,6 +36,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from opencl_functions import settings
+from .. import devices
 from ..graphs import Graph, graph
 from .recording import (Recording, counters, extent, in_progress, locations, on_cpu, ptr, span, storage, survey,
                         unrecordable_reasons, version)
@@ -271,7 +272,7 @@ class Replayed:
     def _device(args: list) -> torch.device:
         """The device of the graph's first opencl input (the current device when none is)."""
         found = next((a.device for a in args if isinstance(a, torch.Tensor) and a.device.type == "opencl"), None)
-        return found if found is not None else torch.device("opencl", int(_ops.current_device()))
+        return found if found is not None else torch.device("opencl", devices.current_device())
 
     @staticmethod
     def _kind(output: Any, call_args: list, rec: Recording) -> tuple:

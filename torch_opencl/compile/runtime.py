@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .. import devices
 from .recording import counters, in_progress, unrecordable_reasons
 from .replay import Replayed, release_recordings
 
@@ -64,7 +65,7 @@ class GeneratedKernel:
         self.path = write_source(source)
         self._handles: dict[int, int] = {}
         start = time.perf_counter()
-        self.handle(int(_ops.current_device()))  # built now: a build error surfaces while compiling
+        self.handle(devices.current_device())  # built now: a build error surfaces while compiling
         counters["built"] += 1
         build_seconds[0] += time.perf_counter() - start
 
@@ -89,7 +90,7 @@ class GeneratedKernel:
             # before each replay, or are not replayed (Replayed): either way it is
             # read anew on every call.
             tensors = [t if t.device.type == "opencl" else t.to(device) for t in tensors]
-        device = device.index if device is not None else int(_ops.current_device())
+        device = device.index if device is not None else devices.current_device()
         _ops.generated_launch(self.handle(device), tensors, [int(s) for s in scalars],
                               [int(g) for g in global_size], [int(g) for g in local_size], list(written))
         if written:

@@ -13,12 +13,11 @@
 #include <tuple>
 #include <vector>
 
-#include "opencl_functions/runtime/launch_log.hpp"
 #include "check.h"
 #include "aten/fallback.h"
 #include "runtime/allocator.h"
 #include "runtime/autograd_threads.h"
-#include "runtime/device.h"
+#include "runtime/stream.h"
 #include "runtime/generator.h"
 #include "runtime/graph.h"
 #include "survey.h"
@@ -31,38 +30,7 @@ namespace {
 int device_index(int64_t index) { return index < 0 ? Runtime::current() : static_cast<int>(index); }
 
 void synchronize(int64_t index) {
-  if (Device::available()) Device::at(device_index(index)).synchronize();
-}
-
-bool is_available() { return Device::available(); }
-
-int64_t device_count() { return Device::count(); }
-
-int64_t current_device() { return Runtime::current(); }
-
-void set_device(int64_t index) { Runtime::set_current(static_cast<int>(index)); }
-
-std::string device_name(int64_t index) {
-  const DeviceInfo& info = Device::at(device_index(index)).info();
-  return info.platform + " / " + info.device + " (" + info.type + ")";
-}
-
-// What torch.opencl.get_device_properties() shows of a device (devices.py names them):
-// [name, platform, OpenCL version, driver version, OpenCL C version, type] and
-// [global memory bytes, compute units, max work-group size, local memory bytes, has fp64,
-//  preferred float vector width].
-std::tuple<std::vector<std::string>, std::vector<int64_t>> device_properties(int64_t index) {
-  Device& dev = Device::at(device_index(index));
-  const DeviceInfo& info = dev.info();
-  return {{info.device, info.platform, info.version, info.driver_version, info.opencl_c_version, info.type},
-          {int64_t(info.global_mem_size), int64_t(info.compute_units), int64_t(info.max_work_group_size),
-           int64_t(info.local_mem_size), int64_t(dev.has_fp64()), int64_t(info.preferred_vector_width_float)}};
-}
-
-// The address of a device's runtime (runtime/runtime.hpp), as _core.runtime_id() gives it
-// for the library: equal when the two modules share it.
-int64_t runtime_id(int64_t index) {
-  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(&Runtime::at(device_index(index))));
+  if (device_available()) Stream::at(device_index(index)).synchronize();
 }
 
 // [allocated, reserved, peak allocated, buffers created, allocations, cache hits,
@@ -72,19 +40,19 @@ int64_t runtime_id(int64_t index) {
 std::vector<int64_t> memory_stats(int64_t index) {
   const int i = device_index(index);
   const MemoryStats s = Allocator::get().memory(i).stats();
-  Device& dev = Device::at(i);
+  Stream& stream = Stream::at(i);
   return {int64_t(s.allocated),       int64_t(s.reserved),       int64_t(s.peak_allocated),
           int64_t(s.buffers_created), int64_t(s.allocations),    int64_t(s.cache_hits),
-          int64_t(dev.launches()),    int64_t(dev.programs_built()),
+          int64_t(stream.launches()),    int64_t(stream.programs_built()),
           int64_t(s.peak_reserved),   int64_t(s.live_buffers),   int64_t(s.cached_buffers),
-          int64_t(s.frees),           int64_t(s.buffers_released), int64_t(dev.bytes_to_host())};
+          int64_t(s.frees),           int64_t(s.buffers_released), int64_t(stream.bytes_to_host())};
 }
 
 // Whether the device enqueues from its submission thread (runtime/submitter.h).
-bool submits_async(int64_t index) { return Device::at(device_index(index)).submits_async(); }
+bool submits_async(int64_t index) { return Stream::at(device_index(index)).submits_async(); }
 
 // Whether this process was forked after it opened a device (which it then cannot use).
-bool in_bad_fork() { return Device::in_forked_child(); }
+bool in_bad_fork() { return in_forked_child(); }
 
 void reset_peak_memory_stats(int64_t index) { Allocator::get().memory(device_index(index)).reset_peak(); }
 void reset_accumulated_memory_stats(int64_t index) {
@@ -107,36 +75,15 @@ void empty_cache() { Allocator::get().emptyCache(); }
 
 int64_t bucket_bytes(int64_t bytes) { return int64_t(Allocator::bucket(size_t(bytes))); }
 
-// The launch log of the device's queue (runtime/launch_log.hpp), without buffer contents:
-// which kernels ran with which NDRange, for tests that compare the device's choices with
-// the library's (whose own log is _core._launch_log_start/_take).
-void launch_log_start() { launch_log::start(false); }
-void launch_log_stop() { launch_log::stop(); }
-
-std::string sizes_text(const std::vector<size_t>& sizes) {
-  std::string out;
-  for (size_t s : sizes) out += (out.empty() ? "" : ",") + std::to_string(s);
-  return out;
-}
-
-// One line per launch since the start or the last take: "path|kernel|options|global|local"
-// (local empty when the driver chose it).
-std::vector<std::string> launch_log_take() {
-  std::vector<std::string> out;
-  for (const LoggedLaunch& l : launch_log::take())
-    out.push_back(l.path + "|" + l.kernel + "|" + l.options + "|" + sizes_text(l.global) + "|" + sizes_text(l.local));
-  return out;
-}
-
-// Kernel timing (Device::start_timing): the kernels' names, operators and global sizes, and
+// Kernel timing (Stream::start_timing): the kernels' names, operators and global sizes, and
 // their device times in nanoseconds, in launch order.
-void kernel_timing_start(int64_t index) { Device::at(device_index(index)).start_timing(); }
+void kernel_timing_start(int64_t index) { Stream::at(device_index(index)).start_timing(); }
 
 std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>, std::vector<int64_t>>
 kernel_timing_stop(int64_t index) {
   std::vector<std::string> kernels, ops, globals;
   std::vector<int64_t> ns;
-  for (const KernelTime& t : Device::at(device_index(index)).stop_timing()) {
+  for (const KernelTime& t : Stream::at(device_index(index)).stop_timing()) {
     kernels.push_back(t.kernel);
     ops.push_back(t.op);
     globals.push_back(t.global);
@@ -193,7 +140,7 @@ Graph& graph(int64_t id) {
 int64_t graph_record() {
   static int64_t next = 1;
   auto made = std::make_unique<Graph>();
-  Device::at(made->device()).begin_recording(made.get());
+  Stream::at(made->device()).begin_recording(made.get());
   std::lock_guard<std::mutex> lock(graphs_mutex);
   graphs().emplace(next, std::move(made));
   return next++;
@@ -201,9 +148,9 @@ int64_t graph_record() {
 
 void graph_end(int64_t id) {
   Graph& g = graph(id);
-  Device& dev = Device::at(g.device());
-  DEVICE_CHECK(dev.recording() == &g, "opencl: graph ", id, " is not recording");
-  dev.end_recording();
+  Stream& stream = Stream::at(g.device());
+  DEVICE_CHECK(stream.recording() == &g, "opencl: graph ", id, " is not recording");
+  stream.end_recording();
   g.finish();
 }
 
@@ -218,8 +165,8 @@ void graph_release(int64_t id) {
     gone = std::move(found->second);
     graphs().erase(found);
   }
-  Device& dev = Device::at(gone->device());
-  if (dev.recording() == gone.get()) dev.end_recording();
+  Stream& stream = Stream::at(gone->device());
+  if (stream.recording() == gone.get()) stream.end_recording();
 }
 
 // Points graph `id` at new buffers (Graph::rebind): olds[i] becomes news[i], as handles.
@@ -244,13 +191,6 @@ std::vector<int64_t> graph_counts(int64_t id) {
 
 TORCH_LIBRARY(oclf, m) {
   m.def("synchronize(int device) -> ()", &synchronize);
-  m.def("is_available() -> bool", &is_available);
-  m.def("device_count() -> int", &device_count);
-  m.def("current_device() -> int", &current_device);
-  m.def("set_device(int device) -> ()", &set_device);
-  m.def("device_name(int device) -> str", &device_name);
-  m.def("device_properties(int device) -> (str[], int[])", &device_properties);
-  m.def("runtime_id(int device) -> int", &runtime_id);
   m.def("memory_stats(int device) -> int[]", &memory_stats);
   m.def("submits_async(int device) -> bool", &submits_async);
   m.def("in_bad_fork() -> bool", &in_bad_fork);
@@ -262,9 +202,6 @@ TORCH_LIBRARY(oclf, m) {
   m.def("reset_fallback_ops() -> ()", &reset_fallback_counts);
   m.def("fallback_record(bool whole) -> (str[], int[])", &fallback_record_op);
   m.def("ensure_autograd_threads() -> ()", &ensure_autograd_threads);
-  m.def("launch_log_start() -> ()", &launch_log_start);
-  m.def("launch_log_stop() -> ()", &launch_log_stop);
-  m.def("launch_log_take() -> str[]", &launch_log_take);
   m.def("kernel_timing_start(int device) -> ()", &kernel_timing_start);
   m.def("kernel_timing_stop(int device) -> (str[], str[], str[], int[])", &kernel_timing_stop);
   m.def("manual_seed(int device, int seed) -> ()", &manual_seed);
@@ -293,7 +230,7 @@ static PyObject* finish_at_exit(PyObject*, PyObject*) {
   } catch (...) {
   }
   try {
-    oclf::device::Device::finish_at_exit();
+    oclf::device::finish_at_exit();
   } catch (...) {
   }
   Py_END_ALLOW_THREADS

@@ -1,7 +1,7 @@
-// The device's index record (Device::index_record in csrc/runtime/device.cpp), as kernels
+// The device's index record (Stream::index_record in csrc/runtime/index_checks.cpp), as kernels
 // write it: 8 longs, of which rec[0]'s first int is 0 while no index was found out of range;
 // the first work-item to find one sets it to 1 and writes rec[1] = the operator's code
-// (Device::index_op_code), rec[2] = the index, rec[3] = the size of the dimension, rec[4] =
+// (Stream::index_op_code), rec[2] = the index, rec[3] = the size of the dimension, rec[4] =
 // the dimension (-1: unnamed). The host reads it at its next wait for the device and raises.
 // Included by index_check.cl (eager operators) and compiled.h (generated kernels).
 #ifndef DEVICE_INDEX_RECORD_H

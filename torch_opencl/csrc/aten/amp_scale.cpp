@@ -29,8 +29,8 @@ namespace {
 constexpr size_t kSlots = 8;  // TENSORS in amp.cl
 
 cl_kernel amp_kernel(const char* name, const std::string& options) {
-  const bool cpu = Device::get().is_cpu();
-  return Device::get().kernel("amp.cl", name,
+  const bool cpu = is_cpu();
+  return device_kernel("amp.cl", name,
                               "-DTENSORS=" + std::to_string(kSlots) + " -DCONTIGUOUS=" + std::to_string(int(cpu)) +
                                   options);
 }
@@ -46,7 +46,7 @@ void check_scalar(const at::Tensor& t, const char* what, at::ScalarType dtype, c
 // (items, kSlots) for gradients of up to `largest` elements: on GPUs one work-item per
 // element up to 65536 per row, on CPUs one per 1024 elements up to 1024.
 NDRange slots_range(int64_t largest) {
-  const bool cpu = Device::get().is_cpu();
+  const bool cpu = is_cpu();
   const size_t group = cpu ? 64 : 256;
   const size_t wanted = cpu ? size_t(largest + 1023) / 1024 : size_t(largest);
   const size_t items = std::min(round_up(std::max<size_t>(wanted, 1), group), cpu ? size_t(1024) : size_t(65536));
@@ -64,9 +64,9 @@ void unscale_launches(std::vector<at::Tensor> grads, const at::Tensor& found_inf
   cl_kernel kernel = amp_kernel("unscale", std::string(" -DT=") + type + " -DCOMPUTE=" + compute);
   std::stable_sort(grads.begin(), grads.end(),
                    [](const at::Tensor& a, const at::Tensor& b) { return a.numel() > b.numel(); });
-  Device& dev = Device::get();
+  Stream& stream = Stream::get();
   for (size_t first = 0; first < grads.size(); first += kSlots) {
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+    std::lock_guard<std::recursive_mutex> lock(stream.mutex());
     cl_uint index = 0;
     for (size_t slot = 0; slot < kSlots; ++slot) {
       const bool used = first + slot < grads.size();
@@ -76,7 +76,7 @@ void unscale_launches(std::vector<at::Tensor> grads, const at::Tensor& found_inf
     set_arg_at(kernel, &index, arg(found_inf));
     set_arg_at(kernel, &index, arg(inv_scale));
     const NDRange range = slots_range(grads[first].numel());
-    dev.launch(kernel, range.dims, range.global, range.local);
+    stream.launch(kernel, range.dims, range.global, range.local);
   }
 }
 
@@ -116,14 +116,14 @@ at::Tensor& update_scale(at::Tensor& current_scale, at::Tensor& growth_tracker, 
   check_scalar(current_scale, "current_scale", at::kFloat, "a float");
   check_scalar(found_inf, "found_inf", at::kFloat, "a float");
   cl_kernel kernel = amp_kernel("update_scale", "");
-  Device& dev = Device::get();
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  Stream& stream = Stream::get();
+  std::lock_guard<std::recursive_mutex> lock(stream.mutex());
   cl_uint index = 0;
   set_arg_at(kernel, &index, arg(current_scale));
   set_arg_at(kernel, &index, arg(growth_tracker));
   set_arg_at(kernel, &index, arg(found_inf));
   // The factors as amp.cl's factor_t: double where the device has it.
-  if (dev.has_fp64()) {
+  if (has_fp64()) {
     oclf::set_arg_at(kernel, &index, growth_factor);
     oclf::set_arg_at(kernel, &index, backoff_factor);
   } else {
@@ -132,7 +132,7 @@ at::Tensor& update_scale(at::Tensor& current_scale, at::Tensor& growth_tracker, 
   }
   oclf::set_arg_at(kernel, &index, cl_long(growth_interval));
   const size_t one = 1;
-  dev.launch(kernel, 1, &one, &one);
+  stream.launch(kernel, 1, &one, &one);
   return current_scale;
 }
 

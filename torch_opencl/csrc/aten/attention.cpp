@@ -64,7 +64,7 @@ constexpr int64_t kSdpaMaxD = 256;
 
 // The most keys a row may have: its scores in local memory beside the query and scratch.
 int64_t sdpa_max_keys() {
-  const size_t local = Device::get().info().local_mem_size;
+  const size_t local = Runtime::get().info().local_mem_size;
   const size_t fixed = (kSdpaMaxD + kSdpaGroup) * sizeof(float) + 1024;
   const int64_t keys = local > fixed ? int64_t((local - fixed) / sizeof(float)) : 0;
   int64_t max_s = 256;
@@ -139,7 +139,7 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const cl_int4 qs = strides4(q), ks = strides4(k), vs = strides4(v), ms = strides4(mask);
     const size_t global[1] = {size_t(B * H * L) * kSdpaGroup};
     const size_t local[1] = {size_t(kSdpaGroup)};
-    launch(Device::get().kernel("attention.cl", "sdpa_forward", options), NDRange(1, global, local), arg(q), qs,
+    launch(device_kernel("attention.cl", "sdpa_forward", options), NDRange(1, global, local), arg(q), qs,
            arg(k), ks, arg(v), vs, arg(mask), ms, arg(out), arg(lse), int(H), int(H / k.size(1)), int(L), int(S),
            int(D), int(E), float(s));
   }

@@ -31,14 +31,14 @@ at::Tensor whole(const at::Tensor& t) {
 // Rows of a (rows, width) output, row_chunk() values of a row per work-item. Work-groups
 // span up to 64 work-items of a row and, on GPUs, enough rows for 256 work-items (groups of
 // one short row, 16 work-items at 14×14, ran pad2d at half its speed on the H100).
-int row_chunk() { return Device::get().is_cpu() ? 16 : 1; }
+int row_chunk() { return is_cpu() ? 16 : 1; }
 
 NDRange row_chunks(int64_t rows, int64_t width) {
   const size_t items = size_t((width + row_chunk() - 1) / row_chunk());
   size_t group = 1;
   while (group < items && group < 64) group *= 2;
-  const size_t most = std::min<size_t>(256, Device::get().info().max_work_group_size);
-  const size_t group_rows = Device::get().is_cpu() ? 1 : std::max<size_t>(most / group, 1);
+  const size_t most = std::min<size_t>(256, Runtime::get().info().max_work_group_size);
+  const size_t group_rows = is_cpu() ? 1 : std::max<size_t>(most / group, 1);
   const size_t global[2] = {round_up(items, group), round_up(size_t(rows), group_rows)};
   const size_t local[2] = {group, group_rows};
   return NDRange(2, global, local);
@@ -54,7 +54,7 @@ at::Tensor padded(const at::Tensor& x, int64_t ph, int64_t pw) {
   // move as their bits (zero bits are +0 in float16 and bfloat16 alike).
   const int64_t rows = out.size(0) * out.size(1) * out.size(2);
   const std::string type = x.element_size() == 2 ? "ushort" : "float";
-  launch(Device::get().kernel("index.cl", "pad2d", "-DT=" + type + " -DCHUNK=" + std::to_string(row_chunk())),
+  launch(device_kernel("index.cl", "pad2d", "-DT=" + type + " -DCHUNK=" + std::to_string(row_chunk())),
          row_chunks(rows, out.size(3)), arg(x), arg(out), int(x.size(1)), int(x.size(2)), int(x.size(3)), int(ph),
          int(pw), int(x.stride(0)), int(x.stride(1)), int(x.stride(2)), int(x.stride(3)), int(rows));
   return out;
@@ -70,7 +70,7 @@ ConvMode conv_mode() {
               " must be auto, gpu or direct, got \"", mode, "\"");
   return ConvMode::kAuto;
 }
-bool cpu_kernels() { return conv_mode() != ConvMode::kGpu && Device::get().is_cpu(); }
+bool cpu_kernels() { return conv_mode() != ConvMode::kGpu && is_cpu(); }
 
 // ---- forward ----------------------------------------------------------------------------
 

@@ -40,9 +40,9 @@ at::Tensor flipped_weights(const Conv2dGeometry& s, const at::Tensor& w, int h0 
   const int cin_g = s.c_in / s.groups, cout_g = s.c_out / s.groups;
   at::Tensor flipped = empty_device({s.c_in, cout_g, nh, nw}, at::kFloat);
   // CPUs reverse a channel pair's taps per work-item (a division per element was the cost there).
-  const bool per_pair = Device::get().is_cpu();
+  const bool per_pair = is_cpu();
   const int items = per_pair ? s.c_in * cout_g : int(flipped.numel());
-  launch(Device::get().kernel("index.cl", "flip_swap_weights", per_pair ? "-DT=float -DPER_PAIR" : "-DT=float"),
+  launch(device_kernel("index.cl", "flip_swap_weights", per_pair ? "-DT=float -DPER_PAIR" : "-DT=float"),
          NDRange::linear(size_t(items)), span(w).mem, span(flipped).mem, s.groups, cin_g, cout_g, s.k_h, s.k_w, h0,
          hs, nh, w0, ws, nw, items);
   return flipped;
@@ -76,7 +76,7 @@ Conv2dGeometry input_gradient_shape(const Conv2dGeometry& s, int h, int w, int k
 // (top, left may be negative), zeros elsewhere: spread2d by rows.
 void spread(const at::Tensor& dy, const at::Tensor& y, int top, int left, int sh, int sw) {
   const int64_t rows = y.size(0) * y.size(1) * y.size(2);
-  launch(Device::get().kernel("index.cl", "spread2d", "-DT=float -DCHUNK=" + std::to_string(row_chunk())),
+  launch(device_kernel("index.cl", "spread2d", "-DT=float -DCHUNK=" + std::to_string(row_chunk())),
          row_chunks(rows, y.size(3)), span(dy).mem, span(y).mem, int(dy.size(2)), int(dy.size(3)), int(y.size(2)),
          int(y.size(3)), top, left, sh, sw, int(rows));
 }
@@ -97,7 +97,6 @@ std::vector<int> phase_taps(int phase, int pad, int stride, int k) {
 // phases into dx. No product with the zeros of a spread dy: a quarter of the work at stride 2.
 at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t width, int64_t pad_h, int64_t pad_w,
                              const at::Tensor& dy, const at::Tensor& w) {
-  Device& dev = Device::get();
   std::vector<at::Tensor> parts;  // phase rh·stride_w + rw: (B, C_in, ⌈(H - rh)/s_h⌉, ⌈(W - rw)/s_w⌉)
   for (int rh = 0; rh < s.stride_h; ++rh) {
     for (int rw = 0; rw < s.stride_w; ++rw) {
@@ -136,7 +135,7 @@ at::Tensor grad_input_phases(const Conv2dGeometry& s, int64_t height, int64_t wi
   // Phases past the strides' count, or without positions (fewer rows than the stride), are
   // never read: phase 0 (never empty here) stands in for them.
   auto part = [&](size_t k) { return span(k < parts.size() && parts[k].numel() > 0 ? parts[k] : parts[0]).mem; };
-  launch(dev.kernel("index.cl", "unphase2d", "-DT=float -DCHUNK=" + std::to_string(row_chunk())),
+  launch(device_kernel("index.cl", "unphase2d", "-DT=float -DCHUNK=" + std::to_string(row_chunk())),
          row_chunks(rows, width), part(0), part(1), part(2), part(3), span(dx).mem, int(height), int(width),
          s.stride_h, s.stride_w, int(rows));
   return dx;

@@ -32,7 +32,7 @@ void copy_to_device(const at::Tensor& src, const at::Tensor& dst) {
     const DeviceSpan to = span(dst);
     // The first element in memory is the one at the smallest offset; for a dense tensor
     // with non-negative strides that is element 0.
-    Device::get().write_async(to.mem, size_t(to.offset) * dst.element_size(), staged.data_ptr(),
+    Stream::get().write_async(to.mem, size_t(to.offset) * dst.element_size(), staged.data_ptr(),
                               dense_bytes(dst));
     return;
   }
@@ -54,7 +54,7 @@ bool kernel_dtype(at::ScalarType t) {
     case at::kChar:
     case at::kByte:
     case at::kBool: return true;
-    case at::kDouble: return Device::get().has_fp64();
+    case at::kDouble: return has_fp64();
     default: return false;
   }
 }
@@ -72,7 +72,7 @@ void copy_to_host(const at::Tensor& src, const at::Tensor& dst) {
     for (int64_t d = 0; d < from.dim(); ++d) extent += (from.size(d) - 1) * from.stride(d);
     at::Tensor span_host = at::empty({extent}, dst.options().dtype(from.scalar_type()));
     const DeviceSpan at_src = span(from);
-    Device::get().read(at_src.mem, size_t(at_src.offset) * from.element_size(), span_host.data_ptr(),
+    Stream::get().read(at_src.mem, size_t(at_src.offset) * from.element_size(), span_host.data_ptr(),
                        size_t(extent) * from.element_size());
     dst.copy_(span_host.as_strided(from.sizes(), from.strides()));
     return;
@@ -83,11 +83,11 @@ void copy_to_host(const at::Tensor& src, const at::Tensor& dst) {
   const bool direct = dst.scalar_type() == from.scalar_type() && dst.strides() == from.strides() &&
                       dst.is_non_overlapping_and_dense();
   if (direct) {
-    Device::get().read(at_src.mem, offset, dst.data_ptr(), dense_bytes(dst));
+    Stream::get().read(at_src.mem, offset, dst.data_ptr(), dense_bytes(dst));
     return;
   }
   at::Tensor staged = at::empty_strided(from.sizes(), from.strides(), dst.options().dtype(from.scalar_type()));
-  Device::get().read(at_src.mem, offset, staged.data_ptr(), dense_bytes(from));
+  Stream::get().read(at_src.mem, offset, staged.data_ptr(), dense_bytes(from));
   dst.copy_(staged);
 }
 
@@ -119,7 +119,7 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   if (same_layout) {
     const DeviceSpan from = span(src), to = span(dst);
     const size_t item = dst.element_size();
-    Device::get().copy(from.mem, to.mem, size_t(from.offset) * item, size_t(to.offset) * item, dense_bytes(dst));
+    Stream::get().copy(from.mem, to.mem, size_t(from.offset) * item, size_t(to.offset) * item, dense_bytes(dst));
     return;
   }
   if (src.scalar_type() == dst.scalar_type()) {

@@ -30,9 +30,7 @@ const c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
 // A factory's device names one of the process's devices (the dispatch wrapper made it the
 // current one, which the allocator serves).
 void check_index(std::optional<at::Device> device) {
-  const int n = Device::count();
-  DEVICE_CHECK(!device || !device->has_index() || device->index() < n, "opencl: there is no device ",
-               device->str(), "; the process has ", n, " (opencl:0 to opencl:", n - 1, ")");
+  if (device && device->has_index()) check_device_index(device->index());
 }
 
 // torch.use_deterministic_algorithms(True) with torch.utils.deterministic.fill_uninitialized_memory
@@ -184,7 +182,7 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   if (n == 0) return out;
   at::Tensor y = out.is_contiguous() ? out : empty_device({n}, out.scalar_type());
   const ScalarArg a(first, y.scalar_type()), b(by, y.scalar_type());
-  launch(Device::get().kernel("index.cl", "arange", type_option(y)), NDRange::linear(size_t(n)), arg(y), a, b, int(n));
+  launch(device_kernel("index.cl", "arange", type_option(y)), NDRange::linear(size_t(n)), arg(y), a, b, int(n));
   if (!y.is_same(out)) out.copy_(y);
   return out;
 }
@@ -198,7 +196,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   // One step is the start alone (the kernel walks the second half back from the end).
   const double a = start.toDouble(), b = steps > 1 ? end.toDouble() : a;
   const double step = steps > 1 ? (b - a) / double(steps - 1) : 0.0;
-  launch(Device::get().kernel("gather.cl", "linspace", type_option(y)), NDRange::linear(size_t(steps)), arg(y), float(a),
+  launch(device_kernel("gather.cl", "linspace", type_option(y)), NDRange::linear(size_t(steps)), arg(y), float(a),
          float(b), float(step), int(steps));
   if (!y.is_same(out)) out.copy_(y);
   return out;

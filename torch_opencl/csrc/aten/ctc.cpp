@@ -13,7 +13,7 @@ namespace oclf::device {
 
 namespace {
 
-size_t group_size() { return Device::get().is_cpu() ? 64 : 256; }
+size_t group_size() { return is_cpu() ? 64 : 256; }
 
 // What the kernels take of one call: the lengths and the targets' offsets as device int64
 // tensors, the longest target.
@@ -93,7 +93,7 @@ std::tuple<at::Tensor, at::Tensor> ctc(const at::Tensor& log_probs, const at::Te
   at::Tensor alpha = empty_device({q.N, q.Tn, smax}, lp.scalar_type());
   alpha.fill_(-std::numeric_limits<double>::infinity());
   at::Tensor nll = empty_device({q.N}, lp.scalar_type());
-  launch(Device::get().kernel("ctc.cl", "ctc_alpha", opts), per_sequence(q.N), arg(lp), arg(q.targets),
+  launch(device_kernel("ctc.cl", "ctc_alpha", opts), per_sequence(q.N), arg(lp), arg(q.targets),
          arg(q.offsets), arg(q.input_lengths), arg(q.target_lengths), int(q.Tn), int(q.N), int(q.C), int(smax),
          int(blank), arg(alpha), arg(nll));
   return {nll, alpha};
@@ -115,11 +115,11 @@ at::Tensor ctc_backward(const at::Tensor& grad, const at::Tensor& log_probs, con
   const at::Tensor lp = contiguous(log_probs);
   at::Tensor beta = empty_device({q.N, q.Tn, smax}, type);
   beta.fill_(-std::numeric_limits<double>::infinity());
-  launch(Device::get().kernel("ctc.cl", "ctc_beta", opts), per_sequence(q.N), arg(lp), arg(q.targets),
+  launch(device_kernel("ctc.cl", "ctc_beta", opts), per_sequence(q.N), arg(lp), arg(q.targets),
          arg(q.offsets), arg(q.input_lengths), arg(q.target_lengths), int(q.Tn), int(q.N), int(q.C), int(smax),
          int(blank), arg(beta));
   at::Tensor result = empty_device(lp.sizes(), type);
-  launch(Device::get().kernel("ctc.cl", "ctc_grad", opts), NDRange::linear(size_t(q.Tn * q.N)), arg(lp),
+  launch(device_kernel("ctc.cl", "ctc_grad", opts), NDRange::linear(size_t(q.Tn * q.N)), arg(lp),
          arg(q.targets), arg(q.offsets), arg(q.input_lengths), arg(q.target_lengths), int(q.Tn), int(q.N), int(q.C),
          int(smax), int(blank), arg(contiguous(log_alpha.to(type))), arg(beta),
          arg(contiguous(neg_log_likelihood.to(type))), arg(contiguous(grad.to(type))), arg(result),

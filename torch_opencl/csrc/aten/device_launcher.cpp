@@ -6,20 +6,20 @@
 
 namespace oclf::device {
 
-DeviceLauncher::DeviceLauncher(const at::Tensor& weight) : lock_(Device::get().mutex()), weight_(weight) {}
+DeviceLauncher::DeviceLauncher(const at::Tensor& weight) : lock_(Stream::get().mutex()), weight_(weight) {}
 
-const DeviceInfo& DeviceLauncher::info() const { return Device::get().info(); }
+const DeviceInfo& DeviceLauncher::info() const { return Runtime::get().info(); }
 
-cl_device_id DeviceLauncher::device() const { return Device::get().id(); }
+cl_device_id DeviceLauncher::device() const { return Runtime::get().device(); }
 
 cl_kernel DeviceLauncher::kernel(const std::string& file, const std::string& name, const std::string& options) {
-  return Device::get().library_kernel(file, name, options);
+  return library_kernel(file, name, options);
 }
 
-std::string DeviceLauncher::source_hash(const std::string& file) { return Device::get().library_source_hash(file); }
+std::string DeviceLauncher::source_hash(const std::string& file) { return library_source_hash(file); }
 
 void DeviceLauncher::launch(cl_kernel kernel, cl_uint dims, const size_t* global, const size_t* local) {
-  Device::get().launch(kernel, dims, global, local);
+  Stream::get().launch(kernel, dims, global, local);
 }
 
 Scratch DeviceLauncher::scratch(size_t bytes) {
@@ -44,12 +44,12 @@ cl_mem DeviceLauncher::derived(const std::string& tag, size_t bytes, const std::
 }
 
 // The device launches without profiling events: each trial run waits for its own kernels.
-void DeviceLauncher::trial_done() { Device::get().synchronize(); }
+void DeviceLauncher::trial_done() { Stream::get().synchronize(); }
 
 Tuning& DeviceLauncher::tuning() { return Runtime::get().tuning(); }
 
 bool DeviceLauncher::builds(const std::string& file, const std::string& name, const std::string& options) {
-  return Device::get().library_kernel_builds(file, name, options);
+  return library_kernel_builds(file, name, options);
 }
 
 cl_mem whole_buffer(const at::Tensor& t, const char* what) {

@@ -61,11 +61,11 @@ Blocking blocking(bool cpu) { return cpu ? Blocking{16, 1} : Blocking{1, 4}; }
 // as the process (Programs::kernel_fixed).
 cl_kernel elementwise_kernel(const std::string& op, const at::Tensor& out, const Operand* ins, size_t nin,
                              at::ScalarType compute, const char* variant, Blocking block) {
-  Device& dev = Device::get();
+  Stream& stream = Stream::get();
   std::string key = op;
   key += '|';
   key += variant;
-  key += char('A' + dev.index());
+  key += char('A' + stream.index());
   key += char('A' + static_cast<int>(compute));
   key += char('A' + static_cast<int>(out.scalar_type()));
   for (size_t k = 0; k < nin; ++k) {
@@ -88,7 +88,7 @@ cl_kernel elementwise_kernel(const std::string& op, const at::Tensor& out, const
   }
   if (out.scalar_type() == at::kBool) options += " -DOUT_BOOL";
   options += " -DCHUNK=" + std::to_string(block.chunk) + " -DUNROLL=" + std::to_string(block.unroll);
-  const cl_kernel kernel = dev.kernel("elementwise.cl", variant, options);
+  const cl_kernel kernel = device_kernel("elementwise.cl", variant, options);
   kernels.emplace(std::move(key), kernel);
   return kernel;
 }
@@ -164,7 +164,7 @@ void elementwise(const std::string& op, const at::Tensor& out, std::initializer_
               " non-mergeable dimensions; at most ", kMaxDims, " are supported");
 
   compute = compute_type(compute);
-  const Blocking block = blocking(Device::get().is_cpu());
+  const Blocking block = blocking(is_cpu());
   const size_t chunk = block.chunk, unroll = block.unroll;
 
   // Rows of at least 16 elements run 2-D (row offsets once per row), shorter ones 1-D.

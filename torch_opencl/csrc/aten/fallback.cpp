@@ -16,7 +16,7 @@
 
 #include "opencl_functions/runtime/settings.hpp"
 #include "../check.h"
-#include "../runtime/device.h"
+#include "../runtime/stream.h"
 #include "fallback.h"
 
 namespace oclf::device {
@@ -110,7 +110,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool 
   const CurrentDevice on(device);  // the results go back to the arguments' device
   // The first copy to the host waits for the queue anyway; waiting before the clock starts
   // keeps the kernels queued earlier out of this operator's time.
-  if (to_host > 0) Device::get().synchronize();
+  if (to_host > 0) Stream::get().synchronize();
   const auto start = std::chrono::steady_clock::now();
   run_with_host_copies(op, stack);
   const auto stop = std::chrono::steady_clock::now();

@@ -31,7 +31,7 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   if (y.numel() == 0) return y;
   const at::Tensor x = contiguous(self);
   const auto [outer, D, inner] = around(x, d);
-  launch(Device::get().kernel("index.cl", "index_select", move_type_option(x)), NDRange::linear(size_t(y.numel())), arg(x),
+  launch(device_kernel("index.cl", "index_select", move_type_option(x)), NDRange::linear(size_t(y.numel())), arg(x),
          arg(idx), arg(y), int(D), int(idx.numel()), int(inner), int(y.numel()));
   return y;
 }
@@ -81,7 +81,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   const at::Tensor src = contiguous(source.to(y.scalar_type()));
   const auto [outer, D, inner] = around(y, d);
   const ScalarArg a(alpha.toDouble(), y.scalar_type());
-  launch(Device::get().kernel("index.cl", "index_add", type_option(y)), NDRange::linear(size_t(outer * inner)), arg(y),
+  launch(device_kernel("index.cl", "index_add", type_option(y)), NDRange::linear(size_t(outer * inner)), arg(y),
          arg(idx), arg(src), a, int(D), int(idx.numel()), int(inner), int(outer * inner));
   if (!y.is_same(out)) out.copy_(y);
   return out;
@@ -107,7 +107,7 @@ at::Tensor embedding_backward(const at::Tensor& grad_output, const at::Tensor& i
   const at::Tensor idx = contiguous(indices.scalar_type() == at::kLong ? indices : indices.to(at::kLong));
   at::Tensor dw = empty_device({V, E}, at::kFloat);
   dw.zero_();
-  launch(Device::get().kernel("index.cl", "embedding_backward", ""), NDRange::linear(size_t(E)),
+  launch(device_kernel("index.cl", "embedding_backward", ""), NDRange::linear(size_t(E)),
          arg(contiguous(grad_output)), arg(idx), arg(dw), int(idx.numel()), int(E), int(padding_idx.expect_int()),
          int(V));
   return dw;
@@ -177,7 +177,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   if (y.numel() > 0) {
     const at::Tensor i = idx.dim() == 0 ? idx.view({1}) : idx;
     const Coords c = coords(i, x, at::Tensor(), d, "gather");
-    launch(Device::get().kernel("gather.cl", "gather", move_type_option(x)), NDRange::linear(size_t(y.numel())), arg(x),
+    launch(device_kernel("gather.cl", "gather", move_type_option(x)), NDRange::linear(size_t(y.numel())), arg(x),
            arg(i), arg(y), c, int(d), int(x.size(d)), int(y.numel()));
   }
   if (!y.is_same(out)) out.copy_(y);
@@ -206,7 +206,7 @@ at::Tensor& scatter_into(at::Tensor& self, int64_t dim, const at::Tensor& index,
   std::string options = type_option(x) + (add ? " -DADD" : "") + (src.defined() ? "" : " -DVALUE");
   const ScalarArg v(value.toDouble(), x.scalar_type());
   const int64_t lines = idx.numel() / (idx.dim() == 0 ? 1 : idx.size(d));
-  launch(Device::get().kernel("gather.cl", "scatter", options), NDRange::linear(size_t(lines)), arg(x), arg(idx),
+  launch(device_kernel("gather.cl", "scatter", options), NDRange::linear(size_t(lines)), arg(x), arg(idx),
          arg(s.defined() ? s : x), v, c, int(d), int(one_d(x).size(d)), int(lines));
   if (!x.is_same(self)) self.copy_(x);
   return self;

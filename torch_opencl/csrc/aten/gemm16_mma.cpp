@@ -37,11 +37,11 @@ Mode mode() {
 }
 
 // The device's NVIDIA compute capability as major·10 + minor; 0 where it reports none.
-int compute_capability(const Device& dev) {
-  if (dev.info().platform.find("NVIDIA") == std::string::npos) return 0;
+int compute_capability(const Runtime& rt) {
+  if (rt.info().platform.find("NVIDIA") == std::string::npos) return 0;
   cl_uint major = 0, minor = 0;
-  if (clGetDeviceInfo(dev.id(), kCapabilityMajor, sizeof(major), &major, nullptr) != CL_SUCCESS ||
-      clGetDeviceInfo(dev.id(), kCapabilityMinor, sizeof(minor), &minor, nullptr) != CL_SUCCESS)
+  if (clGetDeviceInfo(rt.device(), kCapabilityMajor, sizeof(major), &major, nullptr) != CL_SUCCESS ||
+      clGetDeviceInfo(rt.device(), kCapabilityMinor, sizeof(minor), &minor, nullptr) != CL_SUCCESS)
     return 0;
   return int(major * 10 + minor);
 }
@@ -179,22 +179,22 @@ Operand operand(const at::Tensor& t, bool k_along_rows) {
 // Whether this device runs gemm16_mma.cl on tensor cores: NVIDIA, compute capability 8.0 or
 // later (cp.async, ldmatrix, mma.sync m16n8k16 in bfloat16), and its compiler builds the
 // kernel; learned once per device. A build that fails is warned about with its log.
-bool hardware_ready(Device& dev) {
-  static std::map<int, bool> ready;  // by device index, under the device's lock (kernel() takes it too)
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-  auto it = ready.find(dev.index());
+bool hardware_ready(Runtime& rt) {
+  static std::map<int, bool> ready;  // by device index, under the device's lock (device_kernel() takes it too)
+  std::lock_guard<std::recursive_mutex> lock(rt.mutex());
+  auto it = ready.find(rt.index());
   if (it != ready.end()) return it->second;
-  bool ok = compute_capability(dev) >= 80;
+  bool ok = compute_capability(rt) >= 80;
   if (ok) {
     try {
-      dev.kernel(kFile, "gemm16_mma", "-DT=bfloat -DT_IS_BFLOAT -DBM=64 -DBN=64 -DBK=32 -DWM=2 -DWN=2 -DSTAGES=2 -DA_KC");
+      device_kernel(kFile, "gemm16_mma", "-DT=bfloat -DT_IS_BFLOAT -DBM=64 -DBN=64 -DBK=32 -DWM=2 -DWN=2 -DSTAGES=2 -DA_KC");
     } catch (const Error& e) {
       TORCH_WARN("opencl: 16-bit products run without tensor cores: ", kFile, " does not build on ",
-                 dev.info().device, ": ", e.what());
+                 rt.info().device, ": ", e.what());
       ok = false;
     }
   }
-  ready.emplace(dev.index(), ok);
+  ready.emplace(rt.index(), ok);
   return ok;
 }
 
@@ -226,7 +226,7 @@ void run_tile(const Tile& tile, const Operand& A, const Operand& B, const at::Te
   const size_t local[2] = {size_t(tile.threads()), 1};
   const cl_int kc = cl_int(k_chunk), sk = cl_int(splits);
   auto run = [&](const char* name, const NDRange& range) {
-    launch(Device::get().kernel(kFile, name, options), range, ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k),
+    launch(device_kernel(kFile, name, options), range, ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k),
            cl_int(A.rs), cl_int(A.cs), cl_long(A.bs), cl_int(B.rs), cl_int(B.cs), cl_long(B.bs), cl_int(c.stride(-2)),
            cl_long(c_bs), alpha, beta, cl_int(row.defined()), tp, sk, kc);
   };
@@ -243,14 +243,14 @@ bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, f
                 const at::Tensor& row, Activation act) {
   const Mode how = mode();
   if (how == Mode::off) return false;
-  Device& dev = Device::get();
-  if (how == Mode::hardware && !hardware_ready(dev)) return false;
+  Runtime& rt = Runtime::get();
+  if (how == Mode::hardware && !hardware_ready(rt)) return false;
   const int64_t batch = c.dim() == 3 ? c.size(0) : 1, m = c.size(-2), n = c.size(-1), k = a.size(-1);
   if (k == 0 || batch > 65535) return false;  // (a batch is the NDRange's second dimension)
   const Operand A = operand(a, false), B = operand(b, true);
   if (arg(A.t).offset % 8 || arg(B.t).offset % 8) return false;  // a copy the allocator did not align
 
-  const DeviceInfo& info = dev.info();
+  const DeviceInfo& info = rt.info();
   const std::string forced = forced_tile(info);
   plans::Key key("gemm16_mma");
   key << m << n << k << batch << int64_t(A.kc) << int64_t(B.kc) << int64_t(c.scalar_type()) << setting("MMA")
@@ -270,7 +270,7 @@ bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, f
     std::snprintf(tuning_key, sizeof(tuning_key), "gemm16_mma.v2 M=%lld N=%lld K=%lld B=%lld A_KC=%d B_KC=%d %s",
                   (long long)m, (long long)n, (long long)k, (long long)batch, int(A.kc), int(B.kc),
                   cl_storage_type(c.scalar_type()));
-    const std::string hash = dev.runtime().programs().source_hash(Device::kernels_dir() + "/" + kFile);
+    const std::string hash = rt.programs().source_hash(kernels_dir() + "/" + kFile);
     const bool worth = 2.0 * double(m) * double(n) * double(k) * double(batch) >= double(1 << 27) &&
                        how == Mode::hardware;
     const reference::Choice choice = reference::choose(launcher, tuning_key, hash, quick, full, run, worth);

@@ -71,23 +71,23 @@ std::vector<Built>& registry() {
 
 int64_t generated_kernel(const std::string& path, const std::string& name) {
   DEVICE_CHECK_VALUE(!path.empty() && !name.empty(), "opencl: generated_kernel: a path and a kernel name are needed");
-  Device& dev = Device::get();
+  Stream& stream = Stream::get();
   // kernels/compiled.h and dtypes.h come from the device's kernel folder.
-  const std::string options = "-I" + Device::kernels_dir() + (dev.has_fp64() ? " -DHAS_FP64" : "");
+  const std::string options = "-I" + kernels_dir() + (has_fp64() ? " -DHAS_FP64" : "");
   cl_kernel kernel = nullptr;
   {
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-    kernel = dev.runtime().programs().kernel_fixed(path, name, options);
+    std::lock_guard<std::recursive_mutex> lock(stream.mutex());
+    kernel = stream.runtime().programs().kernel_fixed(path, name, options);
   }
   std::lock_guard<std::mutex> lock(registry_mutex);
   std::vector<Built>& built = registry();
   for (size_t i = 0; i < built.size(); ++i) {
-    if (built[i].kernel == kernel && built[i].device == dev.index()) return static_cast<int64_t>(i);
+    if (built[i].kernel == kernel && built[i].device == stream.index()) return static_cast<int64_t>(i);
   }
   cl_uint num_args = 0;
   CL_CHECK(clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof num_args, &num_args, nullptr));
-  built.push_back(Built{dev.index(), kernel, name, num_args,
-                        Device::index_op_code(("compiled kernel " + name).c_str(), "index")});
+  built.push_back(Built{stream.index(), kernel, name, num_args,
+                        Stream::index_op_code(("compiled kernel " + name).c_str(), "index")});
   return static_cast<int64_t>(built.size() - 1);
 }
 
@@ -120,10 +120,10 @@ void generated_launch(int64_t handle, at::TensorList tensors, at::IntArrayRef sc
   std::vector<TensorArg> args;
   args.reserve(tensors.size());
   for (const at::Tensor& t : tensors) args.push_back(arg(t));  // checks each is a device tensor
-  Device& dev = Device::get();
-  DEVICE_CHECK(dev.index() == target.device, "opencl: generated_launch: ", target.name, " was built for opencl:",
-               target.device, ", the current device is opencl:", dev.index());
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  Stream& stream = Stream::get();
+  DEVICE_CHECK(stream.index() == target.device, "opencl: generated_launch: ", target.name, " was built for opencl:",
+               target.device, ", the current device is opencl:", stream.index());
+  std::lock_guard<std::recursive_mutex> lock(stream.mutex());
   cl_uint index = 0;
   for (const TensorArg& a : args) set_arg_at(target.kernel, &index, a);
   for (int64_t value : scalars) {
@@ -131,12 +131,12 @@ void generated_launch(int64_t handle, at::TensorList tensors, at::IntArrayRef sc
     set_arg(target.kernel, index++, sizeof(v), &v);
   }
   if (index + 2 == target.num_args) {  // indices read through tensors are checked: the record
-    cl_mem record = dev.index_record();
+    cl_mem record = stream.index_record();
     const cl_long code = target.code;
     set_arg(target.kernel, index++, sizeof(record), &record);
     set_arg(target.kernel, index++, sizeof(code), &code);
   }
-  dev.launch(target.kernel, dims, global, local_size.empty() ? nullptr : local);
+  stream.launch(target.kernel, dims, global, local_size.empty() ? nullptr : local);
   for (int64_t i : written) {
     DEVICE_CHECK_VALUE(i >= 0 && i < static_cast<int64_t>(tensors.size()), "opencl: generated_launch: ", target.name,
                        ": written index ", i, " of ", tensors.size(), " tensors");
@@ -164,7 +164,7 @@ void storage_relocate(const at::Tensor& t) {
   c10::DataPtr fresh = allocator->allocate(bytes);
   const Location from = Allocator::get().locate(storage->data());
   const Location to = Allocator::get().locate(fresh.get());
-  Device::get().copy(from.mem, to.mem, from.offset, to.offset, bytes);
+  Stream::get().copy(from.mem, to.mem, from.offset, to.offset, bytes);
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_allocator(allocator);
 }

@@ -17,7 +17,7 @@ namespace oclf::device {
 
 namespace {
 
-size_t group_size() { return Device::get().is_cpu() ? 64 : 256; }
+size_t group_size() { return is_cpu() ? 64 : 256; }
 
 // grad_out and input are (N, C, HxW) (any trailing shape), mean and rstd (N, group), weight
 // (C) or undefined. Returns (dx, dgamma, dbeta), each undefined where output_mask says so.
@@ -55,7 +55,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
     const size_t g = group_size();
     const size_t global[1] = {size_t(N * C) * g};
     const size_t local[1] = {g};
-    launch(Device::get().kernel("group_norm.cl", "gn_channel_sums", options), NDRange(1, global, local), arg(dy),
+    launch(device_kernel("group_norm.cl", "gn_channel_sums", options), NDRange(1, global, local), arg(dy),
            arg(x), arg(ds), arg(db), int(HxW));
   }
   at::Tensor dx, dgamma, dbeta;
@@ -71,7 +71,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
     const at::Tensor e = -b * m - db_g * r * s;
     const at::Tensor a = has_w ? (r * gamma).contiguous() : r.expand({N, group, D}).contiguous();
     dx = empty_device(input.sizes(), type);
-    launch(Device::get().kernel("group_norm.cl", "gn_backward_input", options), NDRange::linear(size_t(x.numel())),
+    launch(device_kernel("group_norm.cl", "gn_backward_input", options), NDRange::linear(size_t(x.numel())),
            arg(dy), arg(x), arg(a), arg(b.contiguous()), arg(e.contiguous()), arg(dx), int(C), int(D), int(HxW),
            int(x.numel()));
   }

@@ -183,7 +183,7 @@ at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tenso
   at::Tensor y = empty_device(s.shape(self), self.scalar_type());
   DEVICE_CHECK(y.numel() < INT_MAX, "opencl: index: results over 2^31 elements are not supported, got ", y.sizes());
   if (y.numel() == 0) return y;
-  launch(Device::get().kernel("index.cl", "index_gather", typed(self.scalar_type())),
+  launch(device_kernel("index.cl", "index_gather", typed(self.scalar_type())),
          NDRange::linear(size_t(y.numel())), arg(self), arg(s.offsets), arg(y), layout(s, self), int(y.numel()));
   return y;
 }
@@ -215,7 +215,7 @@ at::Tensor& index_put(at::Tensor& self, const c10::List<std::optional<at::Tensor
   for (int d = 0; d < L.ndim; ++d) L.stride_v[d] = cl_int((*strides)[d]);
   const int64_t lines = count / s.positions();
   const std::string options = typed(self.scalar_type()) + (accumulate ? " -DADD" : "");
-  launch(Device::get().kernel("index.cl", "index_put", options), NDRange::linear(size_t(lines)), arg(self),
+  launch(device_kernel("index.cl", "index_put", options), NDRange::linear(size_t(lines)), arg(self),
          arg(s.offsets), arg(v), L, int(lines));
   return self;
 }
@@ -237,7 +237,7 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   IndexLayout L;
   L.ndim = cl_int(self.dim());
   for (int64_t d = 0; d < self.dim(); ++d) L.size[d] = cl_int(self.size(d));
-  launch(Device::get().kernel("index.cl", "nonzero_coords", ""), NDRange::linear(size_t(flag.numel())), arg(flag),
+  launch(device_kernel("index.cl", "nonzero_coords", ""), NDRange::linear(size_t(flag.numel())), arg(flag),
          arg(pos), arg(y), L, int(flag.numel()));
   if (!y.is_same(out)) out.copy_(y);
   return out;
@@ -287,7 +287,7 @@ at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool as
   const at::Tensor x = contiguous(on_device(elements).to(common));
   const at::Tensor t = contiguous(on_device(test).to(common));
   at::Tensor y = out.is_contiguous() ? out : empty_device(elements.sizes(), at::kBool);
-  launch(Device::get().kernel("index.cl", "isin", typed(common)), NDRange::linear(size_t(x.numel())), arg(x),
+  launch(device_kernel("index.cl", "isin", typed(common)), NDRange::linear(size_t(x.numel())), arg(x),
          arg(t.numel() > 0 ? t : x), arg(y), int(t.numel()), int(invert), int(x.numel()));
   if (!y.is_same(out)) out.copy_(y);
   return out;

@@ -40,7 +40,7 @@ NDRange::NDRange(cl_uint dims_, const size_t* global_, const size_t* local_) : d
 }
 
 NDRange NDRange::linear(size_t n, size_t group) {
-  if (Device::get().is_cpu()) group = 64;
+  if (is_cpu()) group = 64;
   if (group == 0) return NDRange(1, &n, nullptr);
   const size_t global_size = round_up(n, group);
   return NDRange(1, &global_size, &group);

@@ -70,10 +70,10 @@ void launch(cl_kernel kernel, const NDRange& range, const Args&... args) {
   for (cl_uint d = 0; d < range.dims; ++d) {
     if (range.global[d] == 0) return;  // an empty tensor: nothing to compute (OpenCL refuses a 0-size range)
   }
-  Device& dev = Device::get();
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  Stream& stream = Stream::get();
+  std::lock_guard<std::recursive_mutex> lock(stream.mutex());
   set_args(kernel, args...);
-  dev.launch(kernel, range.dims, range.global, range.driver_local ? nullptr : range.local);
+  stream.launch(kernel, range.dims, range.global, range.driver_local ? nullptr : range.local);
 }
 
 }  // namespace oclf::device

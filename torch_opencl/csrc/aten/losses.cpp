@@ -42,7 +42,7 @@ void check_floating(const at::Tensor& self, const char* op) {
 // As torch's CPU kernel: every input must lie in [0, 1] (one read back; not while a graph
 // records, when nothing may wait for the device).
 void check_probabilities(const at::Tensor& self) {
-  if (self.numel() == 0 || Device::get().recording() != nullptr) return;
+  if (self.numel() == 0 || Stream::get().recording() != nullptr) return;
   const bool inside = apply("in_unit", Out::Bool, {self}).all().item<bool>();
   DEVICE_CHECK(inside, "opencl: binary_cross_entropy: all elements of input should be between 0 and 1");
 }
@@ -223,7 +223,7 @@ at::Tensor multi_margin(const at::Tensor& self, const at::Tensor& target, const 
   const bool has_w = weight && weight->defined();
   const at::Tensor x = contiguous(self), w = has_w ? contiguous(*weight) : x;
   at::Tensor loss = empty_device({N}, self.scalar_type());
-  launch(Device::get().kernel("loss.cl", "multi_margin_forward", options), NDRange::linear(size_t(N)), arg(x),
+  launch(device_kernel("loss.cl", "multi_margin_forward", options), NDRange::linear(size_t(N)), arg(x),
          arg(contiguous(target)), arg(w), int(has_w), arg(loss), int(p.toLong()),
          ScalarArg(margin.toDouble(), self.scalar_type()), int(N), int(C));
   if (reduction == at::Reduction::None) return target.dim() == 0 ? loss.view(at::IntArrayRef{}) : loss;
@@ -249,7 +249,7 @@ at::Tensor& multi_margin_backward_out(const at::Tensor& grad_output, const at::T
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), self.scalar_type());
   const double scale = reduction == at::Reduction::Mean ? 1.0 / double(N * C) : 1.0 / double(C);
   const bool per_row = reduction == at::Reduction::None && grad_output.dim() > 0;
-  launch(Device::get().kernel("loss.cl", "multi_margin_backward", options), NDRange::linear(size_t(N)),
+  launch(device_kernel("loss.cl", "multi_margin_backward", options), NDRange::linear(size_t(N)),
          arg(contiguous(grad_output.to(self.scalar_type()))), int(per_row), arg(x), arg(contiguous(target)), arg(w),
          int(has_w), arg(dx), int(p.toLong()), ScalarArg(margin.toDouble(), self.scalar_type()),
          ScalarArg(scale, self.scalar_type()), int(N), int(C));
@@ -281,7 +281,7 @@ std::tuple<at::Tensor, at::Tensor> multilabel_margin(const at::Tensor& self, con
   const std::string options = real_option(self, "multilabel_margin_loss");
   at::Tensor loss = empty_device({N}, self.scalar_type());
   at::Tensor is_target = empty_device(target.sizes(), self.scalar_type());
-  launch(Device::get().kernel("loss.cl", "multilabel_margin_forward", options), NDRange::linear(size_t(N)),
+  launch(device_kernel("loss.cl", "multilabel_margin_forward", options), NDRange::linear(size_t(N)),
          arg(contiguous(self)), arg(contiguous(target)), arg(is_target), arg(loss), int(N), int(C));
   if (reduction == at::Reduction::None) return {target.dim() <= 1 ? loss.view(at::IntArrayRef{}) : loss, is_target};
   return {reduce_loss(loss, reduction), is_target};
@@ -307,7 +307,7 @@ at::Tensor& multilabel_margin_backward_out(const at::Tensor& grad_output, const 
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), self.scalar_type());
   const double scale = reduction == at::Reduction::Mean ? 1.0 / double(N * C) : 1.0 / double(C);
   const bool per_row = reduction == at::Reduction::None && grad_output.dim() > 0;
-  launch(Device::get().kernel("loss.cl", "multilabel_margin_backward", options), NDRange::linear(size_t(N)),
+  launch(device_kernel("loss.cl", "multilabel_margin_backward", options), NDRange::linear(size_t(N)),
          arg(contiguous(grad_output.to(self.scalar_type()))), int(per_row), arg(contiguous(self)),
          arg(contiguous(target)), arg(contiguous(is_target.to(self.scalar_type()))), arg(dx),
          ScalarArg(scale, self.scalar_type()), int(N), int(C));

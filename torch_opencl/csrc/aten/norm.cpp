@@ -12,13 +12,13 @@ namespace oclf::device {
 
 namespace {
 
-size_t group_size() { return Device::get().is_cpu() ? 64 : 256; }
+size_t group_size() { return is_cpu() ? 64 : 256; }
 
-size_t chunk() { return Device::get().is_cpu() ? 16 : 1; }
+size_t chunk() { return is_cpu() ? 16 : 1; }
 
 std::string options() { return "-DGROUP=" + std::to_string(group_size()) + " -DCHUNK=" + std::to_string(chunk()); }
 
-cl_kernel norm_kernel(const char* name) { return Device::get().kernel("norm.cl", name, options()); }
+cl_kernel norm_kernel(const char* name) { return device_kernel("norm.cl", name, options()); }
 
 // An optional tensor as a kernel argument: itself, or `stand_in` when absent (unread).
 const at::Tensor& or_else(const std::optional<at::Tensor>& t, const at::Tensor& stand_in) {
@@ -41,7 +41,7 @@ NDRange planes_range(int HW, int64_t planes) {
 // Whether a GPU reads and writes these (N, C, HW) tensors as whole float4s: one flat range
 // of float4s (as many bytes in flight with a quarter of the work-items), each in one plane.
 bool float4_planes(int HW, std::initializer_list<at::Tensor> tensors) {
-  if (Device::get().is_cpu() || HW % 4 != 0) return false;
+  if (is_cpu() || HW % 4 != 0) return false;
   for (const at::Tensor& t : tensors)
     if (t.numel() > INT_MAX || span(t).offset % 4 != 0) return false;
   return true;
@@ -63,7 +63,7 @@ NDRange groups_range(size_t groups) {
 // work-groups per compute unit, each with at least 4·GROUP values. 1: one kernel.
 int channel_slices(int C, int64_t n) {
   if (C == 0) return 1;
-  const int64_t wanted = 4 * int64_t(Device::get().info().compute_units);
+  const int64_t wanted = 4 * int64_t(Runtime::get().info().compute_units);
   const int64_t by_device = (wanted + C - 1) / C;
   const int64_t by_length = n / (4 * int64_t(group_size()));
   return int(std::max<int64_t>(1, std::min<int64_t>({by_device, by_length, 64})));
@@ -167,7 +167,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   const at::Tensor& m = training ? mean : *running_mean;
   const at::Tensor& s = training ? invstd : *running_var;
   const bool by4 = float4_planes(HW, {x, y});
-  const cl_kernel apply = Device::get().kernel("norm.cl", by4 ? "bn_apply4" : "bn_apply", options() + types);
+  const cl_kernel apply = device_kernel("norm.cl", by4 ? "bn_apply4" : "bn_apply", options() + types);
   const TensorArg w = arg(or_else(weight, x)), b = arg(or_else(bias, x));
   if (by4) {
     launch(apply, NDRange::linear(size_t(x.numel() / 4)), arg(x), arg(y), arg(m), arg(s), w, b,
@@ -214,7 +214,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   if (output_mask[0]) {
     dx = empty_device(x.sizes(), at::kFloat);
     const bool by4 = float4_planes(HW, {x, dy, dx});
-    const cl_kernel input = Device::get().kernel("norm.cl", by4 ? "bn_backward_input4" : "bn_backward_input", options());
+    const cl_kernel input = device_kernel("norm.cl", by4 ? "bn_backward_input4" : "bn_backward_input", options());
     if (by4) {
       launch(input, NDRange::linear(size_t(x.numel() / 4)), arg(dy), arg(x), arg(m), arg(s), arg(or_else(weight, x)),
              arg(sum_dy), arg(sum_dy_xhat), arg(dx), int(given(weight)), int(train), int(use_var), N, C, HW,
@@ -272,7 +272,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
                    "opencl: layer_norm: weight and bias must be device tensors of one floating dtype");
   const std::string types =
       std::string(" -DT=") + cl_storage_type(x.scalar_type()) + " -DTW=" + cl_storage_type(w.scalar_type());
-  launch(Device::get().kernel("norm.cl", "ln_forward", options() + types), groups_range(size_t(M)), arg(x), arg(y),
+  launch(device_kernel("norm.cl", "ln_forward", options() + types), groups_range(size_t(M)), arg(x), arg(y),
          arg(w), arg(b), arg(mean), arg(rstd), int(given(weight)), int(given(bias)), int(D), float(eps));
   return {y, mean, rstd};
 }
@@ -299,7 +299,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
   if (output_mask[1]) dw = empty_device(normalized, at::kFloat);
   if (output_mask[2]) db = empty_device(normalized, at::kFloat);
   if ((output_mask[1] || output_mask[2]) && D > 0) {
-    launch(Device::get().kernel("norm.cl", "ln_backward_params", options()), NDRange::linear(size_t(D)), arg(dy),
+    launch(device_kernel("norm.cl", "ln_backward_params", options()), NDRange::linear(size_t(D)), arg(dy),
            arg(x), arg(m), arg(r), arg(dw.defined() ? dw : x), arg(db.defined() ? db : x), int(dw.defined()),
            int(db.defined()), int(M), int(D));
   }

@@ -65,8 +65,8 @@ std::vector<std::vector<size_t>> launches(at::TensorList params) {
 // optim.cl's kernel `name` with the given build options: CPUs give each work-item a
 // contiguous run of elements.
 cl_kernel optim_kernel(const char* name, const std::string& options = "") {
-  const bool cpu = Device::get().is_cpu();
-  return Device::get().kernel(
+  const bool cpu = is_cpu();
+  return device_kernel(
       "optim.cl", name, "-DTENSORS=" + std::to_string(kSlots) + " -DCONTIGUOUS=" + std::to_string(int(cpu)) + options);
 }
 
@@ -75,7 +75,7 @@ bool given(const std::optional<at::Tensor>& t) { return t && t->defined(); }
 // (items, kSlots): items per parameter row (the rows loop over the rest): on GPUs one per
 // element up to 65536, on CPUs one per 1024 elements, up to 1024.
 NDRange slots_range(int64_t largest) {
-  const bool cpu = Device::get().is_cpu();
+  const bool cpu = is_cpu();
   const size_t group = cpu ? 64 : 256;
   const size_t wanted = cpu ? size_t(std::max<int64_t>(largest, 1) + 1023) / 1024 : size_t(std::max<int64_t>(largest, 1));
   const size_t items = std::min(round_up(wanted, group), cpu ? size_t(1024) : size_t(65536));
@@ -98,9 +98,9 @@ void check_sizes(int64_t numel, const char* op) {
 template <size_t N, typename Tensors, typename Shared>
 void launch_slots(cl_kernel kernel, at::TensorList params, const char* op, const Tensors& tensors,
                   const Shared& shared) {
-  Device& dev = Device::get();
+  Stream& stream = Stream::get();
   for (const std::vector<size_t>& batch : launches(params)) {
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+    std::lock_guard<std::recursive_mutex> lock(stream.mutex());
     cl_uint index = 0;
     for (size_t slot = 0; slot < kSlots; ++slot) {
       const bool used = slot < batch.size();
@@ -112,7 +112,7 @@ void launch_slots(cl_kernel kernel, at::TensorList params, const char* op, const
     }
     shared(kernel, &index);
     const NDRange range = slots_range(params[batch.front()].numel());
-    dev.launch(kernel, range.dims, range.global, range.local);
+    stream.launch(kernel, range.dims, range.global, range.local);
   }
 }
 

@@ -82,7 +82,7 @@ at::Tensor& pad_out(const at::Tensor& self, at::IntArrayRef padding, at::Tensor&
                ", the input ", self.scalar_type());
   at::Tensor y = out.is_contiguous() ? out : empty_device(g.shape, self.scalar_type());
   const int total = int(y.numel());
-  launch(Device::get().kernel("pad.cl", "pad_forward", options), NDRange::linear(size_t(total)), arg(contiguous(self)),
+  launch(device_kernel("pad.cl", "pad_forward", options), NDRange::linear(size_t(total)), arg(contiguous(self)),
          arg(y), int(g.size[0]), int(g.size[1]), int(g.size[2]), int(g.out[0]), int(g.out[1]), int(g.out[2]),
          int(g.before[0]), int(g.before[1]), int(g.before[2]), total);
   if (!y.is_same(out)) out.copy_(y);
@@ -106,7 +106,7 @@ at::Tensor& pad_backward_out(const at::Tensor& grad_output, const at::Tensor& se
   at::native::resize_output(grad_input, self.sizes());
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), self.scalar_type());
   const int total = int(self.numel());
-  launch(Device::get().kernel("pad.cl", "pad_backward", options), NDRange::linear(size_t(total)),
+  launch(device_kernel("pad.cl", "pad_backward", options), NDRange::linear(size_t(total)),
          arg(contiguous(grad_output.to(self.scalar_type()))), arg(dx), int(g.size[0]), int(g.size[1]), int(g.size[2]),
          int(g.out[0]), int(g.out[1]), int(g.out[2]), int(g.before[0]), int(g.before[1]), int(g.before[2]), total);
   if (!dx.is_same(grad_input)) grad_input.copy_(dx);

@@ -16,7 +16,7 @@ namespace oclf::device {
 namespace pooling {
 
 cl_kernel kernel(const char* name, int spatial, const std::string& options) {
-  return Device::get().kernel("pool.cl", name, "-DDIMS=" + std::to_string(spatial) + options);
+  return device_kernel("pool.cl", name, "-DDIMS=" + std::to_string(spatial) + options);
 }
 
 at::Tensor writable(at::Tensor& out, at::IntArrayRef shape, at::ScalarType dtype) {

@@ -27,21 +27,23 @@ std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
                      out.scalar_type(), " ", out.sizes(), " on ", out.device());
   DEVICE_CHECK_VALUE(number > 0, "opencl: enqueue_cost: number must be positive, got ", number);
   c10::DeviceGuard guard(out.device());
-  Device& dev = Device::get();
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-  cl_kernel kernel = dev.kernel("probe.cl", "enqueue_probe", "");
+  Stream& stream = Stream::get();
+  std::lock_guard<std::recursive_mutex> lock(stream.mutex());
+  cl_kernel kernel = device_kernel("probe.cl", "enqueue_probe", "");
   cl_uint index = 0;
   set_arg_at(kernel, &index, arg(out));
-  dev.synchronize();
-  apply_noted_args(kernel);  // this thread enqueues it directly (deferred arguments: programs.hpp)
   const size_t global[1] = {16};
+  // Enqueued once through the runtime, which sets the kernel's arguments; the loops below
+  // enqueue it directly with them.
+  enqueue_kernel(stream.queue(), kernel, 1, global, nullptr);
+  stream.synchronize();
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
   for (int64_t i = 0; i < number; ++i) {
-    CL_CHECK(clEnqueueNDRangeKernel(dev.queue(), kernel, 1, nullptr, global, nullptr, 0, nullptr, nullptr));
+    CL_CHECK(clEnqueueNDRangeKernel(stream.queue(), kernel, 1, nullptr, global, nullptr, 0, nullptr, nullptr));
   }
   const clock::time_point enqueued = clock::now();
-  dev.synchronize();
+  stream.synchronize();
   const clock::time_point done = clock::now();
   cl_mem mem = arg(out).mem;
   const clock::time_point set_start = clock::now();
@@ -49,7 +51,7 @@ std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
   const clock::time_point set_done = clock::now();
   forget_kernel_args(kernel);  // set here directly: the next launch sets its arguments anew
   cl_int status = CL_SUCCESS;
-  cl_command_queue plain = clCreateCommandQueue(dev.context(), dev.id(), 0, &status);
+  cl_command_queue plain = clCreateCommandQueue(stream.runtime().context(), stream.runtime().device(), 0, &status);
   CL_CHECK(status);
   const clock::time_point plain_start = clock::now();
   for (int64_t i = 0; i < number; ++i) {

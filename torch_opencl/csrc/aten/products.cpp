@@ -37,8 +37,8 @@ void clblast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size
                      float alpha, float beta) {
   if (split_k_product({A.t, A.trans, A.ld, 0}, {B.t, B.trans, B.ld, 0}, c, 1, m, n, k, alpha, beta)) return;
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
-  Device& dev = Device::get();
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  Stream& stream = Stream::get();
+  std::lock_guard<std::recursive_mutex> lock(stream.mutex());
   if (m == 1) {
     // One row: c = op(B)ᵀ · a as a GEMV over B stored (K×N, or N×K when transposed).
     if (beta == 0.0f) c.zero_();
@@ -46,17 +46,17 @@ void clblast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size
     const size_t inc = A.trans ? A.ld : 1;
     const Transpose t = B.trans ? Transpose::kNo : Transpose::kYes;
     const size_t ldb = B.ld;
-    dev.run_enqueuing([=, &dev] {
+    stream.run_enqueuing([=, &stream] {
       CLBLAST_CHECK(clblast::Gemv(Layout::kRowMajor, t, rows, cols, alpha, sb.mem, sb.offset, ldb, sa.mem, sa.offset,
-                                  inc, beta, sc.mem, sc.offset, 1, dev.queue_ptr(), nullptr));
+                                  inc, beta, sc.mem, sc.offset, 1, stream.queue_ptr(), nullptr));
     });
     return;
   }
   const Transpose ta = flag(A.trans), tb = flag(B.trans);
   const size_t lda = A.ld, ldb = B.ld;
-  dev.run_enqueuing([=, &dev] {
+  stream.run_enqueuing([=, &stream] {
     CLBLAST_CHECK(clblast::Gemm(Layout::kRowMajor, ta, tb, m, n, k, alpha, sa.mem, sa.offset, lda, sb.mem, sb.offset,
-                                ldb, beta, sc.mem, sc.offset, n, dev.queue_ptr(), nullptr));
+                                ldb, beta, sc.mem, sc.offset, n, stream.queue_ptr(), nullptr));
   });
 }
 
@@ -107,7 +107,7 @@ bool fast_product(const Matrix& A, const Matrix& B, const at::Tensor& c, size_t 
   key << int64_t(m) << int64_t(n) << int64_t(k) << int64_t(A.trans) << int64_t(B.trans) << int64_t(transposable)
       << int64_t(parameter) << mode << forced;
   const plans::Plan plan = plans::remembered(key, [&] {
-    DeviceInfo info = Device::get().info();
+    DeviceInfo info = Runtime::get().info();
     if (mode == "gpu") info.type = "GPU";
     reference::Paths can;
     can.rows = !A.trans && (B.trans || transposable);
@@ -158,7 +158,7 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float a
   }
   const Matrix A = as_matrix(a), B = as_matrix(b);
   if (alpha == 1.0f && fast_product(A, B, c, m, n, k, at::Tensor(), beta)) return;
-  if (alpha != 1.0f && Device::get().is_cpu()) {
+  if (alpha != 1.0f && is_cpu()) {
     const at::Tensor product = empty_device({int64_t(m), int64_t(n)}, at::kFloat);
     if (fast_product(A, B, product, m, n, k, at::Tensor(), 0.0f)) {
       if (beta == 0.0f) {
@@ -191,14 +191,14 @@ void gemm_batched(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
   if (split_k_product({A.t, A.trans, A.ld, stride_a}, {B.t, B.trans, B.ld, stride_b}, c, batch, m, n, k, alpha, beta))
     return;
   const DeviceSpan sa = span(A.t), sb = span(B.t), sc = span(c);
-  Device& dev = Device::get();
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
+  Stream& stream = Stream::get();
+  std::lock_guard<std::recursive_mutex> lock(stream.mutex());
   const Transpose ta = flag(A.trans), tb = flag(B.trans);
   const size_t lda = A.ld, ldb = B.ld;
-  dev.run_enqueuing([=, &dev] {
+  stream.run_enqueuing([=, &stream] {
     CLBLAST_CHECK(clblast::GemmStridedBatched(Layout::kRowMajor, ta, tb, m, n, k, alpha, sa.mem, sa.offset, lda,
                                               stride_a, sb.mem, sb.offset, ldb, stride_b, beta, sc.mem, sc.offset, n,
-                                              m * n, batch, dev.queue_ptr(), nullptr));
+                                              m * n, batch, stream.queue_ptr(), nullptr));
   });
 }
 

@@ -58,7 +58,7 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
   const char* name = rows ? "gemm16_rows" : "gemm16_tiled";
   size_t global[3], local[3];
   // CPUs: one work-item per few columns (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
-  const bool cpu = Device::get().is_cpu() && product_mode() != "gpu";
+  const bool cpu = is_cpu() && product_mode() != "gpu";
   // An operand read 16 bytes at a time along its contiguous dimension: the stride between
   // those runs, its offset and its batch stride are whole multiples of 8 elements.
   auto aligned = [&](int64_t stride, int offset, int64_t batch_stride) {
@@ -75,7 +75,7 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
     global[0] = 32, global[1] = round_up(size_t(n), cy), global[2] = size_t(batch);
     local[0] = 32, local[1] = cy, local[2] = 1;
   } else if (few_on_gpu && b_cs == 1 && aligned(b_rs, tb.offset, b_bs) &&
-             Device::get().info().max_work_group_size >= 256) {
+             Runtime::get().info().max_work_group_size >= 256) {
     // B's rows contiguous and aligned (a k×n weight, transformers' Conv1D): gemm16_rows_nc, 8
     // columns per work-item, 256 slices of k per group of 8 columns.
     const size_t ks = 256;
@@ -95,7 +95,7 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
     global[0] = size_t((n + 63) / 64) * 16, global[1] = size_t((m + 63) / 64) * 16, global[2] = size_t(batch);
     local[0] = 16, local[1] = 16, local[2] = 1;
   }
-  const cl_kernel kernel = Device::get().kernel("gemm16.cl", name, options);
+  const cl_kernel kernel = device_kernel("gemm16.cl", name, options);
   launch(kernel, NDRange(3, global, local), ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs,
          b_cs, b_bs, c_rs, c_bs, alpha, beta, cl_int(row.defined()));
 }

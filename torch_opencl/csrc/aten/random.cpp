@@ -39,7 +39,7 @@ std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, st
   }
   const PhiloxInputs rng = draw_philox(std::nullopt, uint64_t(x.numel()));
   const float scale = p >= 1 ? 0.0f : float(1.0 / (1.0 - p));
-  launch(Device::get().kernel("random.cl", "dropout", ""), blocks(rng, x.numel(), 4), arg(x), arg(y),
+  launch(device_kernel("random.cl", "dropout", ""), blocks(rng, x.numel(), 4), arg(x), arg(y),
          arg(mask), cl_ulong(rng.seed), cl_ulong(rng.offset), float(p), scale, int(x.numel()));
   return {y, mask};
 }
@@ -57,7 +57,7 @@ at::Tensor& random_fill(at::Tensor& self, int mode, double a, double b, const st
   if (self.numel() == 0) return self;
   const PhiloxInputs rng = draw_philox(gen, uint64_t(self.numel()));
   at::Tensor y = self.is_contiguous() ? self : empty_device(self.sizes(), at::kFloat);
-  launch(Device::get().kernel("random.cl", "random_fill", ""), blocks(rng, y.numel(), 4), arg(y),
+  launch(device_kernel("random.cl", "random_fill", ""), blocks(rng, y.numel(), 4), arg(y),
          cl_ulong(rng.seed), cl_ulong(rng.offset), int(mode), float(a), float(b), int(y.numel()));
   if (!y.is_same(self)) self.copy_(y);
   return self;
@@ -158,10 +158,10 @@ at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const s
   const PhiloxInputs rng = draw_philox(gen, uint64_t(y.numel()));
   const std::string type = std::string("-DT=") + cl_type(fill, "self");
   if (range != 0 && range <= (uint64_t(1) << 16)) {  // one 32-bit word an element
-    launch(Device::get().kernel("random.cl", "random_range32", type), blocks(rng, y.numel(), 4), arg(y),
+    launch(device_kernel("random.cl", "random_range32", type), blocks(rng, y.numel(), 4), arg(y),
            cl_ulong(rng.seed), cl_ulong(rng.offset), cl_long(from), cl_uint(range), int(y.numel()));
   } else {
-    launch(Device::get().kernel("random.cl", "random_range64", type), blocks(rng, y.numel(), 2), arg(y),
+    launch(device_kernel("random.cl", "random_range64", type), blocks(rng, y.numel(), 2), arg(y),
            cl_ulong(rng.seed), cl_ulong(rng.offset), cl_long(from), cl_ulong(range), int(y.numel()));
   }
   if (!y.is_same(self)) self.copy_(y);

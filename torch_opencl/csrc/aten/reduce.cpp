@@ -144,7 +144,7 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
   // work-group an output would leave most of a GPU idle, so each output's range is cut into
   // slices reduced side by side (4 work-groups a compute unit in all, at least 8 elements a
   // work-item), then the slices' results merged.
-  const int64_t wanted = 4 * int64_t(Device::get().info().compute_units);
+  const int64_t wanted = 4 * int64_t(Runtime::get().info().compute_units);
   int64_t parts = 1;
   if (group && outputs < wanted) parts = std::min((wanted + outputs - 1) / outputs, count / int64_t(8 * kGroup));
   if (parts >= 2) {
@@ -153,15 +153,15 @@ void reduce(const std::string& op, const at::Tensor& self, at::IntArrayRef dims,
     const at::Tensor part_v = empty_device({outputs * parts}, acc), part_i = empty_device({outputs * parts}, at::kInt);
     const size_t part_global[1] = {size_t(outputs * parts) * kGroup}, global[1] = {size_t(outputs) * kGroup};
     const size_t local[1] = {kGroup};
-    launch(Device::get().kernel("reduce.cl", "reduce_parts", options), NDRange(1, part_global, local), arg(self), kept,
+    launch(device_kernel("reduce.cl", "reduce_parts", options), NDRange(1, part_global, local), arg(self), kept,
            red, static_cast<int>(count), static_cast<int>(chunk), static_cast<int>(parts), arg(part_v), arg(part_i));
-    launch(Device::get().kernel("reduce.cl", "reduce_combine", options), NDRange(1, global, local), arg(part_v),
+    launch(device_kernel("reduce.cl", "reduce_combine", options), NDRange(1, global, local), arg(part_v),
            arg(part_i), static_cast<int>(parts), arg(first), arg(second), indices.defined() ? 1 : 0, scale);
     return;
   }
   const size_t global[1] = {size_t(outputs) * kGroup};
   const size_t local[1] = {kGroup};
-  launch(Device::get().kernel("reduce.cl", group ? "reduce_group" : "reduce_item", options),
+  launch(device_kernel("reduce.cl", group ? "reduce_group" : "reduce_item", options),
          group ? NDRange(1, global, local) : NDRange::linear(size_t(outputs)), arg(self), arg(first), arg(second),
          indices.defined() ? 1 : 0, kept, red, static_cast<int>(count), static_cast<int>(outputs), scale);
 }
@@ -394,7 +394,7 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::Sc
     int64_t inner = 1;
     for (int64_t k = d + 1; k < x.dim(); ++k) inner *= x.size(k);
     const int64_t D = x.dim() == 0 ? 1 : x.size(d), lines = x.numel() / D;
-    launch(Device::get().kernel("gather.cl", "cumsum", type_option(y)), NDRange::linear(size_t(lines)), arg(x), arg(y),
+    launch(device_kernel("gather.cl", "cumsum", type_option(y)), NDRange::linear(size_t(lines)), arg(x), arg(y),
            int(D), int(inner), int(lines));
   }
   if (!y.is_same(out)) out.copy_(y);

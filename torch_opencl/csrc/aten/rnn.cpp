@@ -27,7 +27,7 @@ const char* cell_type(const at::Tensor& t, const char* what) {
 }
 
 cl_kernel rnn_kernel(const char* name, const char* type) {
-  return Device::get().kernel("rnn.cl", name, std::string("-DT=") + type);
+  return device_kernel("rnn.cl", name, std::string("-DT=") + type);
 }
 
 bool given(const std::optional<at::Tensor>& t) { return t && t->defined(); }

@@ -73,7 +73,7 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
         b.dim() == out.dim() && !out.is_alias_of(a) && !out.is_alias_of(b)) {
       int64_t inner = 1;
       for (size_t i = size_t(d) + 1; i < shape.size(); ++i) inner *= shape[i];
-      launch(Device::get().kernel("index.cl", "cat2", move_type_option(out)), NDRange::linear(size_t(out.numel())), arg(a),
+      launch(device_kernel("index.cl", "cat2", move_type_option(out)), NDRange::linear(size_t(out.numel())), arg(a),
              arg(b), arg(out), int(a.size(d)), int(b.size(d)), int(inner), int(out.numel()));
       return out;
     }
@@ -105,7 +105,7 @@ at::Tensor& triangle_out(const at::Tensor& self, c10::SymInt diagonal, at::Tenso
   at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), self.scalar_type());
   if (y.numel() == 0) return out;
   const at::Tensor x = contiguous(self);
-  launch(Device::get().kernel("index.cl", "triangle", move_type_option(x) + (Lower ? " -DLOWER" : "")),
+  launch(device_kernel("index.cl", "triangle", move_type_option(x) + (Lower ? " -DLOWER" : "")),
          NDRange::linear(size_t(y.numel())), arg(x), arg(y), int(x.size(-2)), int(x.size(-1)),
          int(diagonal.expect_int()), int(y.numel()));
   if (!y.is_same(out)) out.copy_(y);

@@ -13,7 +13,7 @@ namespace oclf::device {
 
 namespace {
 
-size_t group_size() { return Device::get().is_cpu() ? 64 : 256; }
+size_t group_size() { return is_cpu() ? 64 : 256; }
 
 // ---- softmax ------------------------------------------------------------------------------
 
@@ -52,7 +52,7 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   at::Tensor y = out.is_contiguous() ? out : empty_device(self.sizes(), out.scalar_type());
   const auto [outer, D, inner] = around(x, d);
   const std::string options = softmax_options(Log) + softmax_types(x.scalar_type(), y.scalar_type());
-  launch(Device::get().kernel("softmax.cl", "softmax_forward", options), rows_range(outer * inner), arg(x), arg(y),
+  launch(device_kernel("softmax.cl", "softmax_forward", options), rows_range(outer * inner), arg(x), arg(y),
          int(D), int(inner));
   if (!y.is_same(out)) out.copy_(y);
   return out;
@@ -77,7 +77,7 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(output.sizes(), grad_input.scalar_type());
   const auto [outer, D, inner] = around(output, d);
   const std::string options = softmax_options(Log) + softmax_types(output.scalar_type(), dx.scalar_type());
-  launch(Device::get().kernel("softmax.cl", "softmax_backward", options), rows_range(outer * inner),
+  launch(device_kernel("softmax.cl", "softmax_backward", options), rows_range(outer * inner),
          arg(contiguous(grad_output)), arg(contiguous(output)), arg(dx), int(D), int(inner));
   if (!dx.is_same(grad_input)) grad_input.copy_(dx);
   return grad_input;
@@ -111,7 +111,7 @@ std::tuple<at::Tensor&, at::Tensor&> nll_out(const at::Tensor& self, const at::T
   at::native::resize_output(total_weight, {});
   const bool has_w = weight && weight->defined();
   const at::Tensor x = contiguous(self);
-  launch(Device::get().kernel("softmax.cl", "nll_forward", softmax_options(false)), rows_range(1), arg(x),
+  launch(device_kernel("softmax.cl", "nll_forward", softmax_options(false)), rows_range(1), arg(x),
          arg(contiguous(target)), arg(has_w ? contiguous(*weight) : x), arg(output), arg(total_weight), int(has_w),
          int(reduction), int(ignore_index.expect_int()), int(N), int(C));
   return {output, total_weight};
@@ -134,7 +134,7 @@ at::Tensor& nll_backward_out(const at::Tensor& grad_output, const at::Tensor& se
   at::Tensor dx = grad_input.is_contiguous() ? grad_input : empty_device(self.sizes(), at::kFloat);
   dx.zero_();
   const bool has_w = weight && weight->defined();
-  launch(Device::get().kernel("softmax.cl", "nll_backward", softmax_options(false)), NDRange::linear(size_t(N)),
+  launch(device_kernel("softmax.cl", "nll_backward", softmax_options(false)), NDRange::linear(size_t(N)),
          arg(contiguous(grad_output)), arg(contiguous(target)), arg(has_w ? contiguous(*weight) : dx),
          arg(total_weight), arg(dx), int(has_w), int(reduction), int(ignore_index.expect_int()), int(N), int(C));
   if (!dx.is_same(grad_input)) grad_input.copy_(dx);

@@ -38,7 +38,7 @@ std::tuple<at::Tensor, at::Tensor> sort_along(const at::Tensor& self, int64_t di
   at::Tensor idx[2] = {at::arange(n, options(at::kLong)).expand(shape).contiguous(), empty_device(shape, at::kLong)};
   std::string build = std::string("-DT=") + cl_type(self.scalar_type()) +
                       (at::isFloatingType(self.scalar_type()) ? " -DFLOATING" : "") + (descending ? " -DDESCENDING" : "");
-  cl_kernel kernel = Device::get().kernel("sort.cl", "merge_pass", build);
+  cl_kernel kernel = device_kernel("sort.cl", "merge_pass", build);
   int from = 0;
   for (int64_t width = 1; width < n; width *= 2, from = 1 - from) {
     launch(kernel, NDRange::linear(size_t(total)), arg(keys[from]), arg(idx[from]), arg(keys[1 - from]),
@@ -129,7 +129,7 @@ at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replace
     const at::Tensor cdf = p.cumsum(1).contiguous();
     const at::Tensor u = empty_device({rows, num_samples}, at::kFloat).uniform_(0, 1, gen);
     draws = empty_device({rows, num_samples}, at::kLong);
-    launch(Device::get().kernel("sort.cl", "multinomial_draw", ""), NDRange::linear(size_t(rows * num_samples)),
+    launch(device_kernel("sort.cl", "multinomial_draw", ""), NDRange::linear(size_t(rows * num_samples)),
            arg(cdf), arg(u), arg(draws), int(n), int(num_samples), int(rows * num_samples));
   } else {
     const at::Tensor race = empty_device({rows, n}, at::kFloat).uniform_(0, 1, gen).log_().neg_();

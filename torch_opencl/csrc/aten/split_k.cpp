@@ -43,12 +43,12 @@ bool split_k_product(const GemmOperand& a, const GemmOperand& b, const at::Tenso
     const clblast::Transpose ta = a.trans ? clblast::Transpose::kYes : clblast::Transpose::kNo;
     const clblast::Transpose tb = b.trans ? clblast::Transpose::kYes : clblast::Transpose::kNo;
     const size_t lda = a.ld, ldb = b.ld;
-    Device& dev = Device::get();
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-    dev.run_enqueuing([=, &dev] {
+    Stream& stream = Stream::get();
+    std::lock_guard<std::recursive_mutex> lock(stream.mutex());
+    stream.run_enqueuing([=, &stream] {
       CLBLAST_CHECK(clblast::GemmBatched(clblast::Layout::kRowMajor, ta, tb, m, n, kk, ones.data(), sa.mem, oa.data(),
                                          lda, sb.mem, ob.data(), ldb, zeros.data(), sp.mem, op.data(), n, oa.size(),
-                                         dev.queue_ptr(), nullptr));
+                                         stream.queue_ptr(), nullptr));
     });
   };
   run(0, full, kc);

@@ -31,7 +31,7 @@ const char* cl_storage_type(at::ScalarType dtype, const char* what) {
     case at::kHalf: return "half";
     case at::kBFloat16: return "bfloat";
     case at::kDouble:
-      DEVICE_DTYPE_CHECK(Device::get().has_fp64(), "opencl: ", what,
+      DEVICE_DTYPE_CHECK(has_fp64(), "opencl: ", what,
                        " has dtype Double and the device has no cl_khr_fp64");
       return "double";
     default: return cl_type(dtype, what);
@@ -86,7 +86,7 @@ void check_index_range(const char* op, const at::Tensor& index, int64_t size, bo
 
 namespace {
 // Checked on the device, without waiting: one kernel writes the first value outside
-// [low, high) to the device's record, which its next wait reads back (Device::index_record).
+// [low, high) to the device's record, which its next wait reads back (Stream::index_record).
 // A check read back here made every embedding and x[i] a wait for the whole queue.
 void check_range_on_device(const char* op, const at::Tensor& values, int64_t low, int64_t high, int code,
                            int64_t dim, std::optional<int64_t> ignore) {
@@ -94,25 +94,25 @@ void check_range_on_device(const char* op, const at::Tensor& values, int64_t low
   const at::ScalarType type = values.scalar_type();
   const at::Tensor idx = contiguous(type == at::kLong || type == at::kInt ? values : values.to(at::kLong));
   DEVICE_CHECK(idx.numel() <= INT_MAX, "opencl: ", op, ": more than 2^31 values to check");
-  Device& dev = Device::get();
-  const TensorArg record{dev.index_record(), 0};
+  Stream& stream = Stream::get();
+  const TensorArg record{stream.index_record(), 0};
   const int64_t n = idx.numel();
-  const size_t group = dev.is_cpu() ? 64 : 256;
+  const size_t group = is_cpu() ? 64 : 256;
   const size_t items = std::min<size_t>(size_t(n), group * 64);
-  launch(dev.kernel("index_check.cl", "index_check", idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long"),
+  launch(device_kernel("index_check.cl", "index_check", idx.scalar_type() == at::kInt ? "-DINDEX=int" : "-DINDEX=long"),
          NDRange::linear(items, group), arg(idx), int(n), cl_long(low), cl_long(high), record, code, int(dim),
          cl_long(ignore.value_or(0)), int(ignore.has_value()));
-  if (dev.index_checks_at_call() && dev.recording() == nullptr) dev.synchronize();
+  if (stream.index_checks_at_call() && stream.recording() == nullptr) stream.synchronize();
 }
 }  // namespace
 
 void check_values_on_device(const char* op, const char* noun, const at::Tensor& index, int64_t low, int64_t high,
                             int64_t dim, std::optional<int64_t> ignore) {
-  check_range_on_device(op, index, low, high, Device::index_op_code(op, noun), dim, ignore);
+  check_range_on_device(op, index, low, high, Stream::index_op_code(op, noun), dim, ignore);
 }
 
 void check_on_device(const at::Tensor& failures, const std::vector<std::string>& messages) {
-  check_range_on_device("a check", failures, 0, 1, Device::value_check_code(messages), -1, std::nullopt);
+  check_range_on_device("a check", failures, 0, 1, Stream::value_check_code(messages), -1, std::nullopt);
 }
 
 std::tuple<int64_t, int64_t, int64_t> around(const at::Tensor& x, int64_t dim) {

@@ -12,7 +12,7 @@
 
 #include "../check.h"
 #include "../runtime/allocator.h"
-#include "../runtime/device.h"
+#include "../runtime/stream.h"
 
 namespace oclf::device {
 
@@ -69,7 +69,7 @@ DeviceSpan span(const at::Tensor& t);
 // tensor, or -1 unnamed): every value must lie in [-size, size) where `negative` ones count
 // from the end, else in [0, size). An integer type is checked here; the values are checked
 // on the device (kernels/index_check.cl), and one out of range raises IndexError naming `op`
-// at the next wait for the device (Device::index_record), or here with
+// at the next wait for the device (Stream::index_record), or here with
 // OCLF_DEVICE_INDEX_CHECKS=call. So the operator's kernel runs with the indices unchecked:
 // it must keep every access inside its tensors (clamped or skipped). Recorded graphs
 // check at each replay alike.

@@ -36,13 +36,13 @@ DeviceMemory::DeviceMemory(int index) : index_(index), next_address_(base(index)
 c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index_));
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
-  Device::refuse_in_forked_child();
-  Device& dev = Device::at(index_);
+  refuse_in_forked_child();
+  Runtime& rt = Stream::at(index_).runtime();  // the stream opened with it, as for every entry point
   // More than the device holds can never succeed, and some drivers (NVIDIA) hand out such
   // a buffer anyway, failing only when a kernel first touches it.
-  if (bytes > dev.info().global_mem_size) {
+  if (bytes > rt.info().global_mem_size) {
     throw Error("opencl: out of device memory allocating " + std::to_string(bytes) + " bytes: the device has " +
-                    std::to_string(dev.info().global_mem_size) + " bytes in all (CL_MEM_OBJECT_ALLOCATION_FAILURE)",
+                    std::to_string(rt.info().global_mem_size) + " bytes in all (CL_MEM_OBJECT_ALLOCATION_FAILURE)",
                 CL_MEM_OBJECT_ALLOCATION_FAILURE);
   }
   const size_t size = Allocator::bucket(bytes);
@@ -62,17 +62,17 @@ c10::DataPtr DeviceMemory::allocate(size_t bytes) {
   } else {
     // Past 80 % of device memory, the cached buffers go back first: some drivers (NVIDIA)
     // create buffers lazily and report a lack of memory only when a kernel first uses one.
-    const size_t limit = dev.info().global_mem_size / 10 * 8;
+    const size_t limit = rt.info().global_mem_size / 10 * 8;
     if (stats_.reserved + size > limit) {
       release_cached();
     }
     cl_int status = CL_SUCCESS;
-    cl_mem mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
+    cl_mem mem = clCreateBuffer(rt.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
     if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
         status == CL_OUT_OF_HOST_MEMORY) {
       // Give the cached buffers back and try once more.
       release_cached();
-      mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
+      mem = clCreateBuffer(rt.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
     }
     if (status != CL_SUCCESS) {
       ++stats_.out_of_memory;
@@ -206,7 +206,7 @@ void DeviceMemory::empty_cache() {
 void DeviceMemory::release_cached() {
   // Launches the submission thread still holds may name these buffers (submitter.h: it
   // never frees memory, so waiting for it under this lock cannot deadlock).
-  if (!cache_.empty()) Device::at(index_).settle();
+  if (!cache_.empty()) Stream::at(index_).settle();
   for (auto& entry : cache_) {
     clReleaseMemObject(entry.second->mem);
     stats_.reserved -= entry.second->size;
@@ -277,12 +277,12 @@ void Allocator::copy_data(void* dest, const void* src, std::size_t count) const 
   const Location to = locate(dest), from = locate(src);
   const int to_device = device_of(dest), from_device = device_of(src);
   if (to_device == from_device) {
-    Device::at(to_device).copy(from.mem, to.mem, from.offset, to.offset, count);
+    Stream::at(to_device).copy(from.mem, to.mem, from.offset, to.offset, count);
     return;
   }
   std::vector<unsigned char> staging(count);
-  Device::at(from_device).read(from.mem, from.offset, staging.data(), count);
-  Device::at(to_device).write_async(to.mem, to.offset, staging.data(), count);
+  Stream::at(from_device).read(from.mem, from.offset, staging.data(), count);
+  Stream::at(to_device).write_async(to.mem, to.offset, staging.data(), count);
 }
 
 void Allocator::emptyCache(c10::MempoolId_t) {
@@ -322,7 +322,7 @@ void Allocator::resetAccumulatedStats(c10::DeviceIndex device) { memory(device).
 void Allocator::resetPeakStats(c10::DeviceIndex device) { memory(device).reset_peak(); }
 
 std::pair<size_t, size_t> Allocator::getMemoryInfo(c10::DeviceIndex device) {
-  const size_t total = Device::at(device).info().global_mem_size;
+  const size_t total = Runtime::at(device).info().global_mem_size;
   const size_t reserved = memory(device).stats().reserved;
   return {total > reserved ? total - reserved : 0, total};
 }

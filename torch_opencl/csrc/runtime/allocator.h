@@ -20,7 +20,7 @@
 #include <set>
 #include <vector>
 
-#include "device.h"
+#include "stream.h"
 
 namespace oclf::device {
 

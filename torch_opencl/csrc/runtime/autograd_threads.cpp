@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "autograd_threads.h"
-#include "device.h"
+#include "stream.h"
 
 namespace oclf::device {
 
@@ -46,12 +46,12 @@ struct EngineQueues : Engine {
 // finish the previous task first (a worker runs its tasks in turn); its own task holds no
 // Python object.
 void settle_autograd_threads() {
-  if (Device::in_forked_child()) return;  // the parent's workers: none here
+  if (in_forked_child()) return;  // the parent's workers: none here
   Engine& engine = Engine::get_default_engine();
   if (!EngineQueues::started(engine)) return;
-  const int count = std::min<int>(Device::count(), int(EngineQueues::of(engine).size()));
+  const int count = std::min<int>(device_count(), int(EngineQueues::of(engine).size()));
   for (int index = 0; index < count; ++index) {
-    if (!Device::is_open(index)) continue;
+    if (!Stream::is_open(index)) continue;
     at::Tensor leaf = at::ones({1}, at::TensorOptions().device(c10::DeviceType::PrivateUse1, index))
                           .requires_grad_(true);
     torch::autograd::backward({leaf.mul(2).sum()});
@@ -59,13 +59,13 @@ void settle_autograd_threads() {
 }
 
 void ensure_autograd_threads() {
-  if (!Device::available()) return;
+  if (!device_available()) return;
   Engine& engine = Engine::get_default_engine();
   // Not started yet: the first backward pass starts them and counts opencl (registered
   // by now). Starting them here would make a later fork-based child unable to run autograd.
   if (!EngineQueues::started(engine)) return;
   auto& queues = EngineQueues::of(engine);
-  const int needed = Device::count();  // one queue per device index
+  const int needed = device_count();  // one queue per device index
   // Called from the import, before any opencl tensor exists: no backward pass can be
   // reading the queues of this device yet.
   while (int(queues.size()) < needed) {

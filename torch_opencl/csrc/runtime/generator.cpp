@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "../check.h"
-#include "device.h"
+#include "stream.h"
 
 namespace oclf::device {
 
@@ -78,8 +78,7 @@ DeviceGenerator* DeviceGenerator::clone_impl() const {
 const at::Generator& default_generator(int index) {
   static std::atomic<at::Generator*> defaults[kMaxDevices];
   static std::mutex making;
-  const int n = Device::count();
-  DEVICE_CHECK(index >= 0 && index < n, "opencl: there is no device ", index, "; the process has ", n);
+  check_device_index(index);
   if (at::Generator* made = defaults[index].load(std::memory_order_acquire)) return *made;
   std::lock_guard<std::mutex> lock(making);
   if (defaults[index].load(std::memory_order_relaxed) == nullptr)  // never freed, as the devices
@@ -89,8 +88,7 @@ const at::Generator& default_generator(int index) {
 }
 
 at::Generator new_generator(int index) {
-  const int n = Device::count();
-  DEVICE_CHECK(index >= 0 && index < n, "opencl: there is no device ", index, "; the process has ", n);
+  check_device_index(index);
   return at::make_generator<DeviceGenerator>(index, c10::default_rng_seed_val);
 }
 

@@ -48,7 +48,7 @@ bool has_command_buffers_0_9(cl_device_id device) {
 const CommandBuffers& command_buffers() {
   static const CommandBuffers api = [] {
     CommandBuffers a;
-    cl_device_id device = Device::get().id();
+    cl_device_id device = Runtime::get().device();
     if (!has_command_buffers_0_9(device)) return a;
     cl_bitfield required = 0;  // cl_device_command_queue_properties (OpenCL 2.0)
     if (clGetDeviceInfo(device, CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR, sizeof(required), &required,
@@ -78,10 +78,10 @@ std::string kernel_name(cl_kernel kernel) { return info_string(clGetKernelInfo, 
 
 }  // namespace
 
-Graph::Graph() : device_(Device::get().index()), pool_(Allocator::get().memory(device_).open_pool()) {}
+Graph::Graph() : device_(Stream::get().index()), pool_(Allocator::get().memory(device_).open_pool()) {}
 
 Graph::~Graph() {
-  clFinish(Device::at(device_).queue());  // a replay's writes read the bytes this graph holds
+  clFinish(Stream::at(device_).queue());  // a replay's writes read the bytes this graph holds
   for (cl_kernel k : kernels_) clReleaseKernel(k);
   release_command_buffers();
   Allocator::get().memory(device_).close_pool(pool_);
@@ -96,7 +96,7 @@ void Graph::add_launch(cl_kernel source, const std::vector<KernelArg>& args, cl_
   CL_CHECK(clGetKernelInfo(source, CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr));
   if (args.size() < count) {
     throw Error("opencl: kernel " + name + " was launched while a graph recorded with " + std::to_string(args.size()) +
-                    " of its " + std::to_string(count) + " arguments set since the recording began; its launch cannot be recorded",
+                    " of its " + std::to_string(count) + " arguments set; its launch cannot be recorded",
                 CL_INVALID_KERNEL_ARGS);
   }
   cl_program program = nullptr;
@@ -109,7 +109,7 @@ void Graph::add_launch(cl_kernel source, const std::vector<KernelArg>& args, cl_
     const KernelArg& a = args[i];
     if (!a.set) {
       throw Error("opencl: argument " + std::to_string(i) + " of kernel " + name +
-                      " was not set since the graph began recording; its launch cannot be recorded",
+                      " was not set; its launch cannot be recorded",
                   CL_INVALID_KERNEL_ARGS);
     }
     CL_CHECK(clSetKernelArg(own, i, a.size, a.null ? nullptr : a.bytes.data()));
@@ -167,12 +167,13 @@ void Graph::release_command_buffers() {
 
 bool Graph::rebind(const std::vector<std::pair<cl_mem, cl_mem>>& moves) {
   if (counts_.calls > 0) return false;
-  Device& dev = Device::at(device_);
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-  if (dev.recording() == this) throw Error("opencl: a graph cannot be rebound while it records", CL_INVALID_OPERATION);
+  Stream& stream = Stream::at(device_);
+  std::lock_guard<std::recursive_mutex> lock(stream.mutex());
+  if (stream.recording() == this)
+    throw Error("opencl: a graph cannot be rebound while it records", CL_INVALID_OPERATION);
   // Through queue(): the submission thread has enqueued every replay of this graph it held,
   // so no launch reads the arguments changed below (OpenCL copies them at each enqueue).
-  cl_command_queue queue = dev.queue();
+  cl_command_queue queue = stream.queue();
   // One pass with the whole map: the moves may swap buffers among the inputs.
   auto moved = [&](cl_mem m) {
     for (const auto& move : moves)
@@ -229,16 +230,17 @@ void Graph::issue(const Command& c, cl_command_queue queue) const {
 }
 
 void Graph::replay() {
-  Device& dev = Device::at(device_);
-  std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-  if (dev.recording() != nullptr) throw Error("opencl: a graph cannot be replayed while one records", CL_INVALID_OPERATION);
-  if (dev.deferring()) {
+  Stream& stream = Stream::at(device_);
+  std::lock_guard<std::recursive_mutex> lock(stream.mutex());
+  if (stream.recording() != nullptr)
+    throw Error("opencl: a graph cannot be replayed while one records", CL_INVALID_OPERATION);
+  if (stream.deferring()) {
     // Enqueued by the submission thread while the caller goes on (~Graph waits for it).
-    cl_command_queue queue = dev.runtime().raw_queue();
-    dev.submit([this, queue] { issue_all(queue); });
+    cl_command_queue queue = stream.runtime().queue();
+    stream.submit([this, queue] { issue_all(queue); });
     return;
   }
-  issue_all(dev.queue());
+  issue_all(stream.queue());
 }
 
 void Graph::issue_all(cl_command_queue queue) const {
@@ -274,7 +276,7 @@ void Graph::finish() {
     throw Error("opencl: " + setting_variable("GRAPH_COMMAND_BUFFERS") + " must be 0 or 1, got '" + wanted + "'",
                 CL_INVALID_VALUE);
   if (!api.usable || wanted == "0") return;
-  cl_command_queue queue = Device::at(device_).queue();
+  cl_command_queue queue = Stream::at(device_).queue();
   const cl_command_buffer_properties_khr simultaneous[] = {CL_COMMAND_BUFFER_FLAGS_KHR,
                                                            CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR, 0};
   std::vector<Step> plan;

@@ -3,10 +3,10 @@
 // replay() issues them again with no dispatcher, allocation or argument setting, as
 // torch.cuda.CUDAGraph does.
 //
-// While a graph records (Device::begin_recording), the device runs each command as usual
+// While a graph records (Stream::begin_recording), the device runs each command as usual
 // and also adds it here: a kernel launch as a kernel object of the graph's own with the
-// launch's arguments bound once (OpenCL cannot be asked for a kernel's arguments, so the
-// runtime tells the device of each as it is set); a copy between buffers; a write from the
+// launch's arguments bound once (OpenCL cannot be asked for a kernel's arguments: the
+// runtime keeps them as set_args gave them, kernel_args); a copy between buffers; a write from the
 // host with the bytes it wrote (a constant the step makes); a call into a library that
 // enqueues by itself (CLBlast) as that call. When the recording ends, each run of launches
 // and copies becomes one cl_khr_command_buffer where the device has that extension (at
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "allocator.h"
-#include "device.h"
+#include "stream.h"
 
 namespace oclf::device {
 
@@ -59,7 +59,7 @@ class Graph {
   Allocator::Pool* pool() const { return pool_; }
   int device() const { return device_; }
 
-  // Recording (from Device).
+  // Recording (from Stream).
   void add_launch(cl_kernel source, const std::vector<KernelArg>& args, cl_uint dims, const size_t* global,
                   const size_t* local);
   void add_copy(cl_mem from, cl_mem to, size_t from_offset, size_t to_offset, size_t bytes);

@@ -11,7 +11,7 @@
 #include "allocator.h"
 #include "generator.h"
 #include "pinned.h"
-#include "device.h"
+#include "stream.h"
 
 namespace oclf::device {
 
@@ -19,16 +19,15 @@ namespace {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
-c10::DeviceIndex device_count() { return static_cast<c10::DeviceIndex>(Device::count()); }
+c10::DeviceIndex index_count() { return static_cast<c10::DeviceIndex>(device_count()); }
 
 c10::DeviceIndex current_index() { return static_cast<c10::DeviceIndex>(Runtime::current()); }
 
 // The device a c10::Device means: its index, or the current one when it has none.
 int index_of(c10::Device d) {
-  const int n = Device::count();
-  DEVICE_CHECK(!d.has_index() || (d.index() >= 0 && d.index() < n), "opencl: there is no device ", int(d.index()),
-               "; the process has ", n, " (", n > 0 ? "opencl:0 to opencl:" + std::to_string(n - 1) : "none", ")");
-  return d.has_index() ? d.index() : Runtime::current();
+  if (!d.has_index()) return Runtime::current();
+  check_device_index(d.index());
+  return d.index();
 }
 
 // The devices of the process; one stream per device (id 0), its in-order queue.
@@ -54,7 +53,7 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
   }
   c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return getStream(s.device()); }
-  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  c10::DeviceIndex deviceCount() const noexcept override { return index_count(); }
   // torch.accelerator.get_device_capability(): the dtypes a device tensor can have (stored,
   // copied to and from every other, viewed, printed; docs/device/dtypes.md's table): not the
   // quantized, bit, float8, 4-bit, unsigned 16-64-bit or complex32 ones.
@@ -68,18 +67,18 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
     return cap;
   }
   bool queryStream(const c10::Stream& s) const override {
-    device_of(s.device()).synchronize();
+    stream_of(s.device()).synchronize();
     return true;
   }
-  void synchronizeStream(const c10::Stream& s) const override { device_of(s.device()).synchronize(); }
-  void synchronizeDevice(const c10::DeviceIndex index) const override { Device::at(index).synchronize(); }
-  // Events are markers on a device's queue (Device::marker). With one in-order queue per
+  void synchronizeStream(const c10::Stream& s) const override { stream_of(s.device()).synchronize(); }
+  void synchronizeDevice(const c10::DeviceIndex index) const override { Stream::at(index).synchronize(); }
+  // Events are markers on a device's queue (Stream::marker). With one in-order queue per
   // device, block() has nothing to order within a device (FSDP2 waits on its streams' events
   // at every layer: no host wait there); across devices it waits for the event on the host
   // (the queues of two devices are in two contexts). elapsedTime reads the markers'
   // profiling timestamps.
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag) const override {
-    cl_event fresh = device_of(stream.device()).marker();
+    cl_event fresh = stream_of(stream.device()).marker();
     if (*event != nullptr) clReleaseEvent(static_cast<cl_event>(*event));
     *event = fresh;
   }
@@ -87,7 +86,7 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
     if (event == nullptr) return;
     cl_command_queue queue = nullptr;
     CL_CHECK(clGetEventInfo(static_cast<cl_event>(event), CL_EVENT_COMMAND_QUEUE, sizeof(queue), &queue, nullptr));
-    if (queue != device_of(stream.device()).queue()) synchronizeEvent(event);
+    if (queue != stream_of(stream.device()).queue()) synchronizeEvent(event);
   }
   bool queryEvent(void* event) const override {
     return event == nullptr || status(static_cast<cl_event>(event)) == CL_COMPLETE;
@@ -121,7 +120,7 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
     CL_CHECK(clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof(ns), &ns, nullptr));
     return ns;
   }
-  static Device& device_of(c10::Device d) { return Device::at(index_of(d)); }
+  static Stream& stream_of(c10::Device d) { return Stream::at(index_of(d)); }
   static c10::DeviceIndex current_index_or_0() noexcept {
     try {
       return current_index();
@@ -133,9 +132,9 @@ struct Guard final : public c10::impl::DeviceGuardImplInterface {
 
 struct Hooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return device_count() > 0; }
+  bool isAvailable() const override { return index_count() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
-  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  c10::DeviceIndex deviceCount() const override { return index_count(); }
   void setCurrentDevice(c10::DeviceIndex index) const override { Runtime::set_current(index); }
   c10::DeviceIndex getCurrentDevice() const override { return current_index(); }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex index) const override {

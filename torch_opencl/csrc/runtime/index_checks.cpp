@@ -1,19 +1,14 @@
-// Index checks of the opencl device (device.h): the codes of the operators that check indices
-// or values on the device, the record the kernels write, and the error raised from it.
-#include "device.h"
-
-#include <algorithm>
-#include <cstdio>
+// Index checks on the opencl device (Stream::index_record): kernels record the first index
+// found out of range in a small buffer of each device, and the next wait for the device reads
+// it back and raises torch's error naming the operator, the index and the dimension.
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "opencl_functions/runtime/cl_info.hpp"
-#include "opencl_functions/runtime/launch_log.hpp"
 #include "../check.h"
-#include "graph.h"
-#include "submitter.h"
+#include "stream.h"
 
 namespace oclf::device {
 
@@ -43,7 +38,7 @@ IndexOps& index_ops() {
 }
 }  // namespace
 
-bool Device::index_checks_at_call() const {
+bool Stream::index_checks_at_call() const {
   if (sync_each_) return true;
   const std::string checks = setting("DEVICE_INDEX_CHECKS");  // read at each check: a program may set it late
   if (checks != "" && checks != "device" && checks != "call")
@@ -53,22 +48,22 @@ bool Device::index_checks_at_call() const {
   return checks == "call";
 }
 
-int Device::index_op_code(const char* op, const char* noun) {
+int Stream::index_op_code(const char* op, const char* noun) {
   return index_ops().code(std::string(op) + ": " + noun, {});
 }
 
-int Device::value_check_code(const std::vector<std::string>& messages) {
+int Stream::value_check_code(const std::vector<std::string>& messages) {
   std::string key = "\n";  // no operator's name starts so: the keys of the two kinds never meet
   for (const std::string& m : messages) key += m + "\n";
   return index_ops().code(std::move(key), messages);
 }
 
-cl_mem Device::index_record() {
+cl_mem Stream::index_record() {
   std::lock_guard<std::recursive_mutex> lock(mutex());
   if (index_record_ == nullptr) {
     const int64_t zeros[kIndexRecordWords] = {0};
     cl_int status = CL_SUCCESS;
-    cl_mem made = clCreateBuffer(context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zeros,
+    cl_mem made = clCreateBuffer(rt_.context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zeros,
                                  const_cast<int64_t*>(zeros), &status);
     CL_CHECK(status);
     index_record_ = made;  // never released, as the device itself
@@ -78,7 +73,7 @@ cl_mem Device::index_record() {
 
 // The record read at a wait: when a check found an index out of range, the record is zeroed
 // for the next one and the error raised here.
-void Device::raise_index_error(const int64_t* record) {
+void Stream::raise_index_error(const int64_t* record) {
   int32_t flag = 0;
   std::memcpy(&flag, record, sizeof flag);
   if (flag == 0) return;

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "device.h"
+#include "stream.h"
 
 namespace oclf::device {
 
@@ -23,9 +23,10 @@ PinnedAllocator& PinnedAllocator::get() {
 c10::DataPtr PinnedAllocator::allocate(size_t bytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, cpu);
-  Device& dev = Device::get();
+  Stream& stream = Stream::get();
   cl_int status = CL_SUCCESS;
-  cl_mem mem = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &status);
+  cl_mem mem =
+      clCreateBuffer(stream.runtime().context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &status);
   if (status != CL_SUCCESS)
     throw Error(describe_failure(status_name(status), status,
                                  "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR, " + std::to_string(bytes) +
@@ -34,15 +35,15 @@ c10::DataPtr PinnedAllocator::allocate(size_t bytes) {
                 status);
   void* host = nullptr;
   {
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-    host = clEnqueueMapBuffer(dev.queue(), mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr, nullptr,
+    std::lock_guard<std::recursive_mutex> lock(stream.mutex());
+    host = clEnqueueMapBuffer(stream.queue(), mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr, nullptr,
                               &status);
   }
   if (status != CL_SUCCESS) {
     clReleaseMemObject(mem);
     CL_CHECK(status);
   }
-  Block* block = new Block{mem, host, bytes, dev.index()};
+  Block* block = new Block{mem, host, bytes, stream.index()};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     live_.emplace(reinterpret_cast<uintptr_t>(host), block);
@@ -59,10 +60,10 @@ void PinnedAllocator::free_block(void* context) {
     self.live_.erase(reinterpret_cast<uintptr_t>(block->host));
   }
   // The unmap is queued behind every copy that read the block; the buffer goes with it.
-  Device& dev = Device::at(block->device);
+  Stream& stream = Stream::at(block->device);
   {
-    std::lock_guard<std::recursive_mutex> lock(dev.mutex());
-    clEnqueueUnmapMemObject(dev.queue(), block->mem, block->host, 0, nullptr, nullptr);
+    std::lock_guard<std::recursive_mutex> lock(stream.mutex());
+    clEnqueueUnmapMemObject(stream.queue(), block->mem, block->host, 0, nullptr, nullptr);
   }
   clReleaseMemObject(block->mem);
   delete block;

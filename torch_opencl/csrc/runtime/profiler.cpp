@@ -8,7 +8,7 @@
 // Two of torch's ways in, both here:
 //   - Kineto (torch.profiler.profile, use_kineto=True): a libkineto::IActivityProfiler
 //     registered with torch's PrivateUse1ProfilerRegistry. A session turns the device's kernel
-//     timing on (Device::start_timing: an OpenCL profiling event per kernel launch and per
+//     timing on (Stream::start_timing: an OpenCL profiling event per kernel launch and per
 //     CLBlast call) for every open device; torch pushes each operator's correlation id to the
 //     session as the operator starts, and each timed command keeps the innermost one
 //     (profiler_correlation()). When the trace is processed the commands become
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "../check.h"
-#include "device.h"
+#include "stream.h"
 
 // torch/csrc/profiler/standalone/privateuse1_profiler.h declares the registry behind
 // USE_KINETO and includes Kineto's headers by their bare names, which the device's build does
@@ -74,10 +74,10 @@ struct ClockPoint {
   int64_t device = 0;
 };
 
-ClockPoint clock_point(Device& dev) {
-  dev.synchronize();
+ClockPoint clock_point(Stream& stream) {
+  stream.synchronize();
   const int64_t before = host_now_ns();
-  cl_event marker = dev.marker();
+  cl_event marker = stream.marker();
   const cl_int waited = clWaitForEvents(1, &marker);
   const int64_t after = host_now_ns();
   const int64_t device = waited == CL_SUCCESS ? int64_t(event_time(marker, CL_PROFILING_COMMAND_END)) : 0;
@@ -89,16 +89,16 @@ ClockPoint clock_point(Device& dev) {
 class Session final : public libkineto::IActivityProfilerSession {
  public:
   void start() override {
-    for (int i = 0; i < Device::count(); ++i) {
-      if (!Device::is_open(i) && i != Runtime::current()) continue;
-      Device& dev = Device::at(i);
+    for (int i = 0; i < device_count(); ++i) {
+      if (!Stream::is_open(i) && i != Runtime::current()) continue;
+      Stream& stream = Stream::at(i);
       try {
-        dev.start_timing();
+        stream.start_timing();
       } catch (const std::exception& err) {
         errors_.push_back(err.what());  // a kernel_profile() running, or a graph recording
         continue;
       }
-      timed_.push_back({i, clock_point(dev), {}, {}});
+      timed_.push_back({i, clock_point(stream), {}, {}});
     }
     sessions_running += 1;
     status_ = libkineto::TraceStatus::RECORDING;
@@ -107,10 +107,10 @@ class Session final : public libkineto::IActivityProfilerSession {
   void stop() override {
     sessions_running -= 1;
     for (Timed& t : timed_) {
-      Device& dev = Device::at(t.device);
+      Stream& stream = Stream::at(t.device);
       try {
-        t.commands = dev.stop_timing();
-        t.end = clock_point(dev);
+        t.commands = stream.stop_timing();
+        t.end = clock_point(stream);
       } catch (const std::exception& err) {
         errors_.push_back(err.what());
       }
@@ -130,7 +130,7 @@ class Session final : public libkineto::IActivityProfilerSession {
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
     const int index = timed_.empty() ? Runtime::current() : timed_.front().device;
     return std::make_unique<libkineto::DeviceInfo>(
-        libkineto::DeviceInfo{index, index, "opencl:" + std::to_string(index), Device::at(index).info().device});
+        libkineto::DeviceInfo{index, index, "opencl:" + std::to_string(index), Runtime::at(index).info().device});
   }
 
   std::vector<libkineto::ResourceInfo> getResourceInfos() override {
@@ -215,11 +215,11 @@ class ActivityProfiler final : public libkineto::IActivityProfiler {
 struct Stubs final : public torch::profiler::impl::ProfilerStubs {
   void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
               int64_t* cpu_ns) const override {
-    Device& dev = Device::get();
-    if (device) *device = static_cast<c10::DeviceIndex>(dev.index());
+    Stream& stream = Stream::get();
+    if (device) *device = static_cast<c10::DeviceIndex>(stream.index());
     if (cpu_ns) *cpu_ns = host_now_ns();
-    if (dev.recording() != nullptr) return;  // a graph records: no marker may be waited for
-    cl_event marker = dev.marker();
+    if (stream.recording() != nullptr) return;  // a graph records: no marker may be waited for
+    cl_event marker = stream.marker();
     *event = std::shared_ptr<void>(marker, [](void* e) { clReleaseEvent(static_cast<cl_event>(e)); });
   }
   // Microseconds between two markers' ends (torch's CUDA stubs give microseconds too).
@@ -237,15 +237,15 @@ struct Stubs final : public torch::profiler::impl::ProfilerStubs {
   bool enabled() const override { return true; }
   void onEachDevice(std::function<void(int)> op) const override {
     const int previous = Runtime::current();
-    for (int i = 0; i < Device::count(); ++i) {
+    for (int i = 0; i < device_count(); ++i) {
       Runtime::set_current(i);
       op(i);
     }
     Runtime::set_current(previous);
   }
   void synchronize() const override {
-    for (int i = 0; i < Device::count(); ++i)
-      if (Device::is_open(i)) Device::at(i).synchronize();
+    for (int i = 0; i < device_count(); ++i)
+      if (Stream::is_open(i)) Stream::at(i).synchronize();
   }
 };
 

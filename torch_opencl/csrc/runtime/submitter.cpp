@@ -86,7 +86,7 @@ void Submitter::call(std::function<void()> run) {
 }
 
 void Submitter::push(Command&& c) {
-  Device::refuse_in_forked_child();
+  refuse_in_forked_child();
   if (failed_.load(std::memory_order_relaxed)) rethrow_error();
   bool wake = false;
   {
@@ -110,8 +110,8 @@ void Submitter::rethrow_error() {
 
 void Submitter::settle(bool report) {
   if (submission_thread) return;
-  if (!report && Device::in_forked_child()) return;  // no thread there to wait for
-  if (report) Device::refuse_in_forked_child();
+  if (!report && in_forked_child()) return;  // no thread there to wait for
+  if (report) refuse_in_forked_child();
   const uint64_t target = pushed_.load(std::memory_order_acquire);
   // A read after a few operators waits for tens of microseconds of enqueues: spun, not slept
   // (a wake from a condition variable costs about as much again).
@@ -128,9 +128,7 @@ void Submitter::settle(bool report) {
 void Submitter::execute(const Command& c) {
   switch (c.kind) {
     case Command::kLaunch:
-      apply_args(c.kernel, c.args);
-      CL_CHECK(clEnqueueNDRangeKernel(queue_, c.kernel, c.dims, nullptr, c.global, c.driver_local ? nullptr : c.local,
-                                      0, nullptr, nullptr));
+      enqueue_kernel(queue_, c.kernel, c.args, c.dims, c.global, c.driver_local ? nullptr : c.local);
       break;
     case Command::kCopy:
       CL_CHECK(clEnqueueCopyBuffer(queue_, c.from, c.to, c.from_offset, c.to_offset, c.bytes, 0, nullptr, nullptr));

@@ -4,11 +4,14 @@
 // GPUs (OCLF_DEVICE_ASYNC; off by default for CPU devices, whose cores run the kernels, and
 // for simulators such as Oclgrind, which run kernels inside OpenCL calls) the device hands
 // its kernel launches, copies, writes from the host, library calls and graph replays here:
-// each goes into a list and the caller goes on; the thread sets a launch's arguments (a copy
-// taken at the launch: programs.hpp's deferred arguments) and enqueues them in the order
-// they came. Everything else that uses the queue (reads, markers, synchronize, the
-// library's own launches) first waits for the list to be empty (oclf::Device::settle(),
-// called by queue()), so the in-order queue keeps the program's order. A command that fails
+// each goes into a list and the caller goes on; the thread enqueues them in the order they
+// came, each launch with the copy of its arguments taken at the launch (programs.hpp's
+// kernel_args and enqueue_kernel). Everything else the device puts on the queue (reads,
+// markers, synchronize, commands while a graph records) first waits for the list to be empty
+// (Stream::settle(), called by Stream::queue()), so the in-order queue keeps the program's
+// order. The library's own launches on the same queue touch none of the device's buffers,
+// and enqueue_kernel sets a shared kernel's arguments and enqueues it as one step, so they
+// need not wait. A command that fails
 // here is reported by the next operator on the device, or by the next wait for it, as CUDA
 // reports an asynchronous error.
 //

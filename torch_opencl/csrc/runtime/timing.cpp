@@ -1,22 +1,13 @@
-// Kernel timing of the opencl device (device.h): each command's time by its profiling events
-// while timing is on, labelled with the operator that enqueued it.
-#include "device.h"
-
+// Kernel timing on the opencl device's streams (Stream::start_timing, torch_opencl.
+// kernel_profile, torch.profiler): an OpenCL profiling event per launch and per library call,
+// read back as device times in launch order; and the operator each was enqueued for (OpLabel).
 #include <algorithm>
-#include <cstdio>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "opencl_functions/runtime/cl_info.hpp"
-#include "opencl_functions/runtime/launch_log.hpp"
-#include "../check.h"
-#include "graph.h"
-#include "submitter.h"
+#include "stream.h"
 
 namespace oclf::device {
-
 
 namespace {
 thread_local const std::string* current_op = nullptr;
@@ -40,7 +31,7 @@ OpLabel::~OpLabel() {
 
 const std::string* OpLabel::current() { return current_op; }
 
-void Device::note_timed(cl_event begin, cl_event end, std::string kernel, std::string global) {
+void Stream::note_timed(cl_event begin, cl_event end, std::string kernel, std::string global) {
   const std::string* op = OpLabel::current();
   std::lock_guard<std::recursive_mutex> lock(mutex());
   KernelTime what{std::move(kernel), op ? *op : std::string("(outside an operator)"), std::move(global)};
@@ -48,7 +39,7 @@ void Device::note_timed(cl_event begin, cl_event end, std::string kernel, std::s
   timed_.push_back({begin, end, std::move(what)});
 }
 
-void Device::start_timing() {
+void Stream::start_timing() {
   std::lock_guard<std::recursive_mutex> lock(mutex());
   refuse_wait("kernel timing");
   if (timing_)
@@ -61,7 +52,7 @@ void Device::start_timing() {
   timing_ = true;
 }
 
-std::vector<KernelTime> Device::stop_timing() {
+std::vector<KernelTime> Stream::stop_timing() {
   std::vector<Timed> timed;
   {
     std::lock_guard<std::recursive_mutex> lock(mutex());
