@@ -71,9 +71,8 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
     # The course tools': setup.py's.
     Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
-    Setting("BUILD_EXTENSIONS", "1", "0: setup.py installs the package's files without compiling (an editable "
-            "install over in-place builds: `OCLF_BUILD_EXTENSIONS=0 pip install --no-build-isolation -e .`)",
-            "setup.py"),
+    Setting("BUILD_EXTENSIONS", "1", "0: setup.py installs the package's files without compiling (the editable "
+            "install of scripts/setup.sh)", "setup.py"),
     # BEGIN STAFF
     # The reference's host code and the opencl device.
     Setting("CONV_KERNEL", "by device and shape",
