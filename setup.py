@@ -39,8 +39,8 @@ core = Pybind11Extension(
     cxx_std=17,
     extra_compile_args=["-O2", "-Wall", "-Wno-deprecated-declarations"],
 )
-# OCLF_BUILD_EXTENSIONS=0: the package's files and entry points without compiling (an editable
-# install over the in-place builds of make build and make device).
+# OCLF_BUILD_EXTENSIONS=0: the package's files and entry points without compiling (scripts/setup.sh
+# installs the tree editable into .venv that way; make build and make device compile in place).
 extensions = os.environ.get("OCLF_BUILD_EXTENSIONS", "1") == "1"
 ext_modules = [core] if extensions else []
 cmdclass = {"build_ext": build_ext}

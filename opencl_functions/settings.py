@@ -71,9 +71,8 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "0: CLBlast's own tuning; a path: that parameter file", "opencl_functions.clblast_params"),
     # The course tools': setup.py's.
     Setting("BUILD_JOBS", "the CPU count", "parallel compile jobs of setup.py", "setup.py"),
-    Setting("BUILD_EXTENSIONS", "1", "0: setup.py installs the package's files without compiling (an editable "
-            "install over in-place builds: `OCLF_BUILD_EXTENSIONS=0 pip install --no-build-isolation -e .`)",
-            "setup.py"),
+    Setting("BUILD_EXTENSIONS", "1", "0: setup.py installs the package's files without compiling (the editable "
+            "install of scripts/setup.sh)", "setup.py"),
     # BEGIN STAFF
     # The reference's host code and the opencl device.
     Setting("CONV_KERNEL", "by device and shape",
@@ -105,31 +104,31 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "the reference's host code, the opencl device", staff=True),
     Setting("FALLBACK", "warn",
             "the opencl device: error turns a CPU fallback into an error, silent drops its warning",
-            "torch_opencl", ("OCL_FALLBACK",), staff=True),
+            "the opencl device", ("OCL_FALLBACK",), staff=True),
     Setting("DEVICE_SYNC", "0", "the opencl device: 1 waits for every kernel (to profile operators one by one)",
-            "torch_opencl", staff=True),
+            "the opencl device", staff=True),
     Setting("DEVICE_ASYNC", "1 on GPUs, 0 on CPU devices and simulators",
             "the opencl device: 1 enqueues launches, copies, library calls and replays from a thread of the "
             "device's own while the program goes on; 0 enqueues each where it is made (errors then surface at the "
-            "operator that caused them)", "torch_opencl", staff=True),
+            "operator that caused them)", "the opencl device", staff=True),
     Setting("DEVICE_INDEX_CHECKS", "device",
             "the opencl device's index range checks: device checks indices on the device and raises an index out of "
-            "range at the next wait for it (as CUDA does); call waits for the check at the operator", "torch_opencl",
+            "range at the next wait for it (as CUDA does); call waits for the check at the operator", "the opencl device",
             staff=True),
     Setting("GRAPH_COMMAND_BUFFERS", "1",
             "the opencl device's recorded steps: 0 replays them as plain enqueues where the device has "
-            "cl_khr_command_buffer", "torch_opencl", staff=True),
+            "cl_khr_command_buffer", "the opencl device", staff=True),
     Setting("COMPILE_REPLAY", "1",
             "torch.compile on the opencl device: 0 runs each compiled graph as its wrapper is written instead of "
-            "recording it once and replaying it", "torch_opencl.compile", staff=True),
+            "recording it once and replaying it", "the opencl device's compiler", staff=True),
     Setting("DEVICE_CONV", "auto",
             "the opencl device's convolutions: gpu runs the GPU kernels on any device and computes "
             "gradients as forward convolutions, direct computes gradients with the direct backward kernels",
-            "torch_opencl", staff=True),
+            "the opencl device", staff=True),
     Setting("DEVICE_MATMUL", "auto",
             "the opencl device's matrix products: gpu runs the few-row kernels of GPUs on any device, "
             "clblast leaves every product to CLBlast",
-            "torch_opencl", staff=True),
+            "the opencl device", staff=True),
     # The course tools'.
     Setting("BUILD_DEVICE", "1 in package builds, 0 in in-place ones",
             "1: setup.py builds the opencl torch device too; 0: the library alone", "setup.py", staff=True),

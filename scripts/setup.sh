@@ -59,5 +59,18 @@ if ! cmp -s requirements.txt "$stamp"; then
   "$VENV/bin/python" -m pip install -q -r requirements.txt
   cp requirements.txt "$stamp"
 fi
+# The project itself, installed editable: Python imports its packages from this tree. No
+# compiling here: make build builds the module in place.
+# BEGIN STAFF
+# Torch finds the device's entry point (torch_opencl_autoload) as after a pip install; make
+# device builds the device's module.
+# END STAFF
+editable="$VENV/.editable"
+if ! cat setup.py pyproject.toml | cmp -s - "$editable"; then
+  echo "setup: installing this tree into $VENV (editable)"
+  out=$(OCLF_BUILD_EXTENSIONS=0 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps -e . 2>&1) \
+    || { echo "$out" >&2; exit 1; }
+  cat setup.py pyproject.toml > "$editable"
+fi
 touch "$stamp"
 echo "setup: done ($("$VENV/bin/python" --version), $(clinfo -l 2>/dev/null | grep -c Device || true) OpenCL device(s))"

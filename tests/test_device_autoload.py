@@ -194,3 +194,29 @@ def test_wheel_installs_and_runs_outside_the_tree(opencl_device, tmp_path):
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert run.stdout.split() == [want]
 
+
+def test_the_projects_own_venv_loads_the_device(opencl_device, tmp_path):
+    """make run installs this tree into .venv editable (scripts/setup.sh): there, from any
+    folder and with nothing on PYTHONPATH, `import torch` alone gives the device."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    run = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", AUTOLOADED], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.stdout.split() == ["opencl:0"]
+
+
+LATE_CHOICE = ("import os, sys, torch\n"
+               "assert 'torch_opencl' in sys.modules\n"
+               "os.environ['OCLF_DEVICE'] = 'no-such-device'\n"
+               "try:\n    torch.randn(2, device='opencl')\nexcept RuntimeError as err:\n"
+               "    print('no-such-device' in str(err))\n")
+
+
+def test_the_autoloaded_device_is_chosen_at_first_use(opencl_device, tmp_path):
+    """Loaded with torch, the device opens nothing at import: a program (a demo's --device)
+    may still choose it after `import torch`, and its choice is the one the first use meets."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "OCLF_DEVICE", "OCL_DEVICE")}
+    run = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", LATE_CHOICE], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.stdout.split() == ["True"]

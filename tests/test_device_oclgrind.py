@@ -3,7 +3,8 @@ paths): batch norm, elementwise, few-row products, attention, cat, convolution g
 fused optimizer steps; indexing, index checks, sorting and random numbers; the gradient
 scaler's kernels; fused convolutions in every kernel kind; recurrent cells, 3-D pooling,
 transposed and 3-D convolutions; the activations, losses, padding, group norm, fractional
-pooling and CTC kernels; the 16-bit products and convolutions, as on CPUs and as on GPUs.
+pooling and CTC kernels; the 16-bit products and convolutions, as on CPUs and as on GPUs, and
+the tensor-core kernels (product, attention) with their warp instructions emulated.
 No data race, no out-of-bounds access, no read of a write-only buffer, and the results still
 match torch. The reference's own kernels under Oclgrind: test_oclgrind.py."""
 import shutil
@@ -319,6 +320,27 @@ SCRIPT = textwrap.dedent("""
                 ref = bn(x.to(dt).float())
                 got = bn.to(dt).to("opencl")(x.to(dt).to("opencl")).cpu().float()
             assert torch.allclose(got, ref, atol=0.05, rtol=0.02)
+    elif what == "mma":
+        # The tensor-core kernels with their warp instructions emulated (OCLF_MMA=emulate):
+        # gemm16_mma.cl on a block of 16 rows (partial blocks and chunks of k) and
+        # flash_attention.cl (partial blocks of rows and of keys).
+        import torch_opencl  # noqa: F401
+        from opencl_functions import devices
+        devices.launch_log_start()
+        for dt in (torch.float16, torch.bfloat16):
+            a, b = torch.randn(9, 37).to(dt), torch.randn(37, 17).to(dt)
+            ref = a.float() @ b.float()
+            assert torch.allclose((a.to("opencl") @ b.to("opencl")).cpu().float(), ref, atol=0.05, rtol=0.02)
+        # ... causal with grouped heads; two blocks of keys, the second partial.
+        for dt, rows, keys, width, causal in ((torch.float16, 5, 7, 16, True), (torch.bfloat16, 3, 70, 32, False)):
+            q, k = torch.randn(1, 2, rows, 16).to(dt), torch.randn(1, 1, keys, 16).to(dt)
+            v = torch.randn(1, 1, keys, width).to(dt)
+            ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, enable_gqa=True)
+            got = F.scaled_dot_product_attention(q.to("opencl"), k.to("opencl"), v.to("opencl"), is_causal=causal,
+                                                 enable_gqa=True)
+            assert torch.allclose(got.cpu().float(), ref, atol=0.02, rtol=0.02)
+        kernels = [launch["kernel"] for launch in devices.launch_log_take()]
+        assert kernels.count("gemm16_mma") == 2 and kernels.count("flash_attention") == 2, kernels
     elif what == "ops_more":
         # The kernels of the operators public programs meet (tests/test_device_ops_more.py):
         # elementwise_nn.h's activations and losses (strided, in place), pad.cl, loss.cl,
@@ -389,6 +411,11 @@ def test_device_recurrent_cells_pools_and_nd_convolutions_under_oclgrind(tmp_pat
     """rnn.cl's LSTM and GRU cells, pool.cl's 2-D and 3-D poolings, and the transposed and 3-D
     convolutions on the 2-D kernels, forward and backward."""
     run_under_oclgrind(SCRIPT, "nn_nd", tmp_path, OCLF_FALLBACK="error")
+
+
+def test_device_tensor_core_kernels_under_oclgrind(tmp_path, ocl):
+    """gemm16_mma.cl and flash_attention.cl, their warp instructions emulated (mma.h)."""
+    run_under_oclgrind(SCRIPT, "mma", tmp_path, OCLF_FALLBACK="error", OCLF_MMA="emulate", OCLF_MMA_TILE="16,64,1,2,2")
 
 
 @pytest.mark.parametrize("plan", ["auto", "gpu"])

@@ -1,4 +1,5 @@
-"""16-bit products on tensor cores (kernels/gemm16_mma.cl, csrc/aten/gemm16_mma.cpp).
+"""16-bit products and attention on tensor cores (kernels/gemm16_mma.cl, flash_attention.cl;
+csrc/aten/gemm16_mma.cpp, flash_attention.cpp).
 
 On NVIDIA devices of compute capability 8.0 and later, the opencl device's float16 and
 bfloat16 products of more than 8 rows run on tensor cores (inline PTX mma.sync, ldmatrix,
@@ -13,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from device_checks import logged_launches
+from opencl_functions import devices
 
 HALVES = [torch.float16, torch.bfloat16]
 EPS = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
@@ -68,14 +70,13 @@ def mma_options(launches):
 def test_emulated_tensor_core_kernel_against_float64(dtype, tile, monkeypatch):
     """Any device: the kernel with its warp instructions emulated, on a block of 4 warps with 2
     stages of 32 values of k, and on one of 16 rows with 3 stages of 16 and k split 3 ways
-    (split-K: partial sums, then gemm16_mma_sum), each over shapes with partial blocks and
-    partial chunks of k (k = 7, 37), every layout of A and B."""
+    (split-K: partial sums, then gemm16_mma_sum), each over a shape with partial blocks and a
+    partial chunk of k (20 × 37 × 70), every layout of A and B."""
     monkeypatch.setenv("OCLF_MMA", "emulate")
     monkeypatch.setenv("OCLF_MMA_TILE", tile)
     with logged_launches() as logged:
-        for m, k, n in [(9, 7, 17), (20, 37, 70)]:
-            for ours, cpu, ref in products(dtype, m, k, n):
-                no_worse(ours, cpu, ref)
+        for ours, cpu, ref in products(dtype, 20, 37, 70):
+            no_worse(ours, cpu, ref)
     launches = mma_options(logged)
     layouts = {("-DA_KC" in o, "-DB_KC" in o) for o in launches}
     assert layouts == {(True, True), (True, False), (False, False)}, layouts
@@ -114,3 +115,75 @@ def test_settings(monkeypatch):
         monkeypatch.setenv("OCLF_MMA_TILE", tile)
         with pytest.raises(RuntimeError, match="OCLF_MMA_TILE must be BM,BN,WM,WN,STAGES"):
             a @ a.t()
+
+
+def attention(dtype, batch, heads, kv_heads, rows, keys, width, value_width, causal):
+    """(ours, torch's CPU result at the dtype, float64) of scaled_dot_product_attention: the
+    query as the (B, L, H, D) layout a model's projections give, transposed; the key a slice of
+    wider rows (the kernel cannot copy from them: copied first); grouped heads when kv_heads < heads."""
+    q = randn(batch, rows, heads, width, dtype=dtype).transpose(1, 2)
+    k = randn(batch, kv_heads, keys, width + 3, dtype=dtype)[..., :width]
+    v = randn(batch, kv_heads, keys, value_width, dtype=dtype)
+    grouped = kv_heads != heads
+    run = lambda *ts: F.scaled_dot_product_attention(*ts, is_causal=causal, enable_gqa=grouped)  # noqa: E731
+    return run(*(t.to("opencl") for t in (q, k, v))), run(q, k, v), run(*(t.double() for t in (q, k, v)))
+
+
+def attention_launches():
+    """The attention kernels launched since the launch log started or was last read."""
+    kernels = [launch["kernel"] for launch in devices.launch_log_take()]
+    return [kernel for kernel in kernels if "attention" in kernel or kernel == "sdpa_forward"]
+
+
+@pytest.mark.parametrize("dtype, shape, causal", [
+    (torch.float16, (1, 4, 2, 70, 37, 16, 32), False),   # grouped heads, a partial block of rows
+    (torch.bfloat16, (1, 2, 2, 19, 130, 32, 16), True),  # three blocks of keys, the last partial
+])
+def test_emulated_flash_attention_against_float64(dtype, shape, causal, monkeypatch):
+    """Any device: flash_attention.cl with its warp instructions emulated (OCLF_MMA=emulate),
+    no worse than torch's CPU at the dtype against float64."""
+    monkeypatch.setenv("OCLF_MMA", "emulate")
+    devices.launch_log_start()
+    try:
+        ours, cpu, ref = attention(dtype, *shape, causal)
+        no_worse(ours, cpu, ref)
+        assert attention_launches() == ["flash_attention"]
+    finally:
+        devices.launch_log_stop()
+
+
+def test_attention_without_tensor_cores(monkeypatch):
+    """OCLF_MMA=0: 16-bit attention runs attention.cl's kernel; a mask takes it too."""
+    monkeypatch.setenv("OCLF_MMA", "0")
+    devices.launch_log_start()
+    try:
+        ours, cpu, ref = attention(torch.float16, 1, 2, 2, 9, 11, 16, 16, True)
+        no_worse(ours, cpu, ref)
+        assert attention_launches() == ["sdpa_forward"]
+        monkeypatch.setenv("OCLF_MMA", "emulate")
+        q = randn(1, 2, 9, 16, dtype=torch.float16)
+        mask = torch.rand(9, 9) > 0.3
+        got = F.scaled_dot_product_attention(*(q.to("opencl"),) * 3, attn_mask=mask.to("opencl"))
+        no_worse(got, F.scaled_dot_product_attention(q, q, q, attn_mask=mask),
+                 F.scaled_dot_product_attention(*(q.double(),) * 3, attn_mask=mask))
+        assert attention_launches() == ["sdpa_forward"]
+    finally:
+        devices.launch_log_stop()
+
+
+@pytest.mark.skipif(not NVIDIA, reason="tensor cores are NVIDIA's; test_emulated_flash_attention_against_float64 "
+                    "runs the kernel's index math here")
+@pytest.mark.parametrize("dtype", HALVES)
+def test_flash_attention_on_tensor_cores_against_float64(dtype):
+    """NVIDIA: 16-bit attention without a mask runs flash_attention.cl on tensor cores, no worse
+    than torch's CPU at the dtype: head widths 64 and 128, rows past what local memory holds,
+    causal and grouped heads, odd lengths."""
+    devices.launch_log_start()
+    try:
+        for shape, causal in [((2, 8, 8, 129, 1000, 64, 64), False), ((1, 8, 2, 1000, 1000, 128, 128), True),
+                              ((1, 4, 4, 1, 4099, 64, 64), False), ((3, 2, 1, 77, 77, 16, 48), True)]:
+            ours, cpu, ref = attention(dtype, *shape, causal)
+            no_worse(ours, cpu, ref)
+        assert attention_launches() == ["flash_attention"] * 4
+    finally:
+        devices.launch_log_stop()

@@ -108,18 +108,44 @@ def _tensor_str(self, *, tensor_contents=None):
 _torch_str = torch._tensor_str._str
 
 
+_lazy_done = False
+
+
+def _lazy_init() -> None:
+    """What waits for the device's first use (torch calls this before it makes the first
+    opencl tensor, as it calls torch.cuda's): CLBlast's tuned parameters for the device
+    (clblast_params/), as the library applies them before its first product. The import opens
+    no device, so a program may still choose one (OCLF_DEVICE) after `import torch`, which
+    imports this package where it is installed."""
+    global _lazy_done
+    if _lazy_done:
+        return
+    _lazy_done = True
+    try:
+        load_clblast_params()
+    except OpenCLError:
+        pass  # no OpenCL device: is_available() says so
+
+
+class _DeviceModule(types.ModuleType):
+    """torch.opencl: the functions of __all__, and _initialized as torch.cuda has it."""
+
+    @property
+    def _initialized(self) -> bool:
+        """torch.utils.checkpoint saves and restores a device's random state around a
+        checkpointed region (so the recomputed forward draws the forward's dropout masks) only
+        where this is true, as torch.cuda's is once CUDA is in use. It is read when opencl
+        tensors are in the region, so the device is in use: reading it opens the device."""
+        return is_available()
+
+
 def _register() -> None:
     if torch._C._get_privateuse1_backend_name() != NAME:
         torch.utils.rename_privateuse1_backend(NAME)
     if not hasattr(torch, NAME):
-        module = types.ModuleType(f"torch.{NAME}", __doc__.split("\n\n")[0])
-        for name in [*__all__, "is_initialized", "_is_in_bad_fork"]:
+        module = _DeviceModule(f"torch.{NAME}", __doc__.split("\n\n")[0])
+        for name in [*__all__, "is_initialized", "_is_in_bad_fork", "_lazy_init"]:
             setattr(module, name, globals()[name])
-        # torch.utils.checkpoint saves and restores a device's random state around a
-        # checkpointed region (so the recomputed forward draws the forward's dropout masks)
-        # only where the device module's _initialized is true, as torch.cuda's is once CUDA
-        # is in use.
-        module._initialized = is_available()
         torch._register_device_module(NAME, module)
         torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
         sys.modules[f"torch.{NAME}"] = module
@@ -128,12 +154,6 @@ def _register() -> None:
     # its device queues once, so a process that ran a CPU backward pass before this import
     # needs the queues of the opencl devices added.
     _ops.ensure_autograd_threads()
-    # CLBlast's tuned parameters for this device (clblast_params/), as the library applies
-    # them before its first product; CLBlast keeps them per device for the whole process.
-    try:
-        load_clblast_params()
-    except OpenCLError:
-        pass  # no OpenCL device: is_available() says so
     # torch.distributed's "oclf" backend for opencl tensors (distributed.py).
     from . import distributed
     distributed.register()

@@ -34,6 +34,7 @@
 // 32·WM·WN; consecutive work-groups walk GROUP_M block rows down a column of blocks before
 // the next column, so that a wave of them shares its A and B slices in the L2 cache.
 #include "gemm16.h"
+#include "mma.h"
 
 #ifndef BK
 #define BK 32
@@ -73,11 +74,6 @@
 #define A_AT(row, ch) ((row)*A_ROW + SWZ(row, ch, A_ROW / 8) * 8)
 #define B_AT(row, ch) ((row)*B_ROW + SWZ(row, ch, B_ROW / 8) * 8)
 
-#ifdef T_IS_BFLOAT
-#define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-#else
-#define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-#endif
 #if STAGES == 2
 #define IN_FLIGHT 0
 #elif STAGES == 3
@@ -89,105 +85,8 @@
 #else
 #error "gemm16_mma: STAGES is 2 to 5"
 #endif
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
-#ifdef MMA_EMULATE
-// The warp's exchanges through local memory: xw[warp] holds each lane's 6 words (an mma's
-// A and B registers, or an ldmatrix's row offset). Every work-item of the group calls these
-// the same number of times, so the barriers are uniform.
-#define EMU_ARGS , __local uint *xw
-#define EMU_PASS , xw
-
-inline float bits_to_float(uint bits) {
-#ifdef T_IS_BFLOAT
-  return as_float(bits << 16);
-#else
-  const ushort h = (ushort)bits;
-  return vload_half(0, (const __private half *)&h);
-#endif
-}
-
-// 16 bytes from src (bytes of them, the rest zeros) to local element dst.
-inline void copy16(__local ushort *smem, int dst, __global const ushort *src, int bytes) {
-  for (int e = 0; e < 8; ++e) smem[dst + e] = 2 * e < bytes ? src[e] : (ushort)0;
-}
-
-// ldmatrix .x4: lane l gives the offset of row l % 8 of matrix l / 8; r[q] is matrix q's
-// (row l / 4, columns 2(l % 4), +1), or with trans its (rows 2(l % 4), +1, column l / 4).
-inline void ldsm4(uint r[4], __local const ushort *smem, int off, int trans EMU_ARGS) {
-  const int lane = get_local_id(0) & 31;
-  __local uint *x = xw + (get_local_id(0) >> 5) * 32 * 6;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  x[lane * 6] = (uint)off;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int g = lane >> 2, t = lane & 3;
-  for (int q = 0; q < 4; ++q) {
-    uint lo, hi;
-    if (trans) {
-      lo = smem[x[(8 * q + 2 * t) * 6] + g];
-      hi = smem[x[(8 * q + 2 * t + 1) * 6] + g];
-    } else {
-      lo = smem[x[(8 * q + g) * 6] + 2 * t];
-      hi = smem[x[(8 * q + g) * 6] + 2 * t + 1];
-    }
-    r[q] = lo | (hi << 16);
-  }
-}
-
-inline void mma16816(float d[4], const uint a[4], const uint b[2] EMU_ARGS) {
-  const int lane = get_local_id(0) & 31;
-  __local uint *x = xw + (get_local_id(0) >> 5) * 32 * 6;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = 0; i < 4; ++i) x[lane * 6 + i] = a[i];
-  x[lane * 6 + 4] = b[0];
-  x[lane * 6 + 5] = b[1];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int g = lane >> 2, t = lane & 3;
-  for (int c = 0; c < 4; ++c) {
-    const int row = g + 8 * (c >> 1), col = 2 * t + (c & 1);
-    float sum = 0.0f;
-    for (int kk = 0; kk < 16; ++kk) {
-      const uint aw = x[(4 * (row & 7) + (kk & 7) / 2) * 6 + (row >> 3) + 2 * (kk >> 3)];
-      const uint bw = x[(4 * col + (kk & 7) / 2) * 6 + 4 + (kk >> 3)];
-      sum += bits_to_float((kk & 1) ? aw >> 16 : aw & 0xffff) * bits_to_float((kk & 1) ? bw >> 16 : bw & 0xffff);
-    }
-    d[c] += sum;
-  }
-}
-#define CP_COMMIT()
-#define CP_WAIT()
-#else
-#define EMU_ARGS
-#define EMU_PASS
-
-inline void copy16(__local ushort *smem, int dst, __global const ushort *src, int bytes) {
-  const uint at = (uint)(size_t)smem + 2u * (uint)dst;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(at), "l"((ulong)(size_t)src), "r"(bytes)
-               : "memory");
-}
-
-inline void ldsm4(uint r[4], __local const ushort *smem, int off, int trans) {
-  const uint at = (uint)(size_t)smem + 2u * (uint)off;
-  if (trans)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(at));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(at));
-}
-
-inline void mma16816(float d[4], const uint a[4], const uint b[2]) {
-  asm volatile(MMA_OP " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-#define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 // Waits until at most STAGES - 2 groups of this work-item's copies are still in flight.
-#define CP_WAIT() asm volatile("cp.async.wait_group " STR(IN_FLIGHT) ";" ::: "memory")
-#endif
+#define CP_WAIT() CP_WAIT_GROUP(IN_FLIGHT)
 
 // A work-item's copies of one operand's slices: copy i takes a 16-byte chunk from src[i] (at
 // k0 = 0; a slice at k0 reads from src[i] + K_STEP(k0)) to local element dst[i] of a stage;

@@ -1,9 +1,10 @@
 // Attention on the opencl device:
-// - scaled_dot_product_attention without gradients or dropout: one kernel
-//   (kernels/attention.cl) through torch's "overrideable" backend, chosen by
-//   _fused_sdp_choice for the device, grouped key/value heads (enable_gqa) included; with
-//   gradients, dropout or rows too long for local memory, torch's math path (matmul,
-//   softmax, ... on the device's ops).
+// - scaled_dot_product_attention without gradients or dropout: one kernel through torch's
+//   "overrideable" backend, chosen by _fused_sdp_choice for the device, grouped key/value heads
+//   (enable_gqa) included: in 16 bits without a mask, on devices with tensor cores (or
+//   OCLF_MMA=emulate), flash_attention.cl (flash_attention.h), any length; else
+//   kernels/attention.cl, rows up to what local memory holds. With gradients, dropout or
+//   longer rows, torch's math path (matmul, softmax, ... on the device's ops).
 // - nn.MultiheadAttention's fast path (eval mode, no gradients, batch_first):
 //   _native_multi_head_attention, composed from the device's native operators (linear,
 //   matmul, softmax). Masks go to the CPU fallback.
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "dispatch.h"
+#include "flash_attention.h"
 #include "fallback.h"
 #include "kernel_launch.h"
 #include "tensors.h"
@@ -74,7 +76,7 @@ int64_t sdpa_max_keys() {
 
 // Whether sdpa_forward computes this attention (else torch's math path does).
 bool sdpa_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
-               double dropout_p, bool enable_gqa) {
+               double dropout_p, bool is_causal, bool enable_gqa) {
   // q, k and v of one dtype: float32, float16 or bfloat16 (read directly).
   const at::ScalarType type = q.scalar_type();
   if (type != at::kFloat && type != at::kHalf && type != at::kBFloat16) return false;
@@ -86,8 +88,11 @@ bool sdpa_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
   if (k.size(0) != B || v.size(0) != B || v.size(1) != Hk || v.size(2) != S || k.size(3) != D) return false;
   // Grouped key/value heads (enable_gqa): query head h reads key/value head h / (H / Hk).
   if (Hk != H && !(enable_gqa && Hk > 0 && H % Hk == 0)) return false;
-  if (B * H * L == 0 || S == 0 || D > kSdpaMaxD || S > sdpa_max_keys()) return false;
+  if (B * H * L == 0 || S == 0) return false;
   if (B * H * L * std::max<int64_t>(v.size(3), 1) >= INT_MAX) return false;
+  const bool has_mask = mask && mask->defined();
+  if (flash_attention_fits(q, k, v, has_mask, is_causal)) return true;
+  if (D > kSdpaMaxD || S > sdpa_max_keys()) return false;
   for (const at::Tensor* t : {&q, &k, &v})
     if (t->numel() >= INT_MAX) return false;
   if (mask && mask->defined()) {
@@ -99,9 +104,9 @@ bool sdpa_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
 }
 
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         const std::optional<at::Tensor>& mask, double dropout_p, bool /*is_causal*/,
+                         const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                          std::optional<double> /*scale*/, bool enable_gqa) {
-  return int64_t(sdpa_fits(q, k, v, mask, dropout_p, enable_gqa) ? at::SDPBackend::overrideable
+  return int64_t(sdpa_fits(q, k, v, mask, dropout_p, is_causal, enable_gqa) ? at::SDPBackend::overrideable
                                                                    : at::SDPBackend::math);
 }
 
@@ -120,7 +125,7 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   bool return_debug_mask, std::optional<double> scale) {
   // Torch passes grouped heads here only when enable_gqa chose this backend (fused_sdp_choice).
   const bool grouped = k.dim() == 4 && q.dim() == 4 && k.size(1) != q.size(1);
-  DEVICE_CHECK(sdpa_fits(q, k, v, attn_bias, dropout_p, grouped) && !return_debug_mask,
+  DEVICE_CHECK(sdpa_fits(q, k, v, attn_bias, dropout_p, is_causal, grouped) && !return_debug_mask,
               "opencl: scaled_dot_product_attention: these inputs take torch's math path (shapes ", q.sizes(), ", ",
               k.sizes(), ", ", v.sizes(), ")");
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3), E = v.size(3);
@@ -130,7 +135,9 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const at::Tensor mask = has_mask ? attn_bias->expand({B, H, L, S}) : q;
   const int kind = !has_mask ? 0 : mask.scalar_type() == at::kBool ? 1 : 2;
   const double s = scale ? *scale : 1.0 / std::sqrt(double(D));
-  if (E > 0) {
+  if (E > 0 && flash_attention_fits(q, k, v, has_mask, is_causal)) {
+    flash_attention(q, k, v, is_causal, s, out, lse);
+  } else if (E > 0) {
     const std::string options = "-DGROUP=" + std::to_string(kSdpaGroup) + " -DMASK=" + std::to_string(kind) +
                                 " -DMAX_S=" + std::to_string(sdpa_max_keys()) +
                                 " -DMAX_D=" + std::to_string(kSdpaMaxD) + (is_causal ? " -DCAUSAL" : "") +

@@ -239,6 +239,12 @@ void run_tile(const Tile& tile, const Operand& A, const Operand& B, const at::Te
 
 }  // namespace
 
+TensorCores tensor_cores() {
+  const Mode how = mode();
+  if (how == Mode::emulated) return TensorCores::emulated;
+  return how == Mode::hardware && hardware_ready(Runtime::get()) ? TensorCores::hardware : TensorCores::off;
+}
+
 bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
                 const at::Tensor& row, Activation act) {
   const Mode how = mode();

@@ -12,6 +12,12 @@ namespace oclf::device {
 // OCLF_MMA allows it and the device takes it (NVIDIA, compute capability 8.0 and later, its
 // compiler building the kernel), or emulated (OCLF_MMA=emulate). False: nothing was launched,
 // and the caller runs its portable kernel.
+// Where the tensor-core kernels (gemm16_mma.cl, flash_attention.cl) run: nowhere (OCLF_MMA=0, or
+// the current device has no tensor cores its compiler reaches), on the hardware, or emulated
+// (OCLF_MMA=emulate).
+enum class TensorCores { off, hardware, emulated };
+TensorCores tensor_cores();
+
 bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
                 const at::Tensor& row, Activation act);
 

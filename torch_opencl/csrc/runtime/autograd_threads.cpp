@@ -59,11 +59,12 @@ void settle_autograd_threads() {
 }
 
 void ensure_autograd_threads() {
-  if (!device_available()) return;
   Engine& engine = Engine::get_default_engine();
   // Not started yet: the first backward pass starts them and counts opencl (registered
   // by now). Starting them here would make a later fork-based child unable to run autograd.
+  // (Checked first: the import opens no device unless a backward pass ran before it.)
   if (!EngineQueues::started(engine)) return;
+  if (!device_available()) return;
   auto& queues = EngineQueues::of(engine);
   const int needed = device_count();  // one queue per device index
   // Called from the import, before any opencl tensor exists: no backward pass can be
