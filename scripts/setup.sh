@@ -66,7 +66,8 @@ fi
 # device builds the device's module.
 # END STAFF
 editable="$VENV/.editable"
-if ! cat setup.py pyproject.toml | cmp -s - "$editable"; then
+installed() { "$VENV/bin/python" -c "import importlib.metadata as m; m.distribution('opencl_functions')" 2>/dev/null; }
+if ! cat setup.py pyproject.toml | cmp -s - "$editable" || ! installed; then
   echo "setup: installing this tree into $VENV (editable)"
   out=$(OCLF_BUILD_EXTENSIONS=0 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps -e . 2>&1) \
     || { echo "$out" >&2; exit 1; }
