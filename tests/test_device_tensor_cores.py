@@ -153,7 +153,8 @@ def test_emulated_flash_attention_against_float64(dtype, shape, causal, monkeypa
 
 
 def test_attention_without_tensor_cores(monkeypatch):
-    """OCLF_MMA=0: 16-bit attention runs attention.cl's kernel; a mask takes it too."""
+    """OCLF_MMA=0 or OCLF_FLASH_ATTENTION=0: 16-bit attention runs attention.cl's kernel; a mask
+    takes it too; a bad OCLF_FLASH_ATTENTION raises naming it."""
     monkeypatch.setenv("OCLF_MMA", "0")
     devices.launch_log_start()
     try:
@@ -167,6 +168,13 @@ def test_attention_without_tensor_cores(monkeypatch):
         no_worse(got, F.scaled_dot_product_attention(q, q, q, attn_mask=mask),
                  F.scaled_dot_product_attention(*(q.double(),) * 3, attn_mask=mask))
         assert attention_launches() == ["sdpa_forward"]
+        monkeypatch.setenv("OCLF_FLASH_ATTENTION", "0")
+        ours, cpu, ref = attention(torch.float16, 1, 2, 2, 9, 11, 16, 16, False)
+        no_worse(ours, cpu, ref)
+        assert attention_launches() == ["sdpa_forward"]
+        monkeypatch.setenv("OCLF_FLASH_ATTENTION", "yes")
+        with pytest.raises(RuntimeError, match="OCLF_FLASH_ATTENTION must be 0 or 1"):
+            attention(torch.float16, 1, 2, 2, 9, 11, 16, 16, False)
     finally:
         devices.launch_log_stop()
 
@@ -174,10 +182,11 @@ def test_attention_without_tensor_cores(monkeypatch):
 @pytest.mark.skipif(not NVIDIA, reason="tensor cores are NVIDIA's; test_emulated_flash_attention_against_float64 "
                     "runs the kernel's index math here")
 @pytest.mark.parametrize("dtype", HALVES)
-def test_flash_attention_on_tensor_cores_against_float64(dtype):
-    """NVIDIA: 16-bit attention without a mask runs flash_attention.cl on tensor cores, no worse
-    than torch's CPU at the dtype: head widths 64 and 128, rows past what local memory holds,
-    causal and grouped heads, odd lengths."""
+def test_flash_attention_on_tensor_cores_against_float64(dtype, monkeypatch):
+    """NVIDIA: 16-bit attention without a mask runs flash_attention.cl on tensor cores (asked for
+    by OCLF_FLASH_ATTENTION=1), no worse than torch's CPU at the dtype: head widths 64 and 128,
+    rows past what local memory holds, causal and grouped heads, odd lengths."""
+    monkeypatch.setenv("OCLF_FLASH_ATTENTION", "1")
     devices.launch_log_start()
     try:
         for shape, causal in [((2, 8, 8, 129, 1000, 64, 64), False), ((1, 8, 2, 1000, 1000, 128, 128), True),

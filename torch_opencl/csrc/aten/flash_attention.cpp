@@ -8,6 +8,7 @@
 #include <string>
 
 #include "opencl_functions/runtime/errors.hpp"
+#include "opencl_functions/runtime/settings.hpp"
 #include "gemm16_mma.h"
 #include "kernel_launch.h"
 #include "tensors.h"
@@ -36,12 +37,22 @@ cl_int4 strides4(const at::Tensor& t) {
   return s;
 }
 
+// OCLF_FLASH_ATTENTION: 1 runs the kernel where the tensor-core kernels run, 0 never; unset,
+// only emulated (OCLF_MMA=emulate). On the hardware it is asked for by name until the NVIDIA
+// check of tests/test_device_tensor_cores.py has passed on a device.
+bool flash_wanted(TensorCores where) {
+  const std::string value = setting("FLASH_ATTENTION");
+  DEVICE_CHECK(value.empty() || value == "0" || value == "1", "opencl: ", setting_variable("FLASH_ATTENTION"),
+               " must be 0 or 1, got \"", value, "\"");
+  return value.empty() ? where == TensorCores::emulated : value == "1";
+}
+
 // The kernel for these inputs, built once per device and options; nullptr where the tensor-core
-// kernels do not run or the driver refuses this one (told once, with its log: the attention then
-// goes the portable way).
+// kernels do not run, OCLF_FLASH_ATTENTION leaves them out, or the driver refuses this one (told
+// once, with its log: the attention then goes the portable way).
 cl_kernel flash_kernel(const at::Tensor& q, const at::Tensor& v, bool causal) {
   const TensorCores where = tensor_cores();
-  if (where == TensorCores::off) return nullptr;
+  if (where == TensorCores::off || !flash_wanted(where)) return nullptr;
   const bool bf16 = q.scalar_type() == at::kBFloat16;
   const std::string options = std::string("-DT=") + cl_storage_type(q.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
                               " -DD=" + std::to_string(q.size(3)) + " -DE=" + std::to_string(v.size(3)) +
