@@ -16,7 +16,7 @@
 //
 // K and V come into local memory by cp.async (copy16), one block each: V's copies run while S
 // is made, the next K's while O is. Rows are D (or E) values, 16-byte chunks placed by the
-// XOR swizzle of gemm16_mma.cl, so that ldmatrix reads meet no bank conflicts. The query block
+// XOR swizzle of mma.h, so that ldmatrix reads meet no bank conflicts. The query block
 // passes through K's place on its way into registers.
 //
 // Build options: T (half or bfloat; T_IS_BFLOAT), D and E (the key and value widths, multiples
@@ -43,9 +43,7 @@
 #error "flash_attention: D, E and BN multiples of 16, BN >= 16 * WARPS"
 #endif
 
-// Chunk ch (8 values) of row `row` in a tile of rows of `cc` chunks (gemm16_mma.cl's swizzle).
-#define SWZ(row, ch, cc) \
-  ((cc) >= 8 ? ((ch) ^ ((row)&7)) : (cc) == 4 ? ((ch) ^ (((row) >> 1) & 3)) : (cc) == 2 ? ((ch) ^ (((row) >> 2) & 1)) : (ch))
+// Chunk ch (8 values) of row `row` of K's and V's tiles (mma.h's swizzle).
 #define K_AT(row, ch) ((row)*D + SWZ(row, ch, D / 8) * 8)
 #define V_AT(row, ch) ((row)*E + SWZ(row, ch, E / 8) * 8)
 

@@ -66,11 +66,6 @@
 #define B_ELEMS (BN * BK)
 #define STAGE_ELEMS (A_ELEMS + B_ELEMS)
 
-// The chunk where chunk `ch` of row `row` is kept, in rows of `cc` chunks: 8 consecutive rows
-// at one chunk land in 8 distinct 16-byte bank groups (a 128-byte span of banks holds 8
-// chunks: one row of 8 chunks or more, two rows of 4, four rows of 2).
-#define SWZ(row, ch, cc) \
-  ((cc) >= 8 ? ((ch) ^ ((row)&7)) : (cc) == 4 ? ((ch) ^ (((row) >> 1) & 3)) : (cc) == 2 ? ((ch) ^ (((row) >> 2) & 1)) : (ch))
 #define A_AT(row, ch) ((row)*A_ROW + SWZ(row, ch, A_ROW / 8) * 8)
 #define B_AT(row, ch) ((row)*B_ROW + SWZ(row, ch, B_ROW / 8) * 8)
 

@@ -18,6 +18,7 @@
 //                                  B's (2t..2t+1, g), (2t+8..2t+9, g), sums (g, 2t..), (g+8, 2t..))
 //   quad_max(v), quad_sum(v)       over the 4 lanes of v's quad (lanes 4·g .. 4·g + 3)
 //   pack2(lo, hi)                  two floats as T, lo in the low 16 bits
+//   SWZ(row, ch, cc)               where a tile in local memory keeps its rows' 16-byte chunks
 // Under MMA_EMULATE the functions take the work-group's exchange area xw (EMU_ARGS, EMU_PASS:
 // 6 words per work-item, EMU_WORDS(threads) in all) and every work-item must call them the same
 // number of times, so that their barriers are uniform.
@@ -34,6 +35,12 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define EMU_WORDS(threads) ((threads)*6)
+
+// The chunk where chunk `ch` of row `row` is kept, in rows of `cc` chunks: 8 consecutive rows
+// at one chunk land in 8 distinct 16-byte bank groups (a 128-byte span of banks holds 8
+// chunks: one row of 8 chunks or more, two rows of 4, four rows of 2).
+#define SWZ(row, ch, cc) \
+  ((cc) >= 8 ? ((ch) ^ ((row)&7)) : (cc) == 4 ? ((ch) ^ (((row) >> 1) & 3)) : (cc) == 2 ? ((ch) ^ (((row) >> 2) & 1)) : (ch))
 
 inline uint pack2(float lo, float hi) {
 #ifdef T_IS_BFLOAT

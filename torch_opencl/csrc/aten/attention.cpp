@@ -110,12 +110,6 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
                                                                    : at::SDPBackend::math);
 }
 
-cl_int4 strides4(const at::Tensor& t) {
-  cl_int4 s;
-  for (int d = 0; d < 4; ++d) s.s[d] = static_cast<cl_int>(t.stride(d));
-  return s;
-}
-
 // torch's overrideable SDPA: (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
 // philox_seed, philox_offset, debug_attn_mask); only the first two are computed.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor,
@@ -135,9 +129,7 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const at::Tensor mask = has_mask ? attn_bias->expand({B, H, L, S}) : q;
   const int kind = !has_mask ? 0 : mask.scalar_type() == at::kBool ? 1 : 2;
   const double s = scale ? *scale : 1.0 / std::sqrt(double(D));
-  if (E > 0 && flash_attention_fits(q, k, v, has_mask, is_causal)) {
-    flash_attention(q, k, v, is_causal, s, out, lse);
-  } else if (E > 0) {
+  if (E > 0 && !flash_attention(q, k, v, has_mask, is_causal, s, out, lse)) {
     const std::string options = "-DGROUP=" + std::to_string(kSdpaGroup) + " -DMASK=" + std::to_string(kind) +
                                 " -DMAX_S=" + std::to_string(sdpa_max_keys()) +
                                 " -DMAX_D=" + std::to_string(kSdpaMaxD) + (is_causal ? " -DCAUSAL" : "") +

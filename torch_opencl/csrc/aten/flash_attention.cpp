@@ -26,15 +26,7 @@ at::Tensor aligned(const at::Tensor& t) {
     return x.stride(3) == 1 && x.stride(0) % 8 == 0 && x.stride(1) % 8 == 0 && x.stride(2) % 8 == 0 &&
            arg(x).offset % 8 == 0;
   };
-  if (fits(t)) return t;
-  const at::Tensor copy = empty_device(t.sizes(), t.scalar_type()).copy_(t);
-  return copy;
-}
-
-cl_int4 strides4(const at::Tensor& t) {
-  cl_int4 s;
-  for (int d = 0; d < 4; ++d) s.s[d] = static_cast<cl_int>(t.stride(d));
-  return s;
+  return fits(t) ? t : empty_device(t.sizes(), t.scalar_type()).copy_(t);
 }
 
 // OCLF_FLASH_ATTENTION: 1 runs the kernel where the tensor-core kernels run, 0 never; unset,
@@ -74,32 +66,38 @@ cl_kernel flash_kernel(const at::Tensor& q, const at::Tensor& v, bool causal) {
   }
 }
 
+// The kernel for these inputs where flash attention takes them (flash_attention_fits), else nullptr.
+cl_kernel fitting_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask, bool causal) {
+  const at::ScalarType type = q.scalar_type();
+  if ((type != at::kHalf && type != at::kBFloat16) || has_mask) return nullptr;
+  const int64_t D = q.size(3), E = v.size(3);
+  if (D % 16 || E % 16 || D == 0 || E == 0 || D > kMaxWidth || E > kMaxWidth) return nullptr;
+  for (const at::Tensor* t : {&q, &k, &v})
+    if (t->numel() >= INT_MAX) return nullptr;
+  return flash_kernel(q, v, causal);
+}
+
 }  // namespace
 
 bool flash_attention_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask, bool causal) {
-  const at::ScalarType type = q.scalar_type();
-  if ((type != at::kHalf && type != at::kBFloat16) || has_mask) return false;
-  const int64_t D = q.size(3), E = v.size(3);
-  if (D % 16 || E % 16 || D == 0 || E == 0 || D > kMaxWidth || E > kMaxWidth) return false;
-  for (const at::Tensor* t : {&q, &k, &v})
-    if (t->numel() >= INT_MAX) return false;
-  return flash_kernel(q, v, causal) != nullptr;
+  return fitting_kernel(q, k, v, has_mask, causal) != nullptr;
 }
 
-void flash_attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, bool causal,
-                     double scale, const at::Tensor& out, const at::Tensor& lse) {
+bool flash_attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, bool has_mask,
+                     bool causal, double scale, const at::Tensor& out, const at::Tensor& lse) {
+  cl_kernel kernel = fitting_kernel(q_in, k_in, v_in, has_mask, causal);
+  if (kernel == nullptr) return false;
   const at::Tensor q = aligned(q_in), k = aligned(k_in), v = aligned(v_in);
   const TensorArg tq = arg(q), tk = arg(k), tv = arg(v), to = arg(out), tl = arg(lse);
   DEVICE_CHECK(tq.offset % 8 == 0 && tk.offset % 8 == 0 && tv.offset % 8 == 0 && to.offset % 2 == 0,
                "opencl: flash attention: operands not aligned to 16 bytes after their copies");
-  cl_kernel kernel = flash_kernel(q, v, causal);
-  DEVICE_CHECK(kernel != nullptr, "opencl: flash attention: called where flash_attention_fits refused");
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
   const int64_t threads = 32 * kWarps, rows = 16 * kWarps;
   const size_t global[1] = {size_t((L + rows - 1) / rows * B * H * threads)};
   const size_t local[1] = {size_t(threads)};
   launch(kernel, NDRange(1, global, local), tq, strides4(q), tk, strides4(k), tv, strides4(v), to, tl, int(H),
          int(H / k.size(1)), int(L), int(S), float(scale / std::log(2.0)));
+  return true;
 }
 
 }  // namespace oclf::device

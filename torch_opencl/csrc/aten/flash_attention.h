@@ -12,9 +12,10 @@ namespace oclf::device {
 // (gemm16_mma.h's tensor_cores()) and builds this one (a refusal is warned once, with its log).
 bool flash_attention_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask, bool causal);
 
-// out (B,H,L,E) and lse (B,H,L), contiguous, from q, k and v at any strides (operands whose rows
-// the kernel cannot copy from are copied first); for inputs flash_attention_fits took.
-void flash_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                     const at::Tensor& out, const at::Tensor& lse);
+// Where flash_attention_fits takes the inputs: out (B,H,L,E) and lse (B,H,L), contiguous, from q,
+// k and v at any strides (operands whose rows the kernel cannot copy from are copied first), and
+// true. Else false, and nothing is launched.
+bool flash_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask, bool causal,
+                     double scale, const at::Tensor& out, const at::Tensor& lse);
 
 }  // namespace oclf::device

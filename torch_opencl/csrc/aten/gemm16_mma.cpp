@@ -247,10 +247,9 @@ TensorCores tensor_cores() {
 
 bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
                 const at::Tensor& row, Activation act) {
-  const Mode how = mode();
-  if (how == Mode::off) return false;
+  const TensorCores where = tensor_cores();
+  if (where == TensorCores::off) return false;
   Runtime& rt = Runtime::get();
-  if (how == Mode::hardware && !hardware_ready(rt)) return false;
   const int64_t batch = c.dim() == 3 ? c.size(0) : 1, m = c.size(-2), n = c.size(-1), k = a.size(-1);
   if (k == 0 || batch > 65535) return false;  // (a batch is the NDRange's second dimension)
   const Operand A = operand(a, false), B = operand(b, true);
@@ -270,7 +269,7 @@ bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, f
     at::Tensor trial;  // trial runs write a scratch result (c may be read: beta · c)
     auto run = [&](const std::string& config) {
       if (!trial.defined()) trial = empty_device(c.sizes(), c.scalar_type());
-      run_tile(Tile::of(config), A, B, trial, at::Tensor(), 1.0f, 0.0f, Activation::kNone, how == Mode::emulated);
+      run_tile(Tile::of(config), A, B, trial, at::Tensor(), 1.0f, 0.0f, Activation::kNone, where == TensorCores::emulated);
     };
     char tuning_key[160];
     std::snprintf(tuning_key, sizeof(tuning_key), "gemm16_mma.v2 M=%lld N=%lld K=%lld B=%lld A_KC=%d B_KC=%d %s",
@@ -278,12 +277,12 @@ bool gemm16_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, f
                   cl_storage_type(c.scalar_type()));
     const std::string hash = rt.programs().source_hash(kernels_dir() + "/" + kFile);
     const bool worth = 2.0 * double(m) * double(n) * double(k) * double(batch) >= double(1 << 27) &&
-                       how == Mode::hardware;
+                       where == TensorCores::hardware;
     const reference::Choice choice = reference::choose(launcher, tuning_key, hash, quick, full, run, worth);
     return plans::Plan{choice.config, choice.origin};
   });
   if (plan.config.empty()) return false;
-  run_tile(Tile::of(plan.config), A, B, c, row, alpha, beta, act, how == Mode::emulated);
+  run_tile(Tile::of(plan.config), A, B, c, row, alpha, beta, act, where == TensorCores::emulated);
   return true;
 }
 

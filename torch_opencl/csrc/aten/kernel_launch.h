@@ -33,6 +33,13 @@ struct TensorArg {
 };
 TensorArg arg(const at::Tensor& t);
 
+// A 4-D tensor's strides in elements, as one int4 argument (b, h, row, column for attention).
+inline cl_int4 strides4(const at::Tensor& t) {
+  cl_int4 s;
+  for (int d = 0; d < 4; ++d) s.s[d] = static_cast<cl_int>(t.stride(d));
+  return s;
+}
+
 // A number the size of the compute type it is passed as (float, double, long, int, short or uchar).
 struct ScalarArg {
   unsigned char bytes[8] = {0};
