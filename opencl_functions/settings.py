@@ -98,9 +98,13 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in [
             "BM,BN,WM,WN,STAGES,BK,SPLITS (BM×BN outputs per work-group of WM×WN warps, STAGES slices of BK "
             "values of k in flight, k split SPLITS ways)",
             "the opencl device", staff=True),
-    Setting("FLASH_ATTENTION", "0 (1 under OCLF_MMA=emulate)",
-            "the opencl device's 16-bit attention without a mask: 1 runs it on tensor cores "
-            "(kernels/flash_attention.cl) where OCLF_MMA lets them run, 0 keeps the portable kernel",
+    Setting("FLASH_ATTENTION", "1",
+            "the opencl device's 16-bit attention without a mask runs on tensor cores "
+            "(kernels/flash_attention.cl) where OCLF_MMA lets them run; 0 keeps the portable kernel",
+            "the opencl device", staff=True),
+    Setting("FLASH_BLOCK", "by head width",
+            "the opencl device's flash attention: force a block WARPS,MT,BN (WARPS warps of MT pieces of 16 "
+            "query rows each, BN keys at a time)",
             "the opencl device", staff=True),
     Setting("MATMUL", "by shape and device",
             "force one of the reference solution's matrix-product paths: clblast, rows, cols or conv, "

@@ -117,15 +117,16 @@ def test_settings(monkeypatch):
             a @ a.t()
 
 
-def attention(dtype, batch, heads, kv_heads, rows, keys, width, value_width, causal):
+def attention(dtype, batch, heads, kv_heads, rows, keys, width, value_width, causal, scale=None):
     """(ours, torch's CPU result at the dtype, float64) of scaled_dot_product_attention: the
     query as the (B, L, H, D) layout a model's projections give, transposed; the key a slice of
-    wider rows (the kernel cannot copy from them: copied first); grouped heads when kv_heads < heads."""
+    wider rows (the kernel cannot copy from them: copied first); grouped heads when kv_heads < heads;
+    scale None for torch's 1/√width."""
     q = randn(batch, rows, heads, width, dtype=dtype).transpose(1, 2)
     k = randn(batch, kv_heads, keys, width + 3, dtype=dtype)[..., :width]
     v = randn(batch, kv_heads, keys, value_width, dtype=dtype)
     grouped = kv_heads != heads
-    run = lambda *ts: F.scaled_dot_product_attention(*ts, is_causal=causal, enable_gqa=grouped)  # noqa: E731
+    run = lambda *ts: F.scaled_dot_product_attention(*ts, is_causal=causal, enable_gqa=grouped, scale=scale)  # noqa: E731
     return run(*(t.to("opencl") for t in (q, k, v))), run(q, k, v), run(*(t.double() for t in (q, k, v)))
 
 
@@ -135,17 +136,25 @@ def attention_launches():
     return [kernel for kernel in kernels if "attention" in kernel or kernel == "sdpa_forward"]
 
 
-@pytest.mark.parametrize("dtype, shape, causal", [
-    (torch.float16, (1, 4, 2, 70, 37, 16, 32), False),   # grouped heads, a partial block of rows
-    (torch.bfloat16, (1, 2, 2, 19, 130, 32, 16), True),  # three blocks of keys, the last partial
+@pytest.mark.parametrize("dtype, shape, causal, block, scale", [
+    # grouped heads, a partial block of rows; the block for the widths (2 pieces of rows a warp)
+    (torch.float16, (1, 4, 2, 70, 37, 16, 32), False, "", None),
+    # blocks of keys smaller than of rows (the queries come in twice), the last partial, causal;
+    # a negative scale (the query's signs flipped)
+    (torch.bfloat16, (1, 2, 2, 19, 130, 32, 16), True, "2,2,32", -0.4),
+    # one piece a warp, three blocks of keys with the last partial, two row blocks; a large
+    # scale (the row maxima far from 0, the weights near one-hot)
+    (torch.float16, (2, 2, 1, 40, 80, 16, 16), True, "2,1,32", 3.0),
 ])
-def test_emulated_flash_attention_against_float64(dtype, shape, causal, monkeypatch):
+def test_emulated_flash_attention_against_float64(dtype, shape, causal, block, scale, monkeypatch):
     """Any device: flash_attention.cl with its warp instructions emulated (OCLF_MMA=emulate),
-    no worse than torch's CPU at the dtype against float64."""
+    no worse than torch's CPU at the dtype against float64, on blocks of its several shapes
+    (OCLF_FLASH_BLOCK)."""
     monkeypatch.setenv("OCLF_MMA", "emulate")
+    monkeypatch.setenv("OCLF_FLASH_BLOCK", block)
     devices.launch_log_start()
     try:
-        ours, cpu, ref = attention(dtype, *shape, causal)
+        ours, cpu, ref = attention(dtype, *shape, causal, scale)
         no_worse(ours, cpu, ref)
         assert attention_launches() == ["flash_attention"]
     finally:
@@ -183,16 +192,20 @@ def test_attention_without_tensor_cores(monkeypatch):
                     "runs the kernel's index math here")
 @pytest.mark.parametrize("dtype", HALVES)
 def test_flash_attention_on_tensor_cores_against_float64(dtype, monkeypatch):
-    """NVIDIA: 16-bit attention without a mask runs flash_attention.cl on tensor cores (asked for
-    by OCLF_FLASH_ATTENTION=1), no worse than torch's CPU at the dtype: head widths 64 and 128,
-    rows past what local memory holds, causal and grouped heads, odd lengths."""
-    monkeypatch.setenv("OCLF_FLASH_ATTENTION", "1")
+    """NVIDIA: 16-bit attention without a mask runs flash_attention.cl on tensor cores (by
+    default), no worse than torch's CPU at the dtype: head widths 64 and 128,
+    rows past what local memory holds, causal and grouped heads, odd lengths, a negative scale;
+    the default blocks of each width and mask."""
+    monkeypatch.delenv("OCLF_FLASH_ATTENTION", raising=False)
+    monkeypatch.delenv("OCLF_FLASH_BLOCK", raising=False)
     devices.launch_log_start()
+    cases = [((2, 8, 8, 129, 1000, 64, 64), False, None), ((1, 8, 2, 1000, 1000, 128, 128), True, None),
+             ((1, 4, 4, 1, 4099, 64, 64), False, None), ((3, 2, 1, 77, 77, 16, 48), True, None),
+             ((2, 4, 2, 300, 517, 128, 128), False, -0.1), ((1, 2, 2, 250, 250, 96, 64), True, None)]
     try:
-        for shape, causal in [((2, 8, 8, 129, 1000, 64, 64), False), ((1, 8, 2, 1000, 1000, 128, 128), True),
-                              ((1, 4, 4, 1, 4099, 64, 64), False), ((3, 2, 1, 77, 77, 16, 48), True)]:
-            ours, cpu, ref = attention(dtype, *shape, causal)
+        for shape, causal, scale in cases:
+            ours, cpu, ref = attention(dtype, *shape, causal, scale)
             no_worse(ours, cpu, ref)
-        assert attention_launches() == ["flash_attention"] * 4
+        assert attention_launches() == ["flash_attention"] * len(cases)
     finally:
         devices.launch_log_stop()

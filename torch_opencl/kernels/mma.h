@@ -42,8 +42,17 @@
 #define SWZ(row, ch, cc) \
   ((cc) >= 8 ? ((ch) ^ ((row)&7)) : (cc) == 4 ? ((ch) ^ (((row) >> 1) & 3)) : (cc) == 2 ? ((ch) ^ (((row) >> 2) & 1)) : (ch))
 
+// Two floats as T, rounded to nearest even, lo in the low 16 bits: one cvt on the hardware.
 inline uint pack2(float lo, float hi) {
+#ifndef MMA_EMULATE
+  uint out;
 #ifdef T_IS_BFLOAT
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
+#endif
+  return out;
+#elif defined(T_IS_BFLOAT)
   return (uint)float_to_bfloat(lo) | ((uint)float_to_bfloat(hi) << 16);
 #else
   ushort h[2];
