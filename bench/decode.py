@@ -251,16 +251,20 @@ def measure_ours(model, prompt: torch.Tensor, new: int, mode: str, rounds: int, 
         return len(prof.launches)
 
     dec = Decoder(model, prompt, new, static=mode != "eager")
-    start = time.perf_counter()
-    step, commands = prepared(dec, mode, sync, count)
-    sync()
-    first = time.perf_counter() - start
-    dec.run(step)
-    result = agreement(dec.logits, dec.tokens, reference(cpu_model, prompt, dec.tokens))
     threads = torch.get_num_threads()
-    if opencl_functions.device_info()["type"] == "CPU":
-        torch.set_num_threads(1)  # torch's idle OpenMP workers would spin on PoCL's cores
+    # On a CPU device, torch's idle OpenMP workers would spin on PoCL's cores: one thread, from
+    # the first step on (torch.compile's graphs are guarded on the count: a change recompiles).
+    ours_threads = 1 if opencl_functions.device_info()["type"] == "CPU" else threads
+    torch.set_num_threads(ours_threads)
     try:
+        start = time.perf_counter()
+        step, commands = prepared(dec, mode, sync, count)
+        sync()
+        first = time.perf_counter() - start
+        dec.run(step)
+        torch.set_num_threads(threads)
+        result = agreement(dec.logits, dec.tokens, reference(cpu_model, prompt, dec.tokens))
+        torch.set_num_threads(ours_threads)
         result.update(times(dec, step, sync, rounds))
     finally:
         torch.set_num_threads(threads)

@@ -10,6 +10,7 @@ multiple of its work-group size. The generated kernels under Oclgrind and the im
 check are slow."""
 import copy
 import os
+import re
 import subprocess
 import sys
 
@@ -189,6 +190,36 @@ def test_small_pointwise_groups_over_one_range_are_one_kernel(device):
     assert "".join(code).count("GeneratedKernel(") == 1, code[0]
     for c, d in zip(caches, dev):
         assert torch.equal(d.cpu(), c)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_attention_reads_grouped_heads_without_repeating_them(device, dtype):
+    """Grouped-query attention with a mask as transformers compiles it (repeat_kv: each of the
+    key/value heads copied n times, then scaled_dot_product_attention): the device's pass
+    (compile/passes.py) hands the attention the heads themselves, so the graph copies no
+    cache; results as float64's, and as eager's."""
+    from torch._inductor.utils import run_and_get_code
+
+    def repeat_kv(x, n):
+        b, h, s, d = x.shape
+        return x[:, :, None, :, :].expand(b, h, n, s, d).reshape(b, h * n, s, d)
+
+    def attend(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, repeat_kv(k, 3), repeat_kv(v, 3), attn_mask=mask) * 2
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 6, 5, 16), torch.randn(2, 2, 13, 16), torch.randn(2, 2, 13, 16)
+    mask = torch.rand(2, 1, 5, 13) > 0.3
+    mask[..., 0] = True
+    dev = [t.to(dtype).to("opencl") for t in (q, k, v)] + [mask.to("opencl")]
+    out, code = run_and_get_code(torch.compile(attend), *dev)
+    source = "\n".join(code)
+    # the attention reads the graph's own inputs (the mask becomes additive and the product by
+    # 2 is a kernel; no kernel copies k or v)
+    assert re.search(r"overrideable\.default\(arg\d+_1, arg\d+_1, arg\d+_1, ", source), source
+    ref = attend(*(t.to(dtype).double() for t in (q, k, v)), mask)
+    close(out, ref, tol=1e-5 if dtype == torch.float32 else 3e-3)
+    close(out, attend(*dev), tol=1e-6 if dtype == torch.float32 else 1e-3)
 
 
 def test_new_shapes_compile_again(device):

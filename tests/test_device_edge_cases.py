@@ -116,6 +116,7 @@ def test_gather_and_scatter_refuse_an_index_larger_than_self():
     (lambda x, i: x[i], IndexError),
     (lambda x, i: x.index_put_((i,), torch.tensor(1.0, device="opencl")), IndexError),
     (lambda x, i: F.embedding(i, x), IndexError),
+    (lambda x, i: x.index_copy_(0, i, torch.ones(i.numel(), 3, device="opencl")), IndexError),
 ])
 @pytest.mark.parametrize("bad", [4, -5, 1 << 40])
 def test_out_of_range_indices_are_index_errors(call, error, bad):

@@ -274,6 +274,57 @@ def _fold_activation(graph: torch.fx.Graph, product: torch.fx.Node) -> bool:
     return True
 
 
+_ATTENTION = aten._scaled_dot_product_fused_attention_overrideable.default
+_RESHAPES = (aten.reshape.default, aten.view.default, aten._unsafe_view.default)
+
+
+def _repeated_heads(node: Any) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
+    """(x, the nodes between) where node is x's heads each repeated n times in place, as
+    transformers' repeat_kv writes it: reshape(clone(expand(unsqueeze(x, 2), (B, Hk, n, S, D))),
+    (B, Hk·n, S, D)), each step used only by the next; else None."""
+    if not isinstance(node, torch.fx.Node) or node.target not in _RESHAPES:
+        return None
+    chain = [node]
+    at = node.args[0]
+    if isinstance(at, torch.fx.Node) and at.target == aten.clone.default:
+        chain.append(at)
+        at = at.args[0]
+    if not (isinstance(at, torch.fx.Node) and at.target == aten.expand.default):
+        return None
+    chain.append(at)
+    unsqueeze = at.args[0]
+    if not (isinstance(unsqueeze, torch.fx.Node) and unsqueeze.target == aten.unsqueeze.default
+            and unsqueeze.args[1] in (2, -3)):
+        return None
+    chain.append(unsqueeze)
+    x, grown, out = _val(unsqueeze.args[0]), _val(at), _val(node)
+    if not all(isinstance(t, torch.Tensor) for t in (x, grown, out)) or x.dim() != 4 or grown.dim() != 5:
+        return None
+    B, Hk, S, D = x.shape
+    n = grown.shape[2]
+    if list(grown.shape) != [B, Hk, n, S, D] or list(out.shape) != [B, Hk * n, S, D]:
+        return None
+    if any(len(c.users) != 1 for c in chain):
+        return None
+    return unsqueeze.args[0], chain
+
+
+def _share_kv_heads(graph: torch.fx.Graph, attention: torch.fx.Node) -> bool:
+    """Attention whose keys and values are repeat_kv copies of fewer heads reads the heads
+    themselves: the device's attention kernels take query head h to key/value head h / n
+    (grouped-query attention), so each step no longer copies the whole cache n times."""
+    keys, values = (_repeated_heads(a) for a in attention.args[1:3])
+    if keys is None or values is None:
+        return False
+    (k, k_chain), (v, v_chain) = keys, values
+    if _val(k).shape[1] != _val(v).shape[1]:
+        return False
+    attention.args = (attention.args[0], k, v, *attention.args[3:])
+    for dead in (*k_chain, *v_chain):
+        graph.erase_node(dead)
+    return True
+
+
 def _on_opencl(node: torch.fx.Node) -> bool:
     v = _val(node.args[0]) if node.args else None
     return isinstance(v, torch.Tensor) and v.device.type == "opencl"
@@ -310,6 +361,8 @@ class OpenCLGraphPass(CustomGraphModulePass):
             changed |= _fuse_one(gm.graph, conv)
         for product in list(gm.graph.find_nodes(op="call_function", target=aten.addmm.default)):
             changed |= _fold_activation(gm.graph, product)
+        for attention in list(gm.graph.find_nodes(op="call_function", target=_ATTENTION)):
+            changed |= _on_opencl(attention) and _share_kv_heads(gm.graph, attention)
         if changed:
             gm.graph.eliminate_dead_code()
             gm.recompile()

@@ -33,6 +33,9 @@
 //   cat2               y (outer, n0 + n1, inner) = a (outer, n0, inner) and b (outer, n1, inner)
 //                      one after the other along the middle dimension, all contiguous; one
 //                      work-item per element of y (a concatenation in one launch).
+//   cat2_strided       the same of a and b at any strides (L.stride_a, L.stride_b; y contiguous
+//                      over L.size, at most 6 dimensions, a's n0 first along `dim`): a rotary
+//                      embedding's halves, slices of one tensor, in one launch.
 //   index_gather       advanced indexing y = x[..., i0, i1, ...]: y contiguous over L.size, one
 //                      dimension of which (L.block) runs over the J broadcast index positions;
 //                      element i at coordinates c reads x at Σ_{d≠block} c_d·L.stride_x[d]
@@ -188,6 +191,33 @@ __kernel void cat2(__global const T* a, const int a_off, __global const T* b, co
   if (i >= total) return;
   const int row = (n0 + n1) * inner, o = i / row, t = i % row;
   y[y_off + i] = t < n0 * inner ? a[a_off + o * n0 * inner + t] : b[b_off + o * n1 * inner + t - n0 * inner];
+}
+
+#define CAT_DIMS 6
+typedef struct {
+  int ndim;
+  int size[CAT_DIMS];  // y's
+  int stride_a[CAT_DIMS];
+  int stride_b[CAT_DIMS];
+} Cat2;
+
+__kernel void cat2_strided(__global const T* a, const int a_off, __global const T* b, const int b_off,
+                           __global T* y, const int y_off, const Cat2 L, const int dim, const int n0,
+                           const int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  int rest = i, at_a = a_off, at_b = b_off, first = 1;
+  for (int d = L.ndim - 1; d >= 0; --d) {
+    int c = rest % L.size[d];
+    rest /= L.size[d];
+    if (d == dim) {
+      first = c < n0;
+      if (!first) c -= n0;
+    }
+    at_a += c * L.stride_a[d];
+    at_b += c * L.stride_b[d];
+  }
+  y[y_off + i] = first ? a[at_a] : b[at_b];
 }
 
 // ---- advanced indexing ---------------------------------------------------------------------

@@ -266,8 +266,8 @@ at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tenso
   return scatter_into(out, dim, index, src, 0, false);
 }
 
-at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                           at::Tensor& out) {
+// torch's checks of index_copy(self, dim, index, source); dim wrapped.
+int64_t index_copy_dim(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
   const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   DEVICE_CHECK(index.dim() <= 1, "opencl: index_copy: index must be a vector or a number, got ", index.sizes());
   DEVICE_CHECK(index.scalar_type() == at::kLong, "opencl: index_copy: index must be int64, got ", index.scalar_type());
@@ -282,6 +282,41 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
                   " with ", index.numel(), " along dimension ", d);
     }
   }
+  return d;
+}
+
+// out (self's shape, of at least one dimension) along d at index[k] gets source's slice k: the
+// index's own values checked on the device, then scatter's walk with the index broadcast
+// over source (stride 0 outside d). Two launches, whatever self's size (a key/value cache's
+// one new row a step).
+void index_copy_into(at::Tensor& out, int64_t d, const at::Tensor& index, const at::Tensor& source) {
+  DEVICE_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, "opencl: index_copy: self has elements that "
+              "share memory (an expanded view); clone() it first");
+  DEVICE_CHECK_NOT_IMPLEMENTED(out.dim() <= kMaxDims, "opencl: index_copy on more than ", kMaxDims, " dimensions");
+  const at::Tensor idx = contiguous(long_index(index).reshape({-1}));
+  check_index_range("index_copy", idx, out.size(d), /*negative=*/false, d);
+  at::Tensor x = out.is_contiguous() ? out : out.contiguous();
+  const at::Tensor src = source.dim() == 0 ? source.view({1}) : source;
+  Coords c;
+  c.ndim = cl_int(x.dim());
+  for (int64_t e = 0; e < x.dim(); ++e) {
+    c.size[e] = cl_int(src.size(e));
+    c.stride_x[e] = cl_int(x.stride(e));
+    c.stride_src[e] = cl_int(src.stride(e));
+    c.stride_idx[e] = e == d ? 1 : 0;
+  }
+  const int64_t lines = src.numel() / idx.numel();
+  // A copy: the elements moved as bits (float16 as ushort), `value` (unused) zero bytes of T's size.
+  const size_t item = x.element_size();
+  const ScalarArg unused(0.0, item == 1 ? at::kByte : item == 2 ? at::kShort : item == 4 ? at::kInt : at::kLong);
+  launch(device_kernel("gather.cl", "scatter", move_type_option(x)), NDRange::linear(size_t(lines)), arg(x),
+         arg(idx), arg(src), unused, c, int(d), int(x.size(d)), int(lines));
+  if (!x.is_same(out)) out.copy_(x);
+}
+
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                           at::Tensor& out) {
+  const int64_t d = index_copy_dim(self, dim, index, source);
   if (!out.is_same(self)) {
     at::native::resize_output(out, self.sizes());
     out.copy_(self);
@@ -291,11 +326,17 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
     return at::native::call_fallback_fn<&fallback_boxed, at::_ops::index_copy_out>::call(self, dim, index, source,
                                                                                        out);
   }
-  std::vector<int64_t> view(self.dim(), 1);
-  view[d] = index.numel();
-  const at::Tensor idx = index.reshape({-1}).view(view).expand(source.sizes());
-  out.scatter_(d, idx, source);
+  index_copy_into(out, d, index, source);
   return out;
+}
+
+at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  return index_copy_out(self, dim, index, source, self);
+}
+
+at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  at::Tensor out = empty_device({0}, self.scalar_type());
+  return index_copy_out(self, dim, index, source, out);
 }
 
 }  // namespace
@@ -319,6 +360,8 @@ REGISTER_DEVICE_OPS(m) {
   m.impl("scatter.src_out", scatter_src_out);
   m.impl("scatter.value_out", scatter_value_out);
   m.impl("index_copy.out", index_copy_out);
+  m.impl("index_copy_", index_copy_);
+  m.impl("index_copy", index_copy);
 }
 
 }  // namespace oclf::device

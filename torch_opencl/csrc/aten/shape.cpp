@@ -1,5 +1,5 @@
-// Operators that rearrange elements on the opencl device: cat (two contiguous parts in one
-// kernel, else a copy per part), tril/triu, flip, roll and unfold (so repeat). Kernels:
+// Operators that rearrange elements on the opencl device: cat (two parts in one kernel, else
+// a copy per part), tril/triu, flip, roll and unfold (so repeat). Kernels:
 // kernels/index.cl.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
@@ -16,6 +16,22 @@
 namespace oclf::device {
 
 namespace {
+
+// index.cl's cat2_strided: the output's sizes and each part's strides, in elements.
+constexpr int kCatDims = 6;  // CAT_DIMS
+struct Cat2 {
+  cl_int ndim = 0;
+  cl_int size[kCatDims] = {0};
+  cl_int stride_a[kCatDims] = {0};
+  cl_int stride_b[kCatDims] = {0};
+};
+
+// Whether t's elements are reached by int offsets (its own and its strides' reach).
+bool fits_int_strides(const at::Tensor& t) {
+  int64_t reach = arg(t).offset;
+  for (int64_t e = 0; e < t.dim(); ++e) reach += (t.size(e) - 1) * t.stride(e);
+  return reach < INT_MAX;
+}
 
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   DEVICE_CHECK(tensors.size() > 0, "opencl: cat: expected a non-empty list of tensors");
@@ -64,18 +80,32 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
     DEVICE_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial,
                 "opencl: cat: out overlaps one of the inputs; clone() the input first");
   }
-  // Two contiguous parts of the output's dtype (a key/value cache growing by a step, say)
-  // in one launch.
+  // Two parts of the output's dtype in one launch: contiguous (a key/value cache growing by a
+  // step, say), or at any strides (a rotary embedding's halves, slices of one tensor).
   if (parts.size() == 2 && out.is_contiguous() && out.numel() > 0 && out.numel() <= INT_MAX) {
     const at::Tensor &a = parts[0], &b = parts[1];
-    if (a.is_contiguous() && b.is_contiguous() && a.scalar_type() == out.scalar_type() &&
-        b.scalar_type() == out.scalar_type() && is_device(a) && is_device(b) && a.dim() == out.dim() &&
-        b.dim() == out.dim() && !out.is_alias_of(a) && !out.is_alias_of(b)) {
-      int64_t inner = 1;
-      for (size_t i = size_t(d) + 1; i < shape.size(); ++i) inner *= shape[i];
-      launch(device_kernel("index.cl", "cat2", move_type_option(out)), NDRange::linear(size_t(out.numel())), arg(a),
-             arg(b), arg(out), int(a.size(d)), int(b.size(d)), int(inner), int(out.numel()));
-      return out;
+    if (a.scalar_type() == out.scalar_type() && b.scalar_type() == out.scalar_type() && is_device(a) &&
+        is_device(b) && a.dim() == out.dim() && b.dim() == out.dim() && !out.is_alias_of(a) && !out.is_alias_of(b)) {
+      if (a.is_contiguous() && b.is_contiguous()) {
+        int64_t inner = 1;
+        for (size_t i = size_t(d) + 1; i < shape.size(); ++i) inner *= shape[i];
+        launch(device_kernel("index.cl", "cat2", move_type_option(out)), NDRange::linear(size_t(out.numel())),
+               arg(a), arg(b), arg(out), int(a.size(d)), int(b.size(d)), int(inner), int(out.numel()));
+        return out;
+      }
+      if (out.dim() <= kCatDims && fits_int_strides(a) && fits_int_strides(b)) {
+        Cat2 L;
+        L.ndim = cl_int(out.dim());
+        for (int64_t e = 0; e < out.dim(); ++e) {
+          L.size[e] = cl_int(out.size(e));
+          L.stride_a[e] = cl_int(a.stride(e));
+          L.stride_b[e] = cl_int(b.stride(e));
+        }
+        launch(device_kernel("index.cl", "cat2_strided", move_type_option(out)),
+               NDRange::linear(size_t(out.numel())), arg(a), arg(b), arg(out), L, int(d), int(a.size(d)),
+               int(out.numel()));
+        return out;
+      }
     }
   }
   int64_t at_index = 0;
