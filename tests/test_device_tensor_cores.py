@@ -145,6 +145,9 @@ def attention_launches():
     # one piece a warp, three blocks of keys with the last partial, two row blocks; a large
     # scale (the row maxima far from 0, the weights near one-hot)
     (torch.float16, (2, 2, 1, 40, 80, 16, 16), True, "2,1,32", 3.0),
+    # head widths whose rows are not whole groups of 8 chunks (80: 10, 96: 12): the swizzle
+    # keeps each chunk in its row
+    (torch.float16, (1, 2, 1, 20, 21, 80, 96), True, "1,1,16", None),
 ])
 def test_emulated_flash_attention_against_float64(dtype, shape, causal, block, scale, monkeypatch):
     """Any device: flash_attention.cl with its warp instructions emulated (OCLF_MMA=emulate),

@@ -38,9 +38,16 @@
 
 // The chunk where chunk `ch` of row `row` is kept, in rows of `cc` chunks: 8 consecutive rows
 // at one chunk land in 8 distinct 16-byte bank groups (a 128-byte span of banks holds 8
-// chunks: one row of 8 chunks or more, two rows of 4, four rows of 2).
-#define SWZ(row, ch, cc) \
-  ((cc) >= 8 ? ((ch) ^ ((row)&7)) : (cc) == 4 ? ((ch) ^ (((row) >> 1) & 3)) : (cc) == 2 ? ((ch) ^ (((row) >> 2) & 1)) : (ch))
+// chunks: one row of 8 chunks or more, two rows of 4, four rows of 2). The chunks of whole
+// groups of 8 are permuted within their group, a tail of 4 or 2 (rows of 12 or 10 chunks: head
+// widths of 96 or 80) within the tail, so every chunk stays in its row.
+inline int swizzled_chunk(int row, int ch, int cc) {
+  const int whole = cc & ~7;
+  if (ch < whole) return ch ^ (row & 7);
+  const int tail = cc - whole, at = ch - whole;
+  return whole + (tail == 4 ? at ^ ((row >> 1) & 3) : tail == 2 ? at ^ ((row >> 2) & 1) : at);
+}
+#define SWZ(row, ch, cc) swizzled_chunk(row, ch, cc)
 
 // Two floats as T, rounded to nearest even, lo in the low 16 bits: one cvt on the hardware.
 inline uint pack2(float lo, float hi) {
