@@ -1,8 +1,9 @@
 """Advanced indexing on the opencl device against torch on the CPU, with OCLF_FALLBACK=error:
-x[i, j] with several integer index tensors (broadcast, negative, adjacent or not), boolean
-masks, index_put_ with and without accumulation (repeated positions), strided views, the
-backward of indexing, nonzero, masked_select and isin; out-of-range indices raise torch's
-exception: IndexError from indexing and index_select, RuntimeError from gather and scatter."""
+x[i, j] with several integer index tensors (broadcast, negative, adjacent or not), boolean masks,
+index_put_ with and without accumulation (repeated positions), strided views, the backward of
+indexing, nonzero, masked_select and isin, index_copy_ (a check and one copy); out-of-range
+indices raise torch's exception: IndexError from indexing and index_select, RuntimeError from
+gather and scatter."""
 import pytest
 import torch
 
@@ -191,3 +192,26 @@ def test_a_replayed_step_checks_its_indices_too():
     with pytest.raises(IndexError, match="index_select: index 5 is out of bounds"):
         torch.opencl.synchronize()
     torch.opencl.synchronize()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64])
+def test_index_copy_is_a_check_and_one_copy(dtype):
+    # a key/value cache's new row (transformers' StaticCache): the index checked, the rows
+    # copied as bits, two launches, in the cache's own dtype; a strided cache and source too
+    from opencl_functions import devices
+
+    cache, src = (torch.randn(1, 4, 13, 16) * 10).to(dtype), (torch.randn(1, 4, 2, 16) * 10).to(dtype)
+    pos = torch.tensor([7, 2])
+    for view in (lambda t: t, lambda t: t.transpose(1, 3)):
+        ours = view(cache.to("opencl"))
+        devices.launch_log_start()
+        try:
+            ours.index_copy_(2, pos.to("opencl"), view(src).to("opencl"))
+            kernels = [launch["kernel"] for launch in devices.launch_log_take()]
+        finally:
+            devices.launch_log_stop()
+        assert torch.equal(ours.cpu(), view(cache).clone().index_copy_(2, pos, view(src)))
+        if view(cache).is_contiguous():
+            assert kernels == ["index_check", "scatter"], kernels
+    assert torch.equal(cache.to("opencl").index_copy(2, pos.to("opencl"), src.to("opencl")).cpu(),
+                       cache.index_copy(2, pos, src))

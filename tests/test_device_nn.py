@@ -226,50 +226,6 @@ def test_cat_of_two_contiguous_parts(a_shape, b_shape, dim, dtype):
     assert torch.equal(got.cpu(), torch.cat([a, b], dim))
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.int64, torch.bool])
-def test_cat_of_two_strided_parts_in_one_launch(dtype):
-    # a rotary embedding's halves (slices of one tensor, one negated), transposed and
-    # permuted views: cat2_strided, one launch
-    from opencl_functions import devices
-
-    x = (randn(2, 6, 3, 16) * 10).to(dtype)
-    cases = [lambda t: torch.cat((t[..., 8:], t[..., :8]), dim=-1),
-             lambda t: torch.cat((t[:, :2].transpose(2, 3), t[:, 3:5].transpose(2, 3)), dim=1),
-             lambda t: torch.cat((t[0, :, 1:], t[1].permute(0, 2, 1)[:, :, :1].transpose(1, 2)), dim=1)]
-    for fn in cases:
-        devices.launch_log_start()
-        try:
-            got = fn(x.to("opencl"))
-            kernels = [launch["kernel"] for launch in devices.launch_log_take()]
-        finally:
-            devices.launch_log_stop()
-        assert torch.equal(got.cpu(), fn(x))
-        assert kernels[-1:] == ["cat2_strided"] and kernels.count("cat2_strided") == 1, kernels
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64])
-def test_index_copy_is_a_check_and_one_copy(dtype):
-    # a key/value cache's new row (transformers' StaticCache): the index checked, the rows
-    # copied as bits, two launches, in the cache's own dtype; a strided cache and source too
-    from opencl_functions import devices
-
-    cache, src = (randn(1, 4, 13, 16) * 10).to(dtype), (randn(1, 4, 2, 16) * 10).to(dtype)
-    pos = torch.tensor([7, 2])
-    for view in (lambda t: t, lambda t: t.transpose(1, 3)):
-        ours = view(cache.to("opencl"))
-        devices.launch_log_start()
-        try:
-            ours.index_copy_(2, pos.to("opencl"), view(src).to("opencl"))
-            kernels = [launch["kernel"] for launch in devices.launch_log_take()]
-        finally:
-            devices.launch_log_stop()
-        assert torch.equal(ours.cpu(), view(cache).clone().index_copy_(2, pos, view(src)))
-        if view(cache).is_contiguous():
-            assert kernels == ["index_check", "scatter"], kernels
-    assert torch.equal(cache.to("opencl").index_copy(2, pos.to("opencl"), src.to("opencl")).cpu(),
-                       cache.index_copy(2, pos, src))
-
-
 def test_attention():
     q, k, v = randn(1, 2, 5, 8), randn(1, 2, 5, 9)[..., :8], randn(2, 2, 5, 8)[:1]
     check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)

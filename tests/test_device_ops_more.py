@@ -1,11 +1,12 @@
 """Operators public programs meet, native on the opencl device (OCLF_FALLBACK=error, so a CPU
-fallback fails): ELU (and CELU, SELU), softplus, log-sigmoid, mish, the shrinks, threshold,
-GLU, PReLU; dot/vdot, xlogy, sgn; reflection and replication padding (1-D to 3-D); group
-norm's backward; fractional max pooling. Each against torch on the CPU (tests/device_checks.py):
-outputs and the gradients of sum(output · R) (R fixed, random) on awkward shapes (0-d, empty,
-odd sizes, non-contiguous views, broadcasting), float64 on the device against float64 on the
-CPU where float32 drifts, 16-bit dtypes, NaN and infinities, torch's errors. The losses:
-test_device_losses.py; the kernels under Oclgrind: test_device_oclgrind.py."""
+fallback fails): ELU (and CELU, SELU), softplus, log-sigmoid, mish, the shrinks, threshold, GLU,
+PReLU; dot/vdot, xlogy, sgn; reflection and replication padding (1-D to 3-D); group norm's
+backward; fractional max pooling; a two-part cat at any strides in one launch. Each against
+torch on the CPU (tests/device_checks.py): outputs and the gradients of sum(output · R) (R
+fixed, random) on awkward shapes (0-d, empty, odd sizes, non-contiguous views, broadcasting),
+float64 on the device against float64 on the CPU where float32 drifts, 16-bit dtypes, NaN and
+infinities, torch's errors. The losses: test_device_losses.py; the kernels under Oclgrind:
+test_device_oclgrind.py."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -272,3 +273,26 @@ def test_fractional_max_pool_module_and_errors():
     with pytest.raises(RuntimeError, match="too large relative to input"):
         F.fractional_max_pool3d(randn(1, 1, 5, 5, 5).to("opencl"), 2, output_size=(4, 3, 3),
                                 _random_samples=samples(1, 1, 3).to("opencl"))
+
+
+# ---- cat ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.int64, torch.bool])
+def test_cat_of_two_strided_parts_in_one_launch(dtype):
+    # a rotary embedding's halves (slices of one tensor, one negated), transposed and
+    # permuted views: cat2_strided, one launch
+    from opencl_functions import devices
+
+    x = (torch.randn(2, 6, 3, 16) * 10).to(dtype)
+    cases = [lambda t: torch.cat((t[..., 8:], t[..., :8]), dim=-1),
+             lambda t: torch.cat((t[:, :2].transpose(2, 3), t[:, 3:5].transpose(2, 3)), dim=1),
+             lambda t: torch.cat((t[0, :, 1:], t[1].permute(0, 2, 1)[:, :, :1].transpose(1, 2)), dim=1)]
+    for fn in cases:
+        devices.launch_log_start()
+        try:
+            got = fn(x.to("opencl"))
+            kernels = [launch["kernel"] for launch in devices.launch_log_take()]
+        finally:
+            devices.launch_log_stop()
+        assert torch.equal(got.cpu(), fn(x))
+        assert kernels[-1:] == ["cat2_strided"] and kernels.count("cat2_strided") == 1, kernels
