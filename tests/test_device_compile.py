@@ -222,6 +222,42 @@ def test_attention_reads_grouped_heads_without_repeating_them(device, dtype):
     close(out, attend(*dev), tol=1e-6 if dtype == torch.float32 else 1e-3)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_products_of_one_input_are_one_launch(device, dtype, monkeypatch):
+    """A decoding step's projections of one input (q, k, v and a fourth; gate, up and another)
+    compile to torch.ops.oclf.mm_group: up to three products a launch of gemm16_rows_kc_group
+    where few-row products run as on a GPU, work-groups straddling products of 37, 16, 16, 9
+    and 21, 21, 5 columns. Results as eager's and as float64's."""
+    from torch._inductor.utils import run_and_get_code
+
+    from opencl_functions import devices
+
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", "gpu")
+
+    def step(x, wq, wk, wv, wr, wg, wu, wo):
+        q, k, v, r = F.linear(x, wq), F.linear(x, wk), F.linear(x, wv), F.linear(x, wr)
+        h = (q * 2)[..., :16] + k + v + r[..., :1]
+        return q, F.silu(F.linear(h, wg)) * F.linear(h, wu) + F.linear(h, wo)[..., :1]
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 1, 40)
+    ws = [torch.randn(n, k) / k ** 0.5 for n, k in ((37, 40), (16, 40), (16, 40), (9, 40), (21, 16), (21, 16), (5, 16))]
+    dev = [t.to(dtype).to("opencl") for t in (x, *ws)]
+    devices.launch_log_start()
+    try:
+        out, code = run_and_get_code(torch.compile(step), *dev)
+        kernels = [launch["kernel"] for launch in devices.launch_log_take()]
+    finally:
+        devices.launch_log_stop()
+    source = "\n".join(code)
+    assert source.count("= torch.ops.oclf.mm_group.default(") == 2 and "extern_kernels.mm(" not in source, source
+    assert kernels.count("gemm16_rows_kc_group") == 3 and "gemm16_rows_kc" not in kernels, kernels
+    eager, ref = step(*dev), step(*(t.to(dtype).double() for t in (x, *ws)))
+    for got, want, exact in zip(out, ref, eager):  # (eager rounds more intermediates to 16 bits)
+        close(got, exact, tol=5e-3 if dtype == torch.float16 else 3e-2)
+        close(got, want, tol=5e-3 if dtype == torch.float16 else 3e-2)
+
+
 def test_new_shapes_compile_again(device):
     """Shapes are guarded: a new one compiles again (then with symbolic sizes, passed to
     the kernels as arguments), as torch does."""

@@ -290,6 +290,13 @@ SCRIPT = textwrap.dedent("""
             for kk in (40, 37):
                 ref = F.linear(u[:, :kk].to(dt).float(), v[:, :kk].to(dt).float())
                 assert torch.allclose(F.linear(U[:, :kk], V[:, :kk]).cpu().float(), ref, atol=0.1, rtol=0.02)
+            # Three such products of one input in one launch (gemm16_rows_kc_group on GPUs): 6, 5
+            # and 3 columns, so work-groups of 8 columns straddle the products.
+            parts = [V[:, :40], V[:5, :40], V[:3, :40]]
+            outs = torch.ops.oclf.mm_group(U, [w.t() for w in parts])
+            for got, w in zip(outs, parts):
+                ref = u.to(dt).float() @ w.cpu().float().t()
+                assert torch.allclose(got.cpu().float(), ref, atol=0.1, rtol=0.02)
             # k×n weights with 16-byte aligned rows (gemm16_rows_nc on GPUs): n = 24, and n = 21
             # through a slice of 24-wide rows (the last columns one at a time).
             kn = torch.randn(40, 24)
@@ -420,7 +427,7 @@ def test_device_tensor_core_kernels_under_oclgrind(tmp_path, ocl):
 
 @pytest.mark.parametrize("plan", ["auto", "gpu"])
 def test_device_16bit_products_under_oclgrind(plan, tmp_path, ocl):
-    """gemm16.cl's two kernels on odd shapes, float16 and bfloat16, and 16-bit convolutions;
+    """gemm16.cl's kernels on odd shapes, float16 and bfloat16, and 16-bit convolutions;
     "gpu" runs the few-row products as on a GPU (k shared by a work-group's slices, summed in
     local memory) and the convolutions on conv2d_gpu's 16-bit builds."""
     args = ("--compute-units", "64") if plan == "gpu" else ()

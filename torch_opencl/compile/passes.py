@@ -23,11 +23,17 @@ weights once per call, fusing saves a read and a write of the output). Every val
 chain replaces must have no other user (what a training graph saves for its backward pass
 does), so gradients never need the fused call. Float32 convolutions of 4-D tensors only.
 
+Two more rewrites serve decoding: attention whose keys and values are transformers' repeat_kv
+copies reads the grouped heads themselves (the kernels map query head h to key/value head h / n),
+and few-row 16-bit products of one input (a layer's q, k and v projections, an MLP's gate and
+up) become one call of torch.ops.oclf.mm_group, up to three products a launch.
+
 The pass's uuid (the hash of this package's code generator and kernel headers) is part of
 Inductor's cache key, so a changed generator never reuses kernels of an older one.
 """
 from __future__ import annotations
 
+import operator
 import pathlib
 from typing import Any
 
@@ -325,6 +331,65 @@ def _share_kv_heads(graph: torch.fx.Graph, attention: torch.fx.Node) -> bool:
     return True
 
 
+_HALVES = (torch.float16, torch.bfloat16)
+
+
+def _product_input(node: torch.fx.Node) -> tuple[Any, ...] | None:
+    """What a few-row 16-bit product mm(x, wᵀ) on the device multiplies, as a key that products
+    of one input share (x seen through its views: each linear layer reshapes the input anew),
+    where its weight is read through its transpose; else None."""
+    x, w = node.args[:2]
+    xv, wv = _val(x), _val(w)
+    if not all(isinstance(t, torch.Tensor) for t in (xv, wv)) or xv.device.type != "opencl":
+        return None
+    if xv.dtype not in _HALVES or wv.dtype != xv.dtype or xv.dim() != 2 or wv.dim() != 2:
+        return None
+    rows = xv.shape[0]
+    if not isinstance(rows, int) or rows > 8 or wv.stride(0) != 1:
+        return None
+    source = x.args[0] if isinstance(x, torch.fx.Node) and x.target in _RESHAPES else x
+    return (source, tuple(xv.shape))
+
+
+def _group_products(graph: torch.fx.Graph) -> bool:
+    """Few-row 16-bit products of one input (a layer's query, key and value projections, an
+    MLP's gate and up) become one torch.ops.oclf.mm_group call where the first of them stands,
+    which runs up to three of them in one launch. The later products' weights (transposes of
+    the graph's inputs, as a linear layer's) move up to it; a weight made from values computed
+    after the first product leaves the group as it is."""
+    groups: dict[tuple[Any, ...], list[torch.fx.Node]] = {}
+    for product in graph.find_nodes(op="call_function", target=aten.mm.default):
+        key = _product_input(product)
+        if key is not None:
+            groups.setdefault(key, []).append(product)
+    changed = False
+    for products in groups.values():
+        if len(products) < 2:
+            continue
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        products.sort(key=order.__getitem__)
+        first = products[0]
+        weights = [p.args[1] for p in products]
+        late = [w for w in weights if order[w] > order[first]]
+        if any(order[a] >= order[first] for w in late for a in w.all_input_nodes):
+            continue
+        for w in late:
+            first.prepend(w)
+        x = first.args[0]
+        fake_mode = detect_fake_mode([_val(x)])
+        with graph.inserting_before(first):
+            grouped = graph.call_function(torch.ops.oclf.mm_group.default, (x, weights))
+            with fake_mode:
+                grouped.meta["val"] = torch.ops.oclf.mm_group.default(_val(x), [_val(w) for w in weights])
+            parts = [graph.call_function(operator.getitem, (grouped, i)) for i in range(len(products))]
+        for part, product in zip(parts, products):
+            part.meta["val"] = grouped.meta["val"][parts.index(part)]
+            product.replace_all_uses_with(part)
+            graph.erase_node(product)
+        changed = True
+    return changed
+
+
 def _on_opencl(node: torch.fx.Node) -> bool:
     v = _val(node.args[0]) if node.args else None
     return isinstance(v, torch.Tensor) and v.device.type == "opencl"
@@ -363,6 +428,7 @@ class OpenCLGraphPass(CustomGraphModulePass):
             changed |= _fold_activation(gm.graph, product)
         for attention in list(gm.graph.find_nodes(op="call_function", target=_ATTENTION)):
             changed |= _on_opencl(attention) and _share_kv_heads(gm.graph, attention)
+        changed |= _group_products(gm.graph)
         if changed:
             gm.graph.eliminate_dead_code()
             gm.recompile()

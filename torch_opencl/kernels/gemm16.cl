@@ -126,6 +126,33 @@ inline float8 load8(__global const half *p) {
 }
 #endif
 
+// This work-item's share (lane `lane` of 32) of column bcol (k contiguous elements) times A's
+// rows: acc[r] for r < m.
+inline void column_sums(float acc[MAX_ROWS], __global const T *a, int a_rs, int a_cs, int m, int k,
+                        __global const T *bcol, int lane) {
+  const int whole = k & ~7;
+  for (int kk = lane * 8; kk < whole; kk += LANES * 8) {
+    const float8 bv = load8(bcol + kk);
+    for (int r = 0; r < MAX_ROWS; ++r) {
+      if (r >= m) break;
+#ifdef A_VEC
+      const float8 av = load8(a + (long)r * a_rs + kk);
+#else
+      __global const T *ar = a + (long)r * a_rs + (long)kk * a_cs;
+      const float8 av = (float8)(READ(T, ar, 0), READ(T, ar, a_cs), READ(T, ar, 2 * a_cs), READ(T, ar, 3 * a_cs),
+                                 READ(T, ar, 4 * a_cs), READ(T, ar, 5 * a_cs), READ(T, ar, 6 * a_cs),
+                                 READ(T, ar, 7 * a_cs));
+#endif
+      acc[r] += dot(av.lo, bv.lo) + dot(av.hi, bv.hi);
+    }
+  }
+  for (int kk = whole + lane; kk < k; kk += LANES) {
+    const float bv = READ(T, bcol, kk);
+    for (int r = 0; r < MAX_ROWS; ++r)
+      if (r < m) acc[r] = mad(READ(T, a, (long)r * a_rs + (long)kk * a_cs), bv, acc[r]);
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc(GEMM16_ARGS) {
   __local float part[MAX_ROWS][CY][LANES + 1];
   const int lane = get_local_id(0), y = get_local_id(1);
@@ -134,30 +161,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc
   GEMM16_AT_BATCH(batch);
   float acc[MAX_ROWS];
   for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
-  if (col < n) {
-    __global const T *bcol = b + (long)col * b_cs;
-    const int whole = k & ~7;
-    for (int kk = lane * 8; kk < whole; kk += LANES * 8) {
-      const float8 bv = load8(bcol + kk);
-      for (int r = 0; r < MAX_ROWS; ++r) {
-        if (r >= m) break;
-#ifdef A_VEC
-        const float8 av = load8(a + (long)r * a_rs + kk);
-#else
-        __global const T *ar = a + (long)r * a_rs + (long)kk * a_cs;
-        const float8 av = (float8)(READ(T, ar, 0), READ(T, ar, a_cs), READ(T, ar, 2 * a_cs), READ(T, ar, 3 * a_cs),
-                                   READ(T, ar, 4 * a_cs), READ(T, ar, 5 * a_cs), READ(T, ar, 6 * a_cs),
-                                   READ(T, ar, 7 * a_cs));
-#endif
-        acc[r] += dot(av.lo, bv.lo) + dot(av.hi, bv.hi);
-      }
-    }
-    for (int kk = whole + lane; kk < k; kk += LANES) {
-      const float bv = READ(T, bcol, kk);
-      for (int r = 0; r < MAX_ROWS; ++r)
-        if (r < m) acc[r] = mad(READ(T, a, (long)r * a_rs + (long)kk * a_cs), bv, acc[r]);
-    }
-  }
+  if (col < n) column_sums(acc, a, a_rs, a_cs, m, k, b + (long)col * b_cs, lane);
   const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barrier stays uniform
   for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -168,6 +172,37 @@ __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc
     store_c(c, bias, has_bias, c_rs, lane, col, alpha, beta, sum);
   }
 }
+
+#ifdef GROUP  // (built with -DGROUP alone: Oclgrind counts every kernel's local arrays in each launch)
+// Up to three products of one A (m ≤ 8 rows) in one launch, as gemm16_rows_kc computes each:
+// C_g (m×n_g, contiguous) = A · B_g, B_g's n_g columns contiguous in k at one column stride
+// b_cs (linear layers' weights read through their transposes: the query, key and value
+// projections of one input, say). The columns of C_0, C_1 and C_2 are numbered one after the
+// other; work-group column y takes column get_group_id(1)·CY + y of them.
+__kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc_group(
+    __global const T *a, int a_off, int a_rs, int a_cs, int m, int k, __global const T *b0, int b0_off,
+    __global const T *b1, int b1_off, __global const T *b2, int b2_off, int b_cs, __global T *c0, int c0_off,
+    __global T *c1, int c1_off, __global T *c2, int c2_off, int n0, int n1, int n2) {
+  __local float part[MAX_ROWS][CY][LANES + 1];
+  const int lane = get_local_id(0), y = get_local_id(1), at = get_group_id(1) * CY + y;
+  const int g = at < n0 ? 0 : at < n0 + n1 ? 1 : 2;
+  const int col = at - (g == 0 ? 0 : g == 1 ? n0 : n0 + n1), n = g == 0 ? n0 : g == 1 ? n1 : n2;
+  __global const T *b = g == 0 ? b0 + b0_off : g == 1 ? b1 + b1_off : b2 + b2_off;
+  __global T *c = g == 0 ? c0 + c0_off : g == 1 ? c1 + c1_off : c2 + c2_off;
+  a += a_off;
+  float acc[MAX_ROWS];
+  for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
+  if (col < n) column_sums(acc, a, a_rs, a_cs, m, k, b + (long)col * b_cs, lane);
+  const int rows = min(m, MAX_ROWS);
+  for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane < rows && col < n) {
+    float sum = 0.0f;
+    for (int i = 0; i < LANES; ++i) sum += part[lane][y][i];
+    WRITE(T, c, (long)lane * n + col, C_ACT(sum));
+  }
+}
+#endif  // GROUP
 
 // Few rows over a B whose rows are contiguous (k×n, b_cs = 1) and 16-byte aligned (b_rs and
 // b_off multiples of 8): each work-item takes 8 neighbouring columns (one 16-byte load per row

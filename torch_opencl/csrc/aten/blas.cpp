@@ -1,7 +1,9 @@
 // Matrix products of the opencl device: mm, addmm, bmm, baddbmm, mv (and dot, vdot: a product
-// and a sum), and torch.ops.oclf.addmm_act. Shapes and dtypes are checked and outputs made
-// here; the products run on products.h's engines: float32 on the reference's kernels or
-// CLBlast (products.cpp), float16 and bfloat16 on kernels/gemm16.cl (products16.cpp).
+// and a sum), torch.ops.oclf.addmm_act and torch.ops.oclf.mm_group. Shapes and dtypes are
+// checked and outputs made here; the products run on products.h's engines: float32 on the
+// reference's kernels or CLBlast (products.cpp), float16 and bfloat16 on kernels/gemm16.cl
+// (products16.cpp).
+
 #include <torch/library.h>
 
 #include "activations.h"
@@ -21,6 +23,7 @@ using products::gemm;
 using products::gemm_batched;
 using products::multipliable;
 using products::product16;
+using products::product16_group;
 
 void check_matrix(const at::Tensor& t, int64_t dims, const char* op, const char* what) {
   check_float(t, what);
@@ -129,6 +132,30 @@ at::Tensor addmm_act(const at::Tensor& bias, const at::Tensor& mat1, const at::T
   return addmm_act_separately(bias, mat1, mat2, activation);
 }
 
+// torch.ops.oclf.mm_group(mat1, mat2s): [mm(mat1, m) for m in mat2s], what a compiled graph's
+// products of one input become (compile/passes.py: a layer's query, key and value projections,
+// an MLP's gate and up). Few-row 16-bit products with weights read through their transposes
+// run up to three at a time in one launch (gemm16_rows_kc_group); others one by one, with the
+// same values.
+std::vector<at::Tensor> mm_group_separately(const at::Tensor& mat1, at::TensorList mat2s) {
+  std::vector<at::Tensor> outs;
+  for (const at::Tensor& m : mat2s) outs.push_back(at::mm(mat1, m));
+  return outs;
+}
+
+std::vector<at::Tensor> mm_group(const at::Tensor& mat1, at::TensorList mat2s) {
+  std::vector<at::Tensor> outs, part;
+  for (size_t first = 0; first < mat2s.size(); first += 3) {
+    const std::vector<at::Tensor> some(mat2s.begin() + first, mat2s.begin() + std::min(mat2s.size(), first + 3));
+    if (product16_group(mat1, some, part)) {
+      outs.insert(outs.end(), part.begin(), part.end());
+    } else {
+      for (const at::Tensor& m : some) outs.push_back(at::mm(mat1, m));
+    }
+  }
+  return outs;
+}
+
 void check_bmm(const at::Tensor& a, const at::Tensor& b, const char* op) {
   check_matrix(a, 3, op, "self");
   check_matrix(b, 3, op, "mat2");
@@ -221,14 +248,17 @@ REGISTER_DEVICE_OPS(m) {
 
 TORCH_LIBRARY_FRAGMENT(oclf, m) {
   m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str activation) -> Tensor");
+  m.def("mm_group(Tensor mat1, Tensor[] mat2s) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(oclf, PrivateUse1, m) {
   m.impl("addmm_act", addmm_act);
+  m.impl("mm_group", mm_group);
 }
 
 TORCH_LIBRARY_IMPL(oclf, CompositeExplicitAutograd, m) {
   m.impl("addmm_act", addmm_act_separately);
+  m.impl("mm_group", mm_group_separately);
 }
 
 }  // namespace oclf::device

@@ -62,4 +62,10 @@ bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t
 void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias, float alpha,
                float beta, Activation act = Activation::kNone);
 
+// Products of one few-row matrix a (m ≤ 8, 16-bit) with up to three matrices bs[g] (k×n_g, the
+// transposes of n_g×k weights: columns contiguous in k, one column stride, 16-byte aligned) in
+// one launch of gemm16_rows_kc_group, on devices that run few-row products as GPUs do; each
+// outs[g] m×n_g, new and contiguous. False, and nothing launched, where they do not fit.
+bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std::vector<at::Tensor>& outs);
+
 }  // namespace oclf::device::products
