@@ -382,8 +382,8 @@ def _group_products(graph: torch.fx.Graph) -> bool:
             with fake_mode:
                 grouped.meta["val"] = torch.ops.oclf.mm_group.default(_val(x), [_val(w) for w in weights])
             parts = [graph.call_function(operator.getitem, (grouped, i)) for i in range(len(products))]
-        for part, product in zip(parts, products):
-            part.meta["val"] = grouped.meta["val"][parts.index(part)]
+        for i, (part, product) in enumerate(zip(parts, products)):
+            part.meta["val"] = grouped.meta["val"][i]
             product.replace_all_uses_with(part)
             graph.erase_node(product)
         changed = True
