@@ -126,7 +126,9 @@ def attention(dtype, batch, heads, kv_heads, rows, keys, width, value_width, cau
     k = randn(batch, kv_heads, keys, width + 3, dtype=dtype)[..., :width]
     v = randn(batch, kv_heads, keys, value_width, dtype=dtype)
     grouped = kv_heads != heads
-    run = lambda *ts: F.scaled_dot_product_attention(*ts, is_causal=causal, enable_gqa=grouped, scale=scale)  # noqa: E731
+    def run(*ts):
+        return F.scaled_dot_product_attention(*ts, is_causal=causal, enable_gqa=grouped, scale=scale)
+
     return run(*(t.to("opencl") for t in (q, k, v))), run(q, k, v), run(*(t.double() for t in (q, k, v)))
 
 

@@ -9,8 +9,9 @@
 //
 // A work-group of WARPS warps takes BM = 16·MT·WARPS rows of one (b, h); warp w the MT pieces
 // of 16 rows from 16·MT·w, their query fragments in registers for the whole pass (a key
-// fragment read from local memory serves MT products). For each block of BN keys: S = Q·Kᵀ (mma over D in steps of 16), the new row maxima (each lane holds two rows,
-// the quad of 4 lanes a row's BN values), the rescaling of the running sums and of O, then
+// fragment read from local memory serves MT products). For each block of BN keys: S = Q·Kᵀ
+// (mma over D in steps of 16), the new row maxima (each lane holds two rows, the quad of 4
+// lanes a row's BN values), the rescaling of the running sums and of O, then
 // O += P·V with P's fragments taken straight from S's sums as float16/bfloat16 (a sum piece's
 // layout is an A fragment's). Scores are in base 2 (scale · log2 e folded in): scale_log2 is
 // |scale| · log2 e, and negate flips the query's signs for a negative scale.
@@ -264,6 +265,7 @@ __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void flash_attenti
         const int col = 8 * i + 2 * t;
         *(__global uint *)(out + col) = pack2(acc[mt][i][2 * hh] * inv, acc[mt][i][2 * hh + 1] * inv);
       }
-      if (t == 0) lse[lse_off + (long)bh * L + row] = sum > 0.0f ? top[mt][hh] * scale_log2 * M_LN2_F + log(sum) : -INFINITY;
+      if (t == 0)
+        lse[lse_off + (long)bh * L + row] = sum > 0.0f ? top[mt][hh] * scale_log2 * M_LN2_F + log(sum) : -INFINITY;
     }
 }

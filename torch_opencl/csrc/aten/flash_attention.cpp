@@ -39,7 +39,7 @@ struct Block {
 Block block_for(int64_t D, int64_t E, bool causal) {
   const std::string env = setting("FLASH_BLOCK");
   if (env.empty()) return D <= 64 && E <= 64 ? Block{4, 2, 64} : causal ? Block{4, 2, 64} : Block{4, 1, 64};
-Block b;
+  Block b;
   int used = 0;
   const int read = std::sscanf(env.c_str(), "%d,%d,%d%n", &b.warps, &b.pieces, &b.keys, &used);
   DEVICE_CHECK(read == 3 && size_t(used) == env.size() && b.warps >= 1 && b.warps <= 8 && b.pieces >= 1 &&

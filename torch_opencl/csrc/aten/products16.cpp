@@ -143,8 +143,8 @@ bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std
                               " -DGROUP -DCY=" + std::to_string(cy) + (a_vec ? " -DA_VEC" : "");
   const size_t global[3] = {32, round_up(columns, cy), 1}, local[3] = {32, cy, 1};
   launch(device_kernel("gemm16.cl", "gemm16_rows_kc_group", options), NDRange(3, global, local), ta,
-         cl_int(a.stride(0)), cl_int(a.stride(1)), cl_int(m), cl_int(k), tb[0], tb[1], tb[2], cl_int(b_cs), tc[0], tc[1],
-         tc[2], cl_int(n[0]), cl_int(n[1]), cl_int(n[2]));
+         cl_int(a.stride(0)), cl_int(a.stride(1)), cl_int(m), cl_int(k), tb[0], tb[1], tb[2], cl_int(b_cs), tc[0],
+         tc[1], tc[2], cl_int(n[0]), cl_int(n[1]), cl_int(n[2]));
   return true;
 }
 
