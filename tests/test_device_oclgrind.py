@@ -120,7 +120,8 @@ SCRIPT = textwrap.dedent("""
     elif what == "indexing":
         # The opencl device's indexing kernels: gather by two index tensors around a kept
         # dimension and by a mask (nonzero), index_put_ with repeated positions accumulated
-        # and a broadcast value, isin; attention over grouped key/value heads; sorting.
+        # and a broadcast value, index_copy_, a strided cat, isin; attention over grouped
+        # key/value heads; sorting.
         import torch_opencl  # noqa: F401
         d = lambda t: t.to("opencl")
         with torch.no_grad():
@@ -133,6 +134,12 @@ SCRIPT = textwrap.dedent("""
                   x.clone().index_put_((k, m), v, accumulate=True))
             close(d(x).index_put_((d(torch.tensor([2, 0])),), d(torch.tensor(1.5))).cpu(),
                   x.clone().index_put_((torch.tensor([2, 0]),), torch.tensor(1.5)))
+            # index_copy_ as a check and one copy (scatter over a broadcast index), in 16 bits; a
+            # two-part cat at any strides (cat2_strided)
+            cache, rows = torch.randn(1, 3, 7, 5).half(), torch.randn(1, 3, 2, 5).half()
+            pos = torch.tensor([6, 1])
+            close(d(cache).index_copy_(2, d(pos), d(rows)).cpu().float(), cache.index_copy(2, pos, rows).float())
+            close(torch.cat((-d(x)[..., 3:], d(x)[..., :3]), dim=-1).cpu(), torch.cat((-x[..., 3:], x[..., :3]), -1))
             # the range check on the device (index_check.cl): int64 and int32 indices, 70 of them;
             # indices out of range are clamped (index_select, gather) or skipped (scatter, index_add)
             # by the operator's kernel, so nothing reads or writes outside, and raised at the wait

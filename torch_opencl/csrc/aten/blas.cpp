@@ -147,11 +147,8 @@ std::vector<at::Tensor> mm_group(const at::Tensor& mat1, at::TensorList mat2s) {
   std::vector<at::Tensor> outs, part;
   for (size_t first = 0; first < mat2s.size(); first += 3) {
     const std::vector<at::Tensor> some(mat2s.begin() + first, mat2s.begin() + std::min(mat2s.size(), first + 3));
-    if (product16_group(mat1, some, part)) {
-      outs.insert(outs.end(), part.begin(), part.end());
-    } else {
-      for (const at::Tensor& m : some) outs.push_back(at::mm(mat1, m));
-    }
+    if (!product16_group(mat1, some, part)) part = mm_group_separately(mat1, some);
+    outs.insert(outs.end(), part.begin(), part.end());
   }
   return outs;
 }

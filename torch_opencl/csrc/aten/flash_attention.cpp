@@ -69,16 +69,16 @@ bool flash_wanted() {
   return value != "0";
 }
 
-// The kernel for these inputs, built once per device and options; nullptr where the tensor-core
-// kernels do not run, OCLF_FLASH_ATTENTION leaves them out, or the driver refuses this one (told
-// once, with its log: the attention then goes the portable way).
-cl_kernel flash_kernel(const at::Tensor& q, const at::Tensor& v, bool causal) {
+// The kernel for these inputs on `block`, built once per device and options; nullptr where the
+// tensor-core kernels do not run, OCLF_FLASH_ATTENTION leaves them out, or the driver refuses
+// this one (told once, with its log: the attention then goes the portable way).
+cl_kernel flash_kernel(const at::Tensor& q, const at::Tensor& v, bool causal, const Block& block) {
   const TensorCores where = tensor_cores();
   if (where == TensorCores::off || !flash_wanted()) return nullptr;
   const bool bf16 = q.scalar_type() == at::kBFloat16;
   const std::string options = std::string("-DT=") + cl_storage_type(q.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
                               " -DD=" + std::to_string(q.size(3)) + " -DE=" + std::to_string(v.size(3)) +
-                              block_for(q.size(3), v.size(3), causal).options() +
+                              block.options() +
                               (causal ? " -DCAUSAL" : "") + (where == TensorCores::emulated ? " -DMMA_EMULATE" : "");
   Runtime& rt = Runtime::get();
   static std::map<std::pair<int, std::string>, bool> refused;  // under the device's lock
@@ -96,33 +96,35 @@ cl_kernel flash_kernel(const at::Tensor& q, const at::Tensor& v, bool causal) {
   }
 }
 
-// The kernel for these inputs where flash attention takes them (flash_attention_fits), else nullptr.
-cl_kernel fitting_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask, bool causal) {
+// The kernel for these inputs on `block` where flash attention takes them (flash_attention_fits),
+// else nullptr.
+cl_kernel fitting_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask, bool causal,
+                         const Block& block) {
   const at::ScalarType type = q.scalar_type();
   if ((type != at::kHalf && type != at::kBFloat16) || has_mask) return nullptr;
   const int64_t D = q.size(3), E = v.size(3);
   if (D % 16 || E % 16 || D == 0 || E == 0 || D > kMaxWidth || E > kMaxWidth) return nullptr;
   for (const at::Tensor* t : {&q, &k, &v})
     if (t->numel() >= INT_MAX) return nullptr;
-  return flash_kernel(q, v, causal);
+  return flash_kernel(q, v, causal, block);
 }
 
 }  // namespace
 
 bool flash_attention_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask, bool causal) {
-  return fitting_kernel(q, k, v, has_mask, causal) != nullptr;
+  return fitting_kernel(q, k, v, has_mask, causal, block_for(q.size(3), v.size(3), causal)) != nullptr;
 }
 
 bool flash_attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, bool has_mask,
                      bool causal, double scale, const at::Tensor& out, const at::Tensor& lse) {
-  cl_kernel kernel = fitting_kernel(q_in, k_in, v_in, has_mask, causal);
+  const Block block = block_for(q_in.size(3), v_in.size(3), causal);
+  cl_kernel kernel = fitting_kernel(q_in, k_in, v_in, has_mask, causal, block);
   if (kernel == nullptr) return false;
   const at::Tensor q = aligned(q_in), k = aligned(k_in), v = aligned(v_in);
   const TensorArg tq = arg(q), tk = arg(k), tv = arg(v), to = arg(out), tl = arg(lse);
   DEVICE_CHECK(tq.offset % 8 == 0 && tk.offset % 8 == 0 && tv.offset % 8 == 0 && to.offset % 2 == 0,
                "opencl: flash attention: operands not aligned to 16 bytes after their copies");
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
-  const Block block = block_for(q.size(3), v.size(3), causal);
   const int64_t threads = block.threads(), rows = block.rows();
   const size_t global[1] = {size_t((L + rows - 1) / rows * B * H * threads)};
   const size_t local[1] = {size_t(threads)};
