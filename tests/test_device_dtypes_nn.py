@@ -64,6 +64,52 @@ def test_few_row_products_over_aligned_weights_as_on_a_gpu(dtype, monkeypatch):
     assert sum(kernel == "gemm16_rows_nc" for _, kernel, *_ in launches) == 3
 
 
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_grouped_products_with_norm_gate_and_residual_as_on_a_gpu(dtype, monkeypatch):
+    """torch.ops.oclf.mm_group's options in one launch of gemm16_rows_kc_group, run here as on a
+    GPU: the input's rows RMS-normalized (k = 1032: more than one pass of the work-group's
+    lanes), a gated pair (act(x·Wg)·(x·Wu), 21 columns: work-groups of 8 straddle the end), a
+    residual added, and the norm with each. Each against torch's own float16/bfloat16 (the
+    operator's CPU form, which spells the steps out as torch operations) and float64. An input
+    whose rows are not 16-byte aligned (a slice from its second column) keeps the values: the
+    norm then runs as torch operations, the other options still in the kernel."""
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", "gpu")
+    k = 1032
+    x, gain = randn(3, k + 1, dtype=dtype), (1 + 0.1 * randn(k)).to(dtype)
+    wq, wg, wu, res = randn(13, k, dtype=dtype), randn(21, k, dtype=dtype), randn(21, k, dtype=dtype), randn(3, 13, dtype=dtype)
+    tensors = {"x": x[:, :k].contiguous(), "full": x, "gain": gain, "wq": wq, "wg": wg, "wu": wu, "res": res}
+    cpu, on = tensors, dict(zip(tensors, dev(*tensors.values())))
+    for where in (cpu, on):
+        where["shifted"] = where["full"][:, 1:]
+    cases = [(["wq", "wg"], dict(rms_weight="gain", rms_eps=1e-5)), (["wg", "wu"], dict(glu="silu")),
+             (["wq"], dict(residual="res")), (["wg", "wu"], dict(rms_weight="gain", rms_eps=1e-6, glu="gelu_tanh")),
+             (["wq"], dict(rms_weight="gain", rms_eps=1e-5, residual="res"))]
+    group = torch.ops.oclf.mm_group
+
+    def call(where, source, weights, options, cast=lambda t: t):
+        named = {key: cast(where[v]) if key in ("rms_weight", "residual") else v for key, v in options.items()}
+        return group(cast(where[source]), [cast(where[w]).t() for w in weights], **named)
+
+    for source in ("x", "shifted"):
+        for weights, options in cases:
+            with logged_launches() as launches:
+                got = call(on, source, weights, options)
+            for g, t, r in zip(got, call(cpu, source, weights, options),
+                               call(cpu, source, weights, options, lambda t: t.double())):
+                no_worse(g, t, r)
+            fused = [opts.split() for _, kernel, opts in launches if kernel == "gemm16_rows_kc_group"]
+            if source == "x" or "rms_weight" not in options:
+                assert len(launches) == 1 and len(fused) == 1, launches
+                for flag, key in (("-DRMS", "rms_weight"), ("-DGLU", "glu"), ("-DRESIDUAL", "residual")):
+                    assert (flag in fused[0]) == (key in options), fused
+            else:
+                assert not fused, launches
+    with pytest.raises(RuntimeError, match="glu takes two products"):
+        group(on["x"], [on["wq"].t()], glu="silu")
+    with pytest.raises(RuntimeError, match="activation must be"):
+        group(on["x"], [on["wg"].t(), on["wu"].t()], glu="swish")
+
 CONVS = [  # (batch, c_in, h, w, c_out, k, stride, padding, groups)
     (2, 3, 9, 7, 5, 3, 1, 1, 1),
     (1, 4, 11, 13, 6, 3, 2, 0, 2),

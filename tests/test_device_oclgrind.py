@@ -304,6 +304,17 @@ SCRIPT = textwrap.dedent("""
             for got, w in zip(outs, parts):
                 ref = u.to(dt).float() @ w.cpu().float().t()
                 assert torch.allclose(got.cpu().float(), ref, atol=0.1, rtol=0.02)
+            # ... with its options: the rows RMS-normalized with a gated pair, then with a residual.
+            gain, res = torch.rand(40) + 0.5, torch.randn(3, 6)
+            GAIN, RES = on(gain, res)
+            for args, options, cpu_options in (
+                    ([V[:5, :40].t(), V[1:, :40].t()], dict(rms_weight=GAIN, rms_eps=1e-5, glu="silu"),
+                     dict(rms_weight=gain.to(dt), rms_eps=1e-5, glu="silu")),
+                    ([V[:, :40].t()], dict(rms_weight=GAIN, rms_eps=1e-5, residual=RES),
+                     dict(rms_weight=gain.to(dt), rms_eps=1e-5, residual=res.to(dt)))):
+                (got,) = torch.ops.oclf.mm_group(U, args, **options)
+                (ref,) = torch.ops.oclf.mm_group(u.to(dt), [t.cpu() for t in args], **cpu_options)
+                assert torch.allclose(got.cpu().float(), ref.float(), atol=0.1, rtol=0.02)
             # k×n weights with 16-byte aligned rows (gemm16_rows_nc on GPUs): n = 24, and n = 21
             # through a slice of 24-wide rows (the last columns one at a time).
             kn = torch.randn(40, 24)

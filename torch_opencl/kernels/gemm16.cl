@@ -126,17 +126,48 @@ inline float8 load8(__global const half *p) {
 }
 #endif
 
+// v as T stores it (round to nearest even), back as a float.
+#if defined(T_IS_BFLOAT)
+inline float round_t(float v) { return bfloat_to_float(float_to_bfloat(v)); }
+#else
+inline float round_t(float v) {
+  ushort h;
+  vstore_half_rte(v, 0, (__private half *)&h);
+  return vload_half(0, (const __private half *)&h);
+}
+#endif
+
+inline float8 round8(float8 v) {
+  return (float8)(round_t(v.s0), round_t(v.s1), round_t(v.s2), round_t(v.s3), round_t(v.s4), round_t(v.s5),
+                  round_t(v.s6), round_t(v.s7));
+}
+
 // This work-item's share (lane `lane` of 32) of column bcol (k contiguous elements) times A's
-// rows: acc[r] for r < m.
+// rows: acc[r] for r < m. With RMS (the group kernel's option), A's row r is read as
+// gain · T(x · scale[r]) (A_VEC's aligned loads only).
+#ifdef RMS
+#ifndef A_VEC
+#error "RMS reads A's rows 8 at a time: build it with A_VEC"
+#endif
+#define RMS_PARAMS , __local const float *scale, __global const T *gain
+#else
+#define RMS_PARAMS , int no_scale, int no_gain
+#endif
 inline void column_sums(float acc[MAX_ROWS], __global const T *a, int a_rs, int a_cs, int m, int k,
-                        __global const T *bcol, int lane) {
+                        __global const T *bcol, int lane RMS_PARAMS) {
   const int whole = k & ~7;
   for (int kk = lane * 8; kk < whole; kk += LANES * 8) {
     const float8 bv = load8(bcol + kk);
+#ifdef RMS
+    const float8 gv = load8(gain + kk);
+#endif
     for (int r = 0; r < MAX_ROWS; ++r) {
       if (r >= m) break;
 #ifdef A_VEC
-      const float8 av = load8(a + (long)r * a_rs + kk);
+      float8 av = load8(a + (long)r * a_rs + kk);
+#ifdef RMS
+      av = round8(gv * round8(av * scale[r]));
+#endif
 #else
       __global const T *ar = a + (long)r * a_rs + (long)kk * a_cs;
       const float8 av = (float8)(READ(T, ar, 0), READ(T, ar, a_cs), READ(T, ar, 2 * a_cs), READ(T, ar, 3 * a_cs),
@@ -161,7 +192,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc
   GEMM16_AT_BATCH(batch);
   float acc[MAX_ROWS];
   for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
-  if (col < n) column_sums(acc, a, a_rs, a_cs, m, k, b + (long)col * b_cs, lane);
+  if (col < n) column_sums(acc, a, a_rs, a_cs, m, k, b + (long)col * b_cs, lane, 0, 0);
   const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barrier stays uniform
   for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -178,29 +209,91 @@ __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc
 // C_g (m×n_g, contiguous) = A · B_g, B_g's n_g columns contiguous in k at one column stride
 // b_cs (linear layers' weights read through their transposes: the query, key and value
 // projections of one input, say). The columns of C_0, C_1 and C_2 are numbered one after the
-// other; work-group column y takes column get_group_id(1)·CY + y of them.
+// other; work-group column y takes column get_group_id(1)·CY + y of them. Options (each a
+// build of its own), in the order they apply, each value rounded to T where torch rounds it:
+//   -DRMS       A's rows RMS-normalized first (transformers' RMSNorm): row x becomes
+//               g · T(x · rsqrt(mean(x²) + eps)), g (k elements at rms_w, 16-byte aligned) and
+//               eps given; A's rows read 8 at a time (A_VEC; k a multiple of 8). Each work-group
+//               sums the squares itself.
+//   -DGLU       two products of one width, C_0 = act(A · B_0) · (A · B_1) (a gated MLP's gate
+//               and up; the activation by EPI_ACT), each work-group column taking one column of
+//               both; C_1 is not written.
+//   -DRESIDUAL  one product, C_0 = R + A · B_0, R m×n0 at res with row stride res_rs (a
+//               residual connection after a layer's last product).
+
+// Lane r < rows of work-group column y gets the sum of row r's partial sums over y's lanes
+// (acc, one per lane); called by the whole group (it waits at barriers), part free to write.
+inline float lanes_sum(__local float part[MAX_ROWS][CY][LANES + 1], const float acc[MAX_ROWS], int rows, int y,
+                       int lane) {
+  for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float sum = 0.0f;
+  if (lane < rows)
+    for (int i = 0; i < LANES; ++i) sum += part[lane][y][i];
+  barrier(CLK_LOCAL_MEM_FENCE);  // part is free again
+  return sum;
+}
+
 __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc_group(
     __global const T *a, int a_off, int a_rs, int a_cs, int m, int k, __global const T *b0, int b0_off,
     __global const T *b1, int b1_off, __global const T *b2, int b2_off, int b_cs, __global T *c0, int c0_off,
-    __global T *c1, int c1_off, __global T *c2, int c2_off, int n0, int n1, int n2) {
+    __global T *c1, int c1_off, __global T *c2, int c2_off, int n0, int n1, int n2, __global const T *rms_w,
+    int rms_off, float rms_eps, __global const T *res, int res_off, int res_rs) {
   __local float part[MAX_ROWS][CY][LANES + 1];
   const int lane = get_local_id(0), y = get_local_id(1), at = get_group_id(1) * CY + y;
+  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barriers stay uniform
+  a += a_off;
+#ifdef RMS
+  // Each row's scale rsqrt(mean(x²) + eps), summed by the whole group.
+  __local float scale[MAX_ROWS];
+  {
+    const int t = y * LANES + lane;
+    for (int r = 0; r < rows; ++r) {
+      float s = 0.0f;
+      for (int i = t; i < k; i += LANES * CY) {
+        const float v = READ(T, a, (long)r * a_rs + i);
+        s = mad(v, v, s);
+      }
+      part[r][y][lane] = s;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t < rows) {
+      float s = 0.0f;
+      for (int yy = 0; yy < CY; ++yy)
+        for (int i = 0; i < LANES; ++i) s += part[t][yy][i];
+      scale[t] = rsqrt(s / (float)k + rms_eps);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#define A_SCALE scale
+#define A_GAIN (rms_w + rms_off)
+#else
+#define A_SCALE 0
+#define A_GAIN 0
+#endif
+#ifdef GLU
+  const int g = 0, col = at, n = n0;
+#else
   const int g = at < n0 ? 0 : at < n0 + n1 ? 1 : 2;
   const int col = at - (g == 0 ? 0 : g == 1 ? n0 : n0 + n1), n = g == 0 ? n0 : g == 1 ? n1 : n2;
+#endif
   __global const T *b = g == 0 ? b0 + b0_off : g == 1 ? b1 + b1_off : b2 + b2_off;
   __global T *c = g == 0 ? c0 + c0_off : g == 1 ? c1 + c1_off : c2 + c2_off;
-  a += a_off;
   float acc[MAX_ROWS];
   for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
-  if (col < n) column_sums(acc, a, a_rs, a_cs, m, k, b + (long)col * b_cs, lane);
-  const int rows = min(m, MAX_ROWS);
-  for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane < rows && col < n) {
-    float sum = 0.0f;
-    for (int i = 0; i < LANES; ++i) sum += part[lane][y][i];
-    WRITE(T, c, (long)lane * n + col, C_ACT(sum));
-  }
+  if (col < n) column_sums(acc, a, a_rs, a_cs, m, k, b + (long)col * b_cs, lane, A_SCALE, A_GAIN);
+  const float sum = lanes_sum(part, acc, rows, y, lane);
+#ifdef GLU
+  for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
+  if (col < n) column_sums(acc, a, a_rs, a_cs, m, k, b1 + b1_off + (long)col * b_cs, lane, A_SCALE, A_GAIN);
+  const float up = lanes_sum(part, acc, rows, y, lane);
+  if (lane < rows && col < n) WRITE(T, c, (long)lane * n + col, round_t(C_ACT(round_t(sum))) * round_t(up));
+#elif defined(RESIDUAL)
+  if (lane < rows && col < n)
+    WRITE(T, c, (long)lane * n + col, round_t(sum) + READ(T, res + res_off, (long)lane * res_rs + col));
+#else
+  if (lane < rows && col < n) WRITE(T, c, (long)lane * n + col, C_ACT(sum));
+#endif
 }
 #endif  // GROUP
 

@@ -132,22 +132,70 @@ at::Tensor addmm_act(const at::Tensor& bias, const at::Tensor& mat1, const at::T
   return addmm_act_separately(bias, mat1, mat2, activation);
 }
 
-// torch.ops.oclf.mm_group(mat1, mat2s): [mm(mat1, m) for m in mat2s], what a compiled graph's
-// products of one input become (compile/passes.py: a layer's query, key and value projections,
-// an MLP's gate and up). Few-row 16-bit products with weights read through their transposes
-// run up to three at a time in one launch (gemm16_rows_kc_group); others one by one, with the
-// same values.
-std::vector<at::Tensor> mm_group_separately(const at::Tensor& mat1, at::TensorList mat2s) {
+// torch.ops.oclf.mm_group(mat1, mat2s, *, rms_weight, rms_eps, glu, residual): [mm(mat1, m) for m
+// in mat2s], what a compiled graph's products of one input become (compile/decoding.py: a
+// layer's query, key and value projections, an MLP's gate and up), with what decoding does
+// around them, in this order:
+//   rms_weight   mat1's rows through transformers' RMSNorm first:
+//                rms_weight · (x · rsqrt(mean(x², -1) + rms_eps)).to(x's dtype), x = mat1 in float32;
+//   glu          an activation's name: two products become one, glu(out_0) · out_1 (a gated MLP);
+//   residual     added to the one result (a residual connection).
+// Few-row 16-bit products with weights read through their transposes run up to three at a
+// time, with the options, in one launch (gemm16_rows_kc_group); others as torch operations,
+// with the same values.
+struct GroupArgs {
+  products::GroupOptions options;
+  bool any = false;
+};
+
+GroupArgs group_args(at::TensorList mat2s, const c10::optional<at::Tensor>& rms_weight, double rms_eps,
+                     c10::optional<c10::string_view> glu, const c10::optional<at::Tensor>& residual) {
+  GroupArgs g;
+  if (rms_weight.has_value()) g.options.rms_weight = *rms_weight, g.options.rms_eps = rms_eps;
+  if (glu.has_value()) {
+    g.options.glu = activation_named(*glu, "mm_group");
+    g.options.gated = true;
+    DEVICE_CHECK(mat2s.size() == 2, "opencl: mm_group: glu takes two products (gate, up), got ", mat2s.size());
+  }
+  if (residual.has_value()) {
+    g.options.residual = *residual;
+    DEVICE_CHECK(mat2s.size() == 1 || (g.options.gated && mat2s.size() == 2),
+                 "opencl: mm_group: a residual is added to one result, got ", mat2s.size(), " products");
+  }
+  g.any = rms_weight.has_value() || glu.has_value() || residual.has_value();
+  return g;
+}
+
+std::vector<at::Tensor> mm_group_separately(const at::Tensor& mat1, at::TensorList mat2s,
+                                            const c10::optional<at::Tensor>& rms_weight, double rms_eps,
+                                            c10::optional<c10::string_view> glu,
+                                            const c10::optional<at::Tensor>& residual) {
+  const GroupArgs g = group_args(mat2s, rms_weight, rms_eps, glu, residual);
+  at::Tensor x = mat1;
+  if (rms_weight.has_value()) {
+    const at::Tensor h = mat1.to(at::kFloat);
+    x = *rms_weight * (h * at::rsqrt(h.pow(2).mean(-1, true) + rms_eps)).to(mat1.scalar_type());
+  }
   std::vector<at::Tensor> outs;
-  for (const at::Tensor& m : mat2s) outs.push_back(at::mm(mat1, m));
+  for (const at::Tensor& m : mat2s) outs.push_back(at::mm(x, m));
+  if (g.options.gated) outs = {activated(outs[0], g.options.glu) * outs[1]};
+  if (residual.has_value()) outs[0] = *residual + outs[0];
   return outs;
 }
 
-std::vector<at::Tensor> mm_group(const at::Tensor& mat1, at::TensorList mat2s) {
+std::vector<at::Tensor> mm_group(const at::Tensor& mat1, at::TensorList mat2s,
+                                 const c10::optional<at::Tensor>& rms_weight, double rms_eps,
+                                 c10::optional<c10::string_view> glu, const c10::optional<at::Tensor>& residual) {
+  const GroupArgs g = group_args(mat2s, rms_weight, rms_eps, glu, residual);
   std::vector<at::Tensor> outs, part;
+  if (g.any) {
+    if (!product16_group(mat1, mat2s.vec(), outs, g.options))
+      outs = mm_group_separately(mat1, mat2s, rms_weight, rms_eps, glu, residual);
+    return outs;
+  }
   for (size_t first = 0; first < mat2s.size(); first += 3) {
     const std::vector<at::Tensor> some(mat2s.begin() + first, mat2s.begin() + std::min(mat2s.size(), first + 3));
-    if (!product16_group(mat1, some, part)) part = mm_group_separately(mat1, some);
+    if (!product16_group(mat1, some, part)) part = mm_group_separately(mat1, some, {}, 0.0, {}, {});
     outs.insert(outs.end(), part.begin(), part.end());
   }
   return outs;
@@ -245,7 +293,8 @@ REGISTER_DEVICE_OPS(m) {
 
 TORCH_LIBRARY_FRAGMENT(oclf, m) {
   m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str activation) -> Tensor");
-  m.def("mm_group(Tensor mat1, Tensor[] mat2s) -> Tensor[]");
+  m.def("mm_group(Tensor mat1, Tensor[] mat2s, *, Tensor? rms_weight=None, float rms_eps=0.0, str? glu=None, "
+        "Tensor? residual=None) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(oclf, PrivateUse1, m) {

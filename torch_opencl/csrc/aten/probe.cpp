@@ -20,7 +20,8 @@ namespace {
 // Nanoseconds per clEnqueueNDRangeKernel call, per launch including the wait for all, per
 // clSetKernelArg (the buffer argument set `number` times, nothing enqueued), and per
 // clEnqueueNDRangeKernel call on a queue of the same context made without profiling (what
-// the device's profiling queue costs a launch).
+// the device's profiling queue costs a launch), and per launch on that queue including the
+// wait for all (what profiling costs the device).
 std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
   DEVICE_CHECK_VALUE(is_device(out) && out.scalar_type() == at::kFloat && out.is_contiguous() && out.numel() >= 16,
                      "opencl: enqueue_cost: expected a contiguous float32 opencl tensor of 16 elements or more, got ",
@@ -60,13 +61,15 @@ std::vector<double> enqueue_cost(const at::Tensor& out, int64_t number) {
   }
   const clock::time_point plain_done = clock::now();
   clFinish(plain);
+  const clock::time_point plain_finished = clock::now();
   clReleaseCommandQueue(plain);
   CL_CHECK(status);
   const double n = double(number);
   return {std::chrono::duration<double, std::nano>(enqueued - start).count() / n,
           std::chrono::duration<double, std::nano>(done - start).count() / n,
           std::chrono::duration<double, std::nano>(set_done - set_start).count() / n,
-          std::chrono::duration<double, std::nano>(plain_done - plain_start).count() / n};
+          std::chrono::duration<double, std::nano>(plain_done - plain_start).count() / n,
+          std::chrono::duration<double, std::nano>(plain_finished - plain_start).count() / n};
 }
 
 }  // namespace

@@ -62,10 +62,24 @@ bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t
 void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias, float alpha,
                float beta, Activation act = Activation::kNone);
 
+// What a group of products does besides multiplying (torch.ops.oclf.mm_group's options), in
+// this order: a's rows RMS-normalized (rms_weight defined: x becomes
+// rms_weight · T(x · rsqrt(mean(x²) + rms_eps)), T a's dtype); the first two products made one,
+// act(out_0) · out_1 (glu not kNone); the residual added to the only product's result.
+struct GroupOptions {
+  at::Tensor rms_weight;
+  double rms_eps = 0.0;
+  Activation glu = Activation::kNone;
+  bool gated = false;
+  at::Tensor residual;
+};
+
 // Products of one few-row matrix a (m ≤ 8, 16-bit) with up to three matrices bs[g] (k×n_g, the
 // transposes of n_g×k weights: columns contiguous in k, one column stride, 16-byte aligned) in
 // one launch of gemm16_rows_kc_group, on devices that run few-row products as GPUs do; each
-// outs[g] m×n_g, new and contiguous. False, and nothing launched, where they do not fit.
-bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std::vector<at::Tensor>& outs);
+// outs[g] m×n_g, new and contiguous (one output when gated). False, and nothing launched,
+// where they do not fit.
+bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std::vector<at::Tensor>& outs,
+                     const GroupOptions& options = {});
 
 }  // namespace oclf::device::products

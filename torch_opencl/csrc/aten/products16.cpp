@@ -116,7 +116,8 @@ void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, 
   if (!result.is_same(out)) out.copy_(result);
 }
 
-bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std::vector<at::Tensor>& outs) {
+bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std::vector<at::Tensor>& outs,
+                     const GroupOptions& opt) {
   if (bs.empty() || bs.size() > 3 || a.dim() != 2 || a.size(0) == 0 || a.size(0) > 8 || a.size(1) == 0) return false;
   if (is_cpu() && product_mode() != "gpu") return false;  // (CPUs run few-row products otherwise)
   const int64_t m = a.size(0), k = a.size(1), b_cs = bs[0].stride(1);
@@ -128,23 +129,46 @@ bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std
   if (a.numel() >= (int64_t(1) << 31)) return false;
   const TensorArg ta = arg(a);
   const bool a_vec = a.stride(1) == 1 && a.stride(0) % 8 == 0 && ta.offset % 8 == 0;
+  const bool rms = opt.rms_weight.defined(), residual = opt.residual.defined();
+  if (rms) {  // the gain read 8 at a time, A's rows too
+    const at::Tensor& w = opt.rms_weight;
+    if (!a_vec || k % 8 != 0 || !all_16bit({&a, &w}) || w.dim() != 1 || w.size(0) != k || w.stride(0) != 1 ||
+        arg(w).offset % 8 != 0)
+      return false;
+  }
+  if (opt.gated && (bs.size() != 2 || bs[0].size(1) != bs[1].size(1))) return false;
+  if (residual) {
+    const at::Tensor& r = opt.residual;
+    if (bs.size() != 1 || opt.gated || !all_16bit({&a, &r}) || r.dim() != 2 || r.size(0) != m ||
+        r.size(1) != bs[0].size(1) || r.stride(1) != 1 || r.stride(0) >= (int64_t(1) << 31))
+      return false;
+  }
+  const size_t products = opt.gated ? 1 : bs.size();
   int64_t n[3] = {0, 0, 0};
   TensorArg tb[3], tc[3];
   outs.clear();
   for (size_t g = 0; g < bs.size(); ++g) {
     n[g] = bs[g].size(1);
-    outs.push_back(empty_device({m, n[g]}, a.scalar_type()));
-    tb[g] = arg(bs[g]), tc[g] = arg(outs[g]);
+    tb[g] = arg(bs[g]);
+    if (g < products) {
+      outs.push_back(empty_device({m, n[g]}, a.scalar_type()));
+      tc[g] = arg(outs[g]);
+    }
   }
-  for (size_t g = bs.size(); g < 3; ++g) tb[g] = tb[0], tc[g] = tc[0];  // (n_g = 0: never read)
-  const size_t cy = 8, columns = size_t(n[0] + n[1] + n[2]);
+  for (size_t g = bs.size(); g < 3; ++g) tb[g] = tb[0];  // (n_g = 0: never read)
+  for (size_t g = products; g < 3; ++g) tc[g] = tc[0];   // (never written)
+  const size_t cy = 8, columns = size_t(opt.gated ? n[0] : n[0] + n[1] + n[2]);
   const bool bf16 = a.scalar_type() == at::kBFloat16;
   const std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
-                              " -DGROUP -DCY=" + std::to_string(cy) + (a_vec ? " -DA_VEC" : "");
+                              " -DGROUP -DCY=" + std::to_string(cy) + (a_vec ? " -DA_VEC" : "") +
+                              (rms ? " -DRMS" : "") + (opt.gated ? " -DGLU" + activation_option(opt.glu) : "") +
+                              (residual ? " -DRESIDUAL" : "");
   const size_t global[3] = {32, round_up(columns, cy), 1}, local[3] = {32, cy, 1};
+  const TensorArg tw = rms ? arg(opt.rms_weight) : ta, tr = residual ? arg(opt.residual) : ta;
   launch(device_kernel("gemm16.cl", "gemm16_rows_kc_group", options), NDRange(3, global, local), ta,
          cl_int(a.stride(0)), cl_int(a.stride(1)), cl_int(m), cl_int(k), tb[0], tb[1], tb[2], cl_int(b_cs), tc[0],
-         tc[1], tc[2], cl_int(n[0]), cl_int(n[1]), cl_int(n[2]));
+         tc[1], tc[2], cl_int(n[0]), cl_int(n[1]), cl_int(n[2]), tw, cl_float(opt.rms_eps), tr,
+         cl_int(residual ? opt.residual.stride(0) : 0));
   return true;
 }
 

@@ -1,0 +1,84 @@
+"""The compile pass's rewrites for decoding (torch_opencl/compile/decoding.py) on the opencl
+device, with transformers' own Llama modules: the norm before a layer's products, the gated
+MLP and the residual connections become options of torch.ops.oclf.mm_group, run where
+few-row products run as on a GPU (OCLF_DEVICE_MATMUL=gpu). Results against eager and
+float64; the number of launches a step makes."""
+import pytest
+import torch
+
+from compile_checks import close, fresh_compile
+
+llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+LlamaConfig = pytest.importorskip("transformers").LlamaConfig
+
+
+@pytest.fixture
+def device(opencl_device, monkeypatch):
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", "gpu")
+    yield from fresh_compile(opencl_device, monkeypatch)
+
+
+class Block(torch.nn.Module):
+    """A Llama decoder layer's products around its attention, as transformers writes them:
+    h = x + o(norm₁(x) through q, k and v), out = h + mlp(norm₂(h)), then the final norm and a
+    head. (The attention itself is replaced by a product of q, k and v: the rewrites concern
+    what surrounds it.)"""
+
+    def __init__(self, config):
+        super().__init__()
+        hidden = config.hidden_size
+        self.norm1 = llama.LlamaRMSNorm(hidden, eps=config.rms_norm_eps)
+        self.q, self.k, self.v = (torch.nn.Linear(hidden, n, bias=False) for n in (hidden, 24, 24))
+        self.o = torch.nn.Linear(hidden, hidden, bias=False)
+        self.norm2 = llama.LlamaRMSNorm(hidden, eps=config.rms_norm_eps)
+        self.mlp = llama.LlamaMLP(config)
+        self.final = llama.LlamaRMSNorm(hidden, eps=1e-6)
+        self.head = torch.nn.Linear(hidden, 37, bias=False)
+        for norm in (self.norm1, self.norm2, self.final):
+            torch.nn.init.uniform_(norm.weight, 0.5, 1.5)
+
+    def forward(self, x):
+        y = self.norm1(x)
+        q, k, v = self.q(y), self.k(y), self.v(y)
+        h = x + self.o(q * (k.sum(-1, keepdim=True) + v.mean(-1, keepdim=True)))
+        h = h + self.mlp(self.norm2(h))
+        return self.head(self.final(h)), h
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_norm_gate_and_residuals_become_product_options(device, dtype, rows):
+    from torch._inductor.utils import run_and_get_code
+
+    from opencl_functions import devices
+
+    config = LlamaConfig(hidden_size=96, intermediate_size=200, hidden_act="silu", rms_norm_eps=1e-5)
+    torch.manual_seed(0)
+    block = Block(config).eval()
+    x = torch.randn(1, rows, 96)
+    ours = block.to(dtype).to("opencl")
+    dx = x.to(dtype).to("opencl")
+    with torch.no_grad():
+        devices.launch_log_start()
+        try:
+            (logits, h), code = run_and_get_code(torch.compile(ours), dx)
+            kernels = [launch["kernel"] for launch in devices.launch_log_take()]
+        finally:
+            devices.launch_log_stop()
+        eager = ours(dx)
+        ref = Block(config).eval()
+        ref.load_state_dict({k: v.double() for k, v in block.state_dict().items()})
+        want = ref.double()(x.to(dtype).double())
+    source = "\n".join(code)
+    calls = [line for line in source.splitlines() if "torch.ops.oclf.mm_group.default(" in line]
+    assert sum("rms_weight" in c for c in calls) == 3, calls  # q/k/v, gate/up and the head
+    assert sum("glu = 'silu'" in c or "glu='silu'" in c for c in calls) == 1, calls
+    assert sum("residual" in c for c in calls) == 2, calls  # after o and after down
+    assert "extern_kernels.mm(" not in source, source
+    # Seven products in five launches (q, k and v in one, gate and up in one); the other kernels
+    # are the sum, the mean and q's scaling: no norm, activation or residual add of their own.
+    assert kernels.count("gemm16_rows_kc_group") == 5 and len(kernels) == 8, kernels
+    tol = 5e-3 if dtype == torch.float16 else 3e-2
+    for got, exact, ref_value in zip((logits, h), eager, want):
+        close(got, exact, tol=tol)
+        close(got, ref_value, tol=tol)

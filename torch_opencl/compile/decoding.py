@@ -1,0 +1,352 @@
+"""The opencl device's rewrites for decoding, a few rows at a time through a transformer, in
+Inductor's post-grad graphs (passes.OpenCLGraphPass calls rewrite()), in this order:
+
+1. attention whose keys and values are transformers' repeat_kv copies reads the grouped heads
+   themselves (the kernels map query head h to key/value head h / n);
+2. few-row 16-bit products of one input (a layer's q, k and v projections, an MLP's gate and up)
+   become one torch.ops.oclf.mm_group call, up to three products a launch;
+3. a gated MLP's act(x·Wg) · (x·Wu) becomes that call's `glu`: one launch, and neither the gate
+   nor the up projection goes to memory;
+4. a residual added to a few-row product's result becomes the call's `residual`, added as the
+   kernel stores;
+5. an RMS norm (transformers' RMSNorm: x · rsqrt(mean(x²) + eps) in float32, back to x's dtype,
+   times its weight) that only few-row products read becomes their `rms_weight` and `rms_eps`:
+   each launch normalizes its input rows itself.
+
+Inductor makes one kernel of a residual add and the norm after it; 4 and 5 leave neither, and
+3 removes the activation's kernel: a Llama layer's step has three launches fewer. mm_group's
+options keep torch's roundings (each 16-bit intermediate rounded where torch rounds it).
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch._guards import detect_fake_mode
+
+from .graph_match import VIEWS, activation_after, on_opencl, only_user, val
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+MM_GROUP = torch.ops.oclf.mm_group.default
+HALVES = (torch.float16, torch.bfloat16)
+
+
+def _call(target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+    """A new node target(*args, **kwargs) at the graph's insertion point, its value computed on
+    the fake tensors of its operands."""
+    graph = next(a for a in args if isinstance(a, torch.fx.Node)).graph
+    node = graph.call_function(target, args, kwargs)
+
+    def fake(a: Any) -> Any:
+        if isinstance(a, (list, tuple)):
+            return type(a)(fake(b) for b in a)
+        return val(a) if isinstance(a, torch.fx.Node) else a
+
+    values = [fake(a) for a in (*args, *kwargs.values())]
+    with detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)]):
+        node.meta["val"] = target(*fake(list(args)), **{k: fake(v) for k, v in kwargs.items()})
+    return node
+
+
+def _part(group: torch.fx.Node, i: int) -> torch.fx.Node:
+    part = group.graph.call_function(operator.getitem, (group, i))
+    part.meta["val"] = val(group)[i]
+    return part
+
+
+def _through_views(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]:
+    """The last of the views that follow node one after the other, each its predecessor's only
+    user, and those views."""
+    views = []
+    while len(node.users) == 1 and next(iter(node.users)).target in VIEWS:
+        node = next(iter(node.users))
+        views.append(node)
+    return node, views
+
+
+def _as_shape(node: torch.fx.Node, shape: list) -> torch.fx.Node | None:
+    """node viewed as `shape` (node itself if it has it), or None where no view can."""
+    if list(val(node).shape) == list(shape):
+        return node
+    try:
+        return _call(aten.view.default, node, list(shape))
+    except RuntimeError:
+        return None
+
+
+_ATTENTION = aten._scaled_dot_product_fused_attention_overrideable.default
+
+
+def _repeated_heads(node: Any) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
+    """(x, the nodes between) where node is x's heads each repeated n times in place, as
+    transformers' repeat_kv writes it: reshape(clone(expand(unsqueeze(x, 2), (B, Hk, n, S, D))),
+    (B, Hk·n, S, D)), each step used only by the next; else None."""
+    if not isinstance(node, torch.fx.Node) or node.target not in VIEWS:
+        return None
+    chain = [node]
+    at = node.args[0]
+    if isinstance(at, torch.fx.Node) and at.target == aten.clone.default:
+        chain.append(at)
+        at = at.args[0]
+    if not (isinstance(at, torch.fx.Node) and at.target == aten.expand.default):
+        return None
+    chain.append(at)
+    unsqueeze = at.args[0]
+    if not (isinstance(unsqueeze, torch.fx.Node) and unsqueeze.target == aten.unsqueeze.default
+            and unsqueeze.args[1] in (2, -3)):
+        return None
+    chain.append(unsqueeze)
+    x, grown, out = val(unsqueeze.args[0]), val(at), val(node)
+    if not all(isinstance(t, torch.Tensor) for t in (x, grown, out)) or x.dim() != 4 or grown.dim() != 5:
+        return None
+    B, Hk, S, D = x.shape
+    n = grown.shape[2]
+    if list(grown.shape) != [B, Hk, n, S, D] or list(out.shape) != [B, Hk * n, S, D]:
+        return None
+    if any(len(c.users) != 1 for c in chain):
+        return None
+    return unsqueeze.args[0], chain
+
+
+def _share_kv_heads(graph: torch.fx.Graph, attention: torch.fx.Node) -> bool:
+    """Attention whose keys and values are repeat_kv copies of fewer heads reads the heads
+    themselves: the device's attention kernels take query head h to key/value head h / n
+    (grouped-query attention), so each step no longer copies the whole cache n times."""
+    keys, values = (_repeated_heads(a) for a in attention.args[1:3])
+    if keys is None or values is None:
+        return False
+    (k, k_chain), (v, v_chain) = keys, values
+    if val(k).shape[1] != val(v).shape[1]:
+        return False
+    attention.args = (attention.args[0], k, v, *attention.args[3:])
+    for dead in (*k_chain, *v_chain):
+        graph.erase_node(dead)
+    return True
+
+
+def _product_input(node: torch.fx.Node) -> tuple[Any, ...] | None:
+    """What a few-row 16-bit product mm(x, wᵀ) on the device multiplies, as a key that products
+    of one input share (x seen through its views: each linear layer reshapes the input anew),
+    where its weight is read through its transpose; else None."""
+    x, w = node.args[:2]
+    xv, wv = val(x), val(w)
+    if not all(isinstance(t, torch.Tensor) for t in (xv, wv)) or xv.device.type != "opencl":
+        return None
+    if xv.dtype not in HALVES or wv.dtype != xv.dtype or xv.dim() != 2 or wv.dim() != 2:
+        return None
+    rows = xv.shape[0]
+    if not isinstance(rows, int) or rows > 8 or wv.stride(0) != 1:
+        return None
+    source = x.args[0] if isinstance(x, torch.fx.Node) and x.target in VIEWS else x
+    return (source, tuple(xv.shape))
+
+
+def _group_products(graph: torch.fx.Graph) -> bool:
+    """Few-row 16-bit products of one input (a layer's query, key and value projections, an
+    MLP's gate and up) become one torch.ops.oclf.mm_group call where the first of them stands,
+    which runs up to three of them in one launch. The later products' weights (transposes of
+    the graph's inputs, as a linear layer's) move up to it; a weight made from values computed
+    after the first product leaves the group as it is."""
+    groups: dict[tuple[Any, ...], list[torch.fx.Node]] = {}
+    for product in graph.find_nodes(op="call_function", target=aten.mm.default):
+        key = _product_input(product)
+        if key is not None:
+            groups.setdefault(key, []).append(product)
+    changed = False
+    for products in groups.values():
+        if len(products) < 2:
+            continue
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        products.sort(key=order.__getitem__)
+        first = products[0]
+        weights = [p.args[1] for p in products]
+        late = [w for w in weights if order[w] > order[first]]
+        if any(order[a] >= order[first] for w in late for a in w.all_input_nodes):
+            continue
+        for w in late:
+            first.prepend(w)
+        with graph.inserting_before(first):
+            grouped = _call(MM_GROUP, first.args[0], weights)
+            parts = [_part(grouped, i) for i in range(len(products))]
+        for part, product in zip(parts, products):
+            product.replace_all_uses_with(part)
+            graph.erase_node(product)
+        changed = True
+    return changed
+
+
+
+
+def _few_rows(node: torch.fx.Node) -> bool:
+    """A product the options apply to: an mm_group, or a plain few-row 16-bit mm(x, wᵀ)."""
+    return node.target == MM_GROUP or (node.target == aten.mm.default and _product_input(node) is not None)
+
+
+def _as_group(node: torch.fx.Node, x: torch.fx.Node | None = None, **options: Any) -> torch.fx.Node:
+    """A new mm_group call (at the insertion point) of node's products (node an mm_group or an
+    mm) with node's options and these, of x where given, else of node's input."""
+    weights = node.args[1] if node.target == MM_GROUP else [node.args[1]]
+    return _call(MM_GROUP, node.args[0] if x is None else x, list(weights), **{**node.kwargs, **options})
+
+
+def _results(node: torch.fx.Node) -> list[torch.fx.Node] | None:
+    """What reads node's products: the mm itself, or an mm_group's getitem per product (None
+    where another kind of user reads the group)."""
+    if node.target == aten.mm.default:
+        return [node]
+    parts = sorted(node.users, key=lambda u: u.args[1] if u.target == operator.getitem else -1)
+    if len(parts) != len(val(node)) or any(u.target != operator.getitem or u.args[1] != i
+                                               for i, u in enumerate(parts)):
+        return None
+    return parts
+
+
+def _gate(graph: torch.fx.Graph, group: torch.fx.Node) -> bool:
+    """mm_group(x, [w_a, w_b]) whose results meet as act(a) · b (either way round, through
+    views) becomes mm_group(x, [w_gate, w_up], glu=act): one result, each work-group column
+    computing both products of its column."""
+    parts = _results(group)
+    if parts is None or len(parts) != 2 or group.kwargs:
+        return False
+    weights = group.args[1]
+    for gate, up in ((0, 1), (1, 0)):
+        found = activation_after(_through_views(parts[gate])[0])
+        if found is None:
+            continue
+        name, sink, taken = found
+        product = only_user(sink)
+        up_end, _ = _through_views(parts[up])
+        if (product is None or product.target != aten.mul.Tensor or product.kwargs
+                or set(product.args) != {sink, up_end} or only_user(up_end) is not product
+                or val(product).shape != val(sink).shape):
+            continue
+        with graph.inserting_before(product):
+            fused = _part(_call(MM_GROUP, group.args[0], [weights[gate], weights[up]], glu=name), 0)
+            result = _as_shape(fused, list(val(product).shape))
+        if result is None:
+            continue
+        product.replace_all_uses_with(result)
+        return True
+    return False
+
+
+def _add_residual(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
+    """A few-row product of one result (an mm, an mm_group of one product or a gated pair)
+    whose result, through views, is added to a tensor of its shape becomes that product with
+    the tensor as its `residual`."""
+    if not _few_rows(node) or "residual" in node.kwargs:
+        return False
+    parts = _results(node)
+    if parts is None or len(parts) != 1:
+        return False
+    end, _ = _through_views(parts[0])
+    add = only_user(end)
+    if add is None or add.target != aten.add.Tensor or add.kwargs or len(add.args) != 2 or end not in add.args:
+        return False
+    other = add.args[1] if add.args[0] is end else add.args[0]
+    ov, out = val(other), val(add)
+    if (other is end or not isinstance(ov, torch.Tensor) or ov.shape != val(end).shape or ov.dtype != out.dtype
+            or out.shape != ov.shape):
+        return False
+    with graph.inserting_before(add):
+        residual = _as_shape(other, list(val(parts[0]).shape))
+        if residual is None:
+            return False
+        result = _as_shape(_part(_as_group(node, residual=residual), 0), list(out.shape))
+    if result is None:
+        return False
+    add.replace_all_uses_with(result)
+    return True
+
+
+def _is(node: Any, target: Any) -> bool:
+    return isinstance(node, torch.fx.Node) and node.target == target
+
+
+def _rms_norm(x: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, float, list[torch.fx.Node]] | None:
+    """(h, weight, eps, the norm's nodes) where x is transformers' RMSNorm of h, as Inductor's
+    graph spells it: weight · convert(h32 · rsqrt(mean(h32², -1, keepdim) + eps), h's dtype),
+    h32 = convert(h, float32), a 16-bit h and a weight of its dtype and width; else None."""
+    if not _is(x, aten.mul.Tensor) or x.kwargs or len(x.args) != 2:
+        return None
+    for weight, back in (x.args, reversed(x.args)):
+        wv = val(weight)
+        if not (isinstance(wv, torch.Tensor) and wv.dim() == 1 and _is(back, prims.convert_element_type.default)):
+            continue
+        scaled = back.args[0]
+        if not _is(scaled, aten.mul.Tensor) or len(scaled.args) != 2:
+            continue
+        for h32, r in (scaled.args, reversed(scaled.args)):
+            if not (_is(h32, prims.convert_element_type.default) and _is(r, aten.rsqrt.default)):
+                continue
+            plus = r.args[0]
+            if not _is(plus, aten.add.Tensor) or len(plus.args) != 2:
+                continue
+            mean = next((a for a in plus.args if _is(a, aten.mean.dim)), None)
+            eps = next((a for a in plus.args if isinstance(a, (int, float))), None)
+            if mean is None or eps is None or len(mean.args) < 3 or mean.args[2] is not True:
+                continue
+            square = mean.args[0]
+            h = h32.args[0]
+            hv, h32v = val(h), val(h32)
+            if not (_is(square, aten.pow.Tensor_Scalar) and square.args[0] is h32 and square.args[1] == 2
+                    and isinstance(hv, torch.Tensor) and hv.dtype in HALVES and h32v.dtype == torch.float32
+                    and list(mean.args[1]) in ([-1], [hv.dim() - 1]) and back.args[1] == hv.dtype
+                    and wv.dtype == hv.dtype and wv.shape[0] == hv.shape[-1]):
+                continue
+            chain = [x, back, scaled, r, plus, mean, square]
+            inside = set(chain) | {h32}
+            if any(u not in inside for n in chain[1:] for u in n.users) or set(h32.users) != {square, scaled}:
+                continue
+            return h, weight, float(eps), [*chain, h32]
+    return None
+
+
+def _normalize_input(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
+    """A few-row product whose input is, through views read by it alone, an RMS norm that
+    nothing else reads takes the norm's input and weight instead (mm_group's rms_weight)."""
+    if not _few_rows(node) or "rms_weight" in node.kwargs:
+        return False
+    x = node.args[0]
+    views = []
+    while _is(x, aten.view.default) or _is(x, aten.reshape.default) or _is(x, aten._unsafe_view.default):
+        if len(x.users) != 1:
+            return False
+        views.append(x)
+        x = x.args[0]
+    found, results = _rms_norm(x), _results(node)
+    if found is None or len(x.users) != 1 or results is None:
+        return False
+    h, weight, eps, _ = found
+    with graph.inserting_before(node):
+        rows = _as_shape(h, list(val(node.args[0]).shape))
+        if rows is None:
+            return False
+        grouped = _as_group(node, rows, rms_weight=weight, rms_eps=eps)
+        parts = [_part(grouped, i) for i in range(len(results))]
+    for old, new in zip(results, parts):
+        old.replace_all_uses_with(new)
+    return True
+
+
+def rewrite(graph: torch.fx.Graph) -> bool:
+    """The rewrites of the module's text, on one graph; whether any applied (the graph then has
+    dead nodes to eliminate)."""
+    changed = False
+    for attention in list(graph.find_nodes(op="call_function", target=_ATTENTION)):
+        changed |= on_opencl(attention) and _share_kv_heads(graph, attention)
+    changed |= _group_products(graph)
+    for group in list(graph.find_nodes(op="call_function", target=MM_GROUP)):
+        changed |= _gate(graph, group)
+    graph.eliminate_dead_code()
+    for node in [*graph.find_nodes(op="call_function", target=aten.mm.default),
+                 *graph.find_nodes(op="call_function", target=MM_GROUP)]:
+        changed |= _add_residual(graph, node)
+    graph.eliminate_dead_code()
+    for node in [*graph.find_nodes(op="call_function", target=aten.mm.default),
+                 *graph.find_nodes(op="call_function", target=MM_GROUP)]:
+        if node.users:
+            changed |= _normalize_input(graph, node)
+    return changed
