@@ -1,8 +1,9 @@
 """The compile pass's rewrites for decoding (torch_opencl/compile/decoding.py) on the opencl
-device, with transformers' own Llama modules: the norm before a layer's products, the gated
-MLP and the residual connections become options of torch.ops.oclf.mm_group, run where
-few-row products run as on a GPU (OCLF_DEVICE_MATMUL=gpu). Results against eager and
-float64; the number of launches a step makes."""
+device, with transformers' own modules: Llama's norm before a layer's products, its gated MLP
+and its residual connections become options of torch.ops.oclf.mm_group; GPT-2's layer norms
+and residual connections options of torch.ops.oclf.addmm_act. Run where few-row products run
+as on a GPU (OCLF_DEVICE_MATMUL=gpu); results against eager and float64, and the number of
+launches a step makes."""
 import pytest
 import torch
 
@@ -82,3 +83,62 @@ def test_norm_gate_and_residuals_become_product_options(device, dtype, rows):
     for got, exact, ref_value in zip((logits, h), eager, want):
         close(got, exact, tol=tol)
         close(got, ref_value, tol=tol)
+
+
+class Gpt2Block(torch.nn.Module):
+    """GPT-2's layer around its attention, with transformers' Conv1D and MLP: h = x +
+    proj(ln₁(x) through c_attn), out = h + mlp(ln₂(h)) (the attention replaced by a product of
+    c_attn's three parts)."""
+
+    def __init__(self, hidden):
+        super().__init__()
+        from transformers import GPT2Config
+        from transformers.models.gpt2 import modeling_gpt2 as gpt2
+
+        self.ln_1, self.ln_2 = torch.nn.LayerNorm(hidden), torch.nn.LayerNorm(hidden)
+        self.c_attn, self.c_proj = gpt2.Conv1D(3 * hidden, hidden), gpt2.Conv1D(hidden, hidden)
+        self.mlp = gpt2.GPT2MLP(4 * hidden, GPT2Config(n_embd=hidden))
+        for p in self.parameters():
+            torch.nn.init.uniform_(p, -0.3, 0.3)
+        for ln in (self.ln_1, self.ln_2):
+            torch.nn.init.uniform_(ln.weight, 0.5, 1.5)
+
+    def forward(self, x):
+        q, k, v = self.c_attn(self.ln_1(x)).chunk(3, -1)
+        h = x + self.c_proj(q * torch.sigmoid(k) + v)
+        return h + self.mlp(self.ln_2(h))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 5])
+def test_layer_norms_and_residuals_become_addmm_options(device, dtype, rows):
+    """GPT-2's layer: each layer norm goes into the product after it (addmm_act's norm_weight
+    and norm_bias), each residual add into the product before it: four launches of
+    gemm16_rows_nc and one kernel for the attention's stand-in."""
+    from torch._inductor.utils import run_and_get_code
+
+    from opencl_functions import devices
+
+    torch.manual_seed(0)
+    block = Gpt2Block(96).eval()
+    x = torch.randn(1, rows, 96)
+    ours = block.to(dtype).to("opencl")
+    dx = x.to(dtype).to("opencl")
+    with torch.no_grad():
+        devices.launch_log_start()
+        try:
+            out, code = run_and_get_code(torch.compile(ours), dx)
+            kernels = [launch["kernel"] for launch in devices.launch_log_take()]
+        finally:
+            devices.launch_log_stop()
+        eager = ours(dx)
+        ref = Gpt2Block(96).eval()
+        ref.load_state_dict({k: v.double() for k, v in block.state_dict().items()})
+        want = ref.double()(x.to(dtype).double())
+    calls = [line for line in "\n".join(code).splitlines() if "torch.ops.oclf.addmm_act.default(" in line]
+    assert len(calls) == 4, calls
+    assert sum("norm_weight" in c for c in calls) == 2 and sum("residual" in c for c in calls) == 2, calls
+    assert kernels.count("gemm16_rows_nc") == 4 and len(kernels) == 5, kernels
+    tol = 5e-3 if dtype == torch.float16 else 3e-2
+    close(out, eager, tol=tol)
+    close(out, want, tol=tol)

@@ -110,6 +110,48 @@ def test_grouped_products_with_norm_gate_and_residual_as_on_a_gpu(dtype, monkeyp
     with pytest.raises(RuntimeError, match="activation must be"):
         group(on["x"], [on["wg"].t(), on["wu"].t()], glu="swish")
 
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_products_with_layer_norm_and_residual_as_on_a_gpu(dtype, monkeypatch):
+    """torch.ops.oclf.addmm_act's options in one launch of gemm16_rows_nc, run here as on a GPU
+    (a k×n weight, transformers' Conv1D): the input's rows through a layer norm (k = 300: more
+    than one pass of 256 slices), a residual added after the activation, and both; against
+    torch's own 16-bit result (the operator's CPU form: layer_norm, addmm, the activation and
+    the add as torch operations) and float64; n = 24 and n = 21 through a slice of it (the last
+    columns one at a time). A weight whose rows are not 16-byte aligned (21 wide) runs as torch
+    operations with the same values."""
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", "gpu")
+    x = (randn(3, 300) * 3 + 1).to(dtype)
+    w, b, kn, row, res = (1 + 0.1 * randn(300)).to(dtype), randn(300, dtype=dtype), randn(300, 24, dtype=dtype), \
+        randn(24, dtype=dtype), randn(3, 24, dtype=dtype)
+    names = ("x", "w", "b", "kn", "row", "res", "odd")
+    cpu = dict(zip(names, (x, w, b, kn, row, res, kn[:, :21].contiguous())))
+    on = dict(zip(names, dev(*cpu.values())))
+    norm = dict(norm_weight="w", norm_bias="b", norm_eps=1e-5)
+    cases = [("gelu_tanh", norm), ("none", dict(residual="res")), ("gelu_tanh", {**norm, "residual": "res"})]
+
+    def call(where, weight, cols, activation, options, cast=lambda t: t):
+        named = {k: cast(where[v][:, :cols] if k == "residual" else where[v]) if isinstance(v, str) else v
+                 for k, v in options.items()}
+        return torch.ops.oclf.addmm_act(cast(where["row"][:cols]), cast(where["x"]), cast(where[weight][:, :cols]),
+                                        activation, **named)
+
+    for weight, cols in (("kn", 24), ("kn", 21), ("odd", 21)):
+        for activation, options in cases:
+            with logged_launches() as launches:
+                got = call(on, weight, cols, activation, options)
+            no_worse(got, call(cpu, weight, cols, activation, options),
+                     call(cpu, weight, cols, activation, options, torch.Tensor.double))
+            fused = [opts.split() for _, kernel, opts in launches if kernel == "gemm16_rows_nc"]
+            if weight == "kn":
+                assert len(launches) == 1 and len(fused) == 1, launches
+                assert ("-DLAYER_NORM" in fused[0]) == ("norm_weight" in options), fused
+                assert ("-DRESIDUAL" in fused[0]) == ("residual" in options), fused
+            else:
+                assert not fused, launches
+    with pytest.raises(RuntimeError, match="norm_weight and norm_bias are given together"):
+        torch.ops.oclf.addmm_act(on["row"], on["x"], on["kn"], "none", norm_weight=on["w"])
+
 CONVS = [  # (batch, c_in, h, w, c_out, k, stride, padding, groups)
     (2, 3, 9, 7, 5, 3, 1, 1, 1),
     (1, 4, 11, 13, 6, 3, 2, 0, 2),

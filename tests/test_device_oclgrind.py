@@ -322,6 +322,14 @@ SCRIPT = textwrap.dedent("""
             for cols in (24, 21):
                 ref = u.to(dt).float() @ kn[:, :cols].to(dt).float()
                 assert torch.allclose((U @ KN[:, :cols]).cpu().float(), ref, atol=0.1, rtol=0.02)
+            # ... with addmm_act's layer norm before and residual after (gemm16_rows_nc's builds).
+            lw, lb, row, after = torch.rand(40) + 0.5, torch.randn(40), torch.randn(24), torch.randn(3, 24)
+            LW, LB, ROW, AFTER = on(lw, lb, row, after)
+            got = torch.ops.oclf.addmm_act(ROW, U, KN, "gelu_tanh", norm_weight=LW, norm_bias=LB, norm_eps=1e-5,
+                                           residual=AFTER)
+            ref = torch.ops.oclf.addmm_act(row.to(dt), u.to(dt), kn.to(dt), "gelu_tanh", norm_weight=lw.to(dt),
+                                           norm_bias=lb.to(dt), norm_eps=1e-5, residual=after.to(dt))
+            assert torch.allclose(got.cpu().float(), ref.float(), atol=0.1, rtol=0.02)
             x, y, z = on(torch.randn(2, 7, 13), torch.randn(2, 13, 9), torch.randn(2, 7, 9))
             out = torch.baddbmm(z, x.transpose(1, 2).contiguous().transpose(1, 2), y, beta=0.5)
             ref = 0.5 * z.cpu().float() + x.cpu().float() @ y.cpu().float()

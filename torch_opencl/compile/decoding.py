@@ -8,14 +8,17 @@ Inductor's post-grad graphs (passes.OpenCLGraphPass calls rewrite()), in this or
 3. a gated MLP's act(x·Wg) · (x·Wu) becomes that call's `glu`: one launch, and neither the gate
    nor the up projection goes to memory;
 4. a residual added to a few-row product's result becomes the call's `residual`, added as the
-   kernel stores;
-5. an RMS norm (transformers' RMSNorm: x · rsqrt(mean(x²) + eps) in float32, back to x's dtype,
-   times its weight) that only few-row products read becomes their `rms_weight` and `rms_eps`:
-   each launch normalizes its input rows itself.
+   kernel stores (mm_group's, or torch.ops.oclf.addmm_act's for an addmm over a k×n weight,
+   transformers' Conv1D);
+5. a norm that only few-row products read becomes their options, each launch normalizing its
+   input rows itself: an RMS norm (transformers' RMSNorm: x · rsqrt(mean(x²) + eps) in float32,
+   back to x's dtype, times its weight) before an mm_group (`rms_weight`, `rms_eps`), a layer
+   norm before an addmm (addmm_act's `norm_weight`, `norm_bias`, `norm_eps`).
 
 Inductor makes one kernel of a residual add and the norm after it; 4 and 5 leave neither, and
-3 removes the activation's kernel: a Llama layer's step has three launches fewer. mm_group's
-options keep torch's roundings (each 16-bit intermediate rounded where torch rounds it).
+3 removes the activation's kernel: a Llama layer's step has three launches fewer, a GPT-2
+layer's two. The options keep torch's roundings (each 16-bit intermediate rounded where torch
+rounds it).
 """
 from __future__ import annotations
 
@@ -25,12 +28,11 @@ from typing import Any
 import torch
 from torch._guards import detect_fake_mode
 
-from .graph_match import VIEWS, activation_after, on_opencl, only_user, val
+from .graph_match import HALVES, VIEWS, activation_after, is_call, layer_norm, on_opencl, only_user, rms_norm, val
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 MM_GROUP = torch.ops.oclf.mm_group.default
-HALVES = (torch.float16, torch.bfloat16)
+ADDMM_ACT = torch.ops.oclf.addmm_act.default
 
 
 def _call(target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
@@ -177,30 +179,63 @@ def _group_products(graph: torch.fx.Graph) -> bool:
     return changed
 
 
+def _addmm_like(node: torch.fx.Node) -> bool:
+    """A few-row 16-bit addmm(bias, x, w) (or addmm_act) on the device with a bias row and a
+    k×n weight whose rows are contiguous (transformers' Conv1D: GPT-2's layers)."""
+    if node.target == aten.addmm.default:
+        if any(node.kwargs.get(k, 1) != 1 for k in ("beta", "alpha")) or len(node.args) != 3:
+            return False
+    elif node.target != ADDMM_ACT:
+        return False
+    bias, x, w = (val(a) for a in node.args[:3])
+    return (all(isinstance(t, torch.Tensor) for t in (bias, x, w)) and x.device.type == "opencl"
+            and x.dtype in HALVES and w.dtype == x.dtype and bias.dtype == x.dtype and bias.dim() == 1
+            and x.dim() == 2 and isinstance(x.shape[0], int) and x.shape[0] <= 8 and w.dim() == 2 and w.stride(1) == 1)
 
 
 def _few_rows(node: torch.fx.Node) -> bool:
-    """A product the options apply to: an mm_group, or a plain few-row 16-bit mm(x, wᵀ)."""
-    return node.target == MM_GROUP or (node.target == aten.mm.default and _product_input(node) is not None)
+    """A product the options apply to: an mm_group, a plain few-row 16-bit mm(x, wᵀ), or a
+    few-row addmm over a k×n weight."""
+    return (node.target == MM_GROUP or (node.target == aten.mm.default and _product_input(node) is not None)
+            or _addmm_like(node))
 
 
-def _as_group(node: torch.fx.Node, x: torch.fx.Node | None = None, **options: Any) -> torch.fx.Node:
-    """A new mm_group call (at the insertion point) of node's products (node an mm_group or an
-    mm) with node's options and these, of x where given, else of node's input."""
+def _input(node: torch.fx.Node) -> torch.fx.Node:
+    return node.args[1] if node.target in (aten.addmm.default, ADDMM_ACT) else node.args[0]
+
+
+def _with(node: torch.fx.Node, x: torch.fx.Node | None = None, **options: Any) -> torch.fx.Node:
+    """A new call (at the insertion point) of node's products with node's options and these,
+    of x where given, else of node's input: an mm_group for an mm_group or an mm, addmm_act for
+    an addmm."""
+    x = _input(node) if x is None else x
+    if node.target in (aten.addmm.default, ADDMM_ACT):
+        bias, _, w = node.args[:3]
+        activation = node.args[3] if node.target == ADDMM_ACT else "none"
+        return _call(ADDMM_ACT, bias, x, w, activation, **{**node.kwargs, **options})
     weights = node.args[1] if node.target == MM_GROUP else [node.args[1]]
-    return _call(MM_GROUP, node.args[0] if x is None else x, list(weights), **{**node.kwargs, **options})
+    return _call(MM_GROUP, x, list(weights), **{**node.kwargs, **options})
+
+
+def _single(node: torch.fx.Node) -> bool:
+    return node.target != MM_GROUP
 
 
 def _results(node: torch.fx.Node) -> list[torch.fx.Node] | None:
-    """What reads node's products: the mm itself, or an mm_group's getitem per product (None
-    where another kind of user reads the group)."""
-    if node.target == aten.mm.default:
+    """What reads node's products: the mm or addmm itself, or an mm_group's getitem per product
+    (None where another kind of user reads the group)."""
+    if _single(node):
         return [node]
     parts = sorted(node.users, key=lambda u: u.args[1] if u.target == operator.getitem else -1)
     if len(parts) != len(val(node)) or any(u.target != operator.getitem or u.args[1] != i
                                                for i, u in enumerate(parts)):
         return None
     return parts
+
+
+def _outputs(new: torch.fx.Node, count: int) -> list[torch.fx.Node]:
+    """new's results as _results lists them (new an mm_group or addmm_act)."""
+    return [new] if new.target == ADDMM_ACT else [_part(new, i) for i in range(count)]
 
 
 def _gate(graph: torch.fx.Graph, group: torch.fx.Node) -> bool:
@@ -233,9 +268,9 @@ def _gate(graph: torch.fx.Graph, group: torch.fx.Node) -> bool:
 
 
 def _add_residual(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
-    """A few-row product of one result (an mm, an mm_group of one product or a gated pair)
-    whose result, through views, is added to a tensor of its shape becomes that product with
-    the tensor as its `residual`."""
+    """A few-row product of one result (an mm, an mm_group of one product or a gated pair, an
+    addmm) whose result, through views, is added to a tensor of its shape becomes that product
+    with the tensor as its `residual`."""
     if not _few_rows(node) or "residual" in node.kwargs:
         return False
     parts = _results(node)
@@ -254,81 +289,52 @@ def _add_residual(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
         residual = _as_shape(other, list(val(parts[0]).shape))
         if residual is None:
             return False
-        result = _as_shape(_part(_as_group(node, residual=residual), 0), list(out.shape))
+        result = _as_shape(_outputs(_with(node, residual=residual), 1)[0], list(out.shape))
     if result is None:
         return False
     add.replace_all_uses_with(result)
     return True
 
 
-def _is(node: Any, target: Any) -> bool:
-    return isinstance(node, torch.fx.Node) and node.target == target
-
-
-def _rms_norm(x: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, float, list[torch.fx.Node]] | None:
-    """(h, weight, eps, the norm's nodes) where x is transformers' RMSNorm of h, as Inductor's
-    graph spells it: weight · convert(h32 · rsqrt(mean(h32², -1, keepdim) + eps), h's dtype),
-    h32 = convert(h, float32), a 16-bit h and a weight of its dtype and width; else None."""
-    if not _is(x, aten.mul.Tensor) or x.kwargs or len(x.args) != 2:
-        return None
-    for weight, back in (x.args, reversed(x.args)):
-        wv = val(weight)
-        if not (isinstance(wv, torch.Tensor) and wv.dim() == 1 and _is(back, prims.convert_element_type.default)):
-            continue
-        scaled = back.args[0]
-        if not _is(scaled, aten.mul.Tensor) or len(scaled.args) != 2:
-            continue
-        for h32, r in (scaled.args, reversed(scaled.args)):
-            if not (_is(h32, prims.convert_element_type.default) and _is(r, aten.rsqrt.default)):
-                continue
-            plus = r.args[0]
-            if not _is(plus, aten.add.Tensor) or len(plus.args) != 2:
-                continue
-            mean = next((a for a in plus.args if _is(a, aten.mean.dim)), None)
-            eps = next((a for a in plus.args if isinstance(a, (int, float))), None)
-            if mean is None or eps is None or len(mean.args) < 3 or mean.args[2] is not True:
-                continue
-            square = mean.args[0]
-            h = h32.args[0]
-            hv, h32v = val(h), val(h32)
-            if not (_is(square, aten.pow.Tensor_Scalar) and square.args[0] is h32 and square.args[1] == 2
-                    and isinstance(hv, torch.Tensor) and hv.dtype in HALVES and h32v.dtype == torch.float32
-                    and list(mean.args[1]) in ([-1], [hv.dim() - 1]) and back.args[1] == hv.dtype
-                    and wv.dtype == hv.dtype and wv.shape[0] == hv.shape[-1]):
-                continue
-            chain = [x, back, scaled, r, plus, mean, square]
-            inside = set(chain) | {h32}
-            if any(u not in inside for n in chain[1:] for u in n.users) or set(h32.users) != {square, scaled}:
-                continue
-            return h, weight, float(eps), [*chain, h32]
-    return None
-
-
 def _normalize_input(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
-    """A few-row product whose input is, through views read by it alone, an RMS norm that
-    nothing else reads takes the norm's input and weight instead (mm_group's rms_weight)."""
-    if not _few_rows(node) or "rms_weight" in node.kwargs:
+    """A few-row product whose input is, through views read by it alone, a norm that nothing
+    else reads takes the norm's input and parameters instead: an RMS norm before an mm or
+    mm_group (rms_weight), a layer norm before an addmm (norm_weight, norm_bias)."""
+    if not _few_rows(node) or "rms_weight" in node.kwargs or "norm_weight" in node.kwargs:
         return False
-    x = node.args[0]
-    views = []
-    while _is(x, aten.view.default) or _is(x, aten.reshape.default) or _is(x, aten._unsafe_view.default):
+    x = _input(node)
+    while is_call(x, aten.view.default) or is_call(x, aten.reshape.default) or is_call(x, aten._unsafe_view.default):
         if len(x.users) != 1:
             return False
-        views.append(x)
         x = x.args[0]
-    found, results = _rms_norm(x), _results(node)
-    if found is None or len(x.users) != 1 or results is None:
+    results = _results(node)
+    if len(x.users) != 1 or results is None:
         return False
-    h, weight, eps, _ = found
+    if _addmm_like(node):
+        found = layer_norm(x)
+        if found is None:
+            return False
+        h, weight, bias, eps, _ = found
+        options = dict(norm_weight=weight, norm_bias=bias, norm_eps=eps)
+    else:
+        found = rms_norm(x)
+        if found is None:
+            return False
+        h, weight, eps, _ = found
+        options = dict(rms_weight=weight, rms_eps=eps)
     with graph.inserting_before(node):
-        rows = _as_shape(h, list(val(node.args[0]).shape))
+        rows = _as_shape(h, list(val(_input(node)).shape))
         if rows is None:
             return False
-        grouped = _as_group(node, rows, rms_weight=weight, rms_eps=eps)
-        parts = [_part(grouped, i) for i in range(len(results))]
+        parts = _outputs(_with(node, rows, **options), len(results))
     for old, new in zip(results, parts):
         old.replace_all_uses_with(new)
     return True
+
+
+def _products(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [n for target in (aten.mm.default, MM_GROUP, aten.addmm.default, ADDMM_ACT)
+            for n in graph.find_nodes(op="call_function", target=target)]
 
 
 def rewrite(graph: torch.fx.Graph) -> bool:
@@ -341,12 +347,10 @@ def rewrite(graph: torch.fx.Graph) -> bool:
     for group in list(graph.find_nodes(op="call_function", target=MM_GROUP)):
         changed |= _gate(graph, group)
     graph.eliminate_dead_code()
-    for node in [*graph.find_nodes(op="call_function", target=aten.mm.default),
-                 *graph.find_nodes(op="call_function", target=MM_GROUP)]:
+    for node in _products(graph):
         changed |= _add_residual(graph, node)
     graph.eliminate_dead_code()
-    for node in [*graph.find_nodes(op="call_function", target=aten.mm.default),
-                 *graph.find_nodes(op="call_function", target=MM_GROUP)]:
+    for node in _products(graph):
         if node.users:
             changed |= _normalize_input(graph, node)
     return changed

@@ -3,11 +3,14 @@ post-grad graphs: a node's value, its only user, views, and the activation that 
 elementwise operations computes."""
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
 
 aten = torch.ops.aten
+prims = torch.ops.prims
+HALVES = (torch.float16, torch.bfloat16)
 
 
 def val(node: Any) -> Any:
@@ -105,4 +108,102 @@ def activation_after(root: torch.fx.Node) -> tuple[str, torch.fx.Node, list] | N
             if torch.allclose(got, want, rtol=1e-9, atol=1e-9, equal_nan=True):
                 return name, sink, ordered
         return None
+    return None
+
+
+def is_call(node: Any, target: Any) -> bool:
+    return isinstance(node, torch.fx.Node) and node.target == target
+
+
+def rms_norm(x: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, float, list[torch.fx.Node]] | None:
+    """(h, weight, eps, the norm's nodes) where x is transformers' RMSNorm of h, as Inductor's
+    graph spells it: weight · convert(h32 · rsqrt(mean(h32², -1, keepdim) + eps), h's dtype),
+    h32 = convert(h, float32), a 16-bit h and a weight of its dtype and width; else None."""
+    if not is_call(x, aten.mul.Tensor) or x.kwargs or len(x.args) != 2:
+        return None
+    for weight, back in (x.args, reversed(x.args)):
+        wv = val(weight)
+        if not (isinstance(wv, torch.Tensor) and wv.dim() == 1 and is_call(back, prims.convert_element_type.default)):
+            continue
+        scaled = back.args[0]
+        if not is_call(scaled, aten.mul.Tensor) or len(scaled.args) != 2:
+            continue
+        for h32, r in (scaled.args, reversed(scaled.args)):
+            if not (is_call(h32, prims.convert_element_type.default) and is_call(r, aten.rsqrt.default)):
+                continue
+            plus = r.args[0]
+            if not is_call(plus, aten.add.Tensor) or len(plus.args) != 2:
+                continue
+            mean = next((a for a in plus.args if is_call(a, aten.mean.dim)), None)
+            eps = next((a for a in plus.args if isinstance(a, (int, float))), None)
+            if mean is None or eps is None or len(mean.args) < 3 or mean.args[2] is not True:
+                continue
+            square = mean.args[0]
+            h = h32.args[0]
+            hv, h32v = val(h), val(h32)
+            if not (is_call(square, aten.pow.Tensor_Scalar) and square.args[0] is h32 and square.args[1] == 2
+                    and isinstance(hv, torch.Tensor) and hv.dtype in HALVES and h32v.dtype == torch.float32
+                    and list(mean.args[1]) in ([-1], [hv.dim() - 1]) and back.args[1] == hv.dtype
+                    and wv.dtype == hv.dtype and wv.shape[0] == hv.shape[-1]):
+                continue
+            chain = [x, back, scaled, r, plus, mean, square]
+            inside = set(chain) | {h32}
+            if any(u not in inside for n in chain[1:] for u in n.users) or set(h32.users) != {square, scaled}:
+                continue
+            return h, weight, float(eps), [*chain, h32]
+    return None
+
+
+def _either(node: torch.fx.Node, first: Any) -> list[tuple[Any, Any]]:
+    """node's two operands in both orders where the first test passes on the first of them."""
+    if len(node.args) != 2 or node.kwargs:
+        return []
+    a, b = node.args
+    return [(x, y) for x, y in ((a, b), (b, a)) if first(x)]
+
+
+def _width_vector(node: Any, hv: torch.Tensor) -> bool:
+    v = val(node)
+    return isinstance(v, torch.Tensor) and v.dim() == 1 and v.shape[0] == hv.shape[-1] and v.dtype == hv.dtype
+
+
+def layer_norm(x: torch.fx.Node) -> tuple[torch.fx.Node, Any, Any, float, list[torch.fx.Node]] | None:
+    """(h, weight, bias, eps, the norm's nodes) where x is layer_norm(h, (width,), weight, bias,
+    eps) as Inductor's decomposition spells it for a 16-bit h: convert((h32 - mean) ·
+    rsqrt(var + eps) · weight + bias, h's dtype), var and mean from var_mean(h32, -1,
+    correction=0, keepdim), h32 = convert(h, float32), weight and bias of h's dtype and width;
+    else None."""
+    if not is_call(x, prims.convert_element_type.default):
+        return None
+    shifted = x.args[0]
+    if not is_call(shifted, aten.add.Tensor):
+        return None
+    for scaled_w, bias in _either(shifted, lambda a: is_call(a, aten.mul.Tensor)):
+        for scaled, weight in _either(scaled_w, lambda a: is_call(a, aten.mul.Tensor)):
+            for centred, r in _either(scaled, lambda a: is_call(a, aten.sub.Tensor)):
+                if not is_call(r, aten.rsqrt.default) or len(centred.args) != 2:
+                    continue
+                h32, mean = centred.args
+                plus = r.args[0]
+                if not (is_call(h32, prims.convert_element_type.default) and is_call(plus, aten.add.Tensor)):
+                    continue
+                var = next((a for a in plus.args if isinstance(a, torch.fx.Node)), None)
+                eps = next((a for a in plus.args if isinstance(a, (int, float))), None)
+                moments = var.args[0] if is_call(var, operator.getitem) else None
+                if (eps is None or not is_call(mean, operator.getitem) or mean.args[0] is not moments
+                        or var.args[1] != 0 or mean.args[1] != 1 or not is_call(moments, aten.var_mean.correction)
+                        or moments.args[0] is not h32 or moments.kwargs.get("correction") != 0
+                        or moments.kwargs.get("keepdim") is not True):
+                    continue
+                h = h32.args[0]
+                hv = val(h)
+                if not (isinstance(hv, torch.Tensor) and hv.dtype in HALVES and x.args[1] == hv.dtype
+                        and list(moments.args[1]) in ([-1], [hv.dim() - 1]) and _width_vector(weight, hv)
+                        and _width_vector(bias, hv)):
+                    continue
+                chain = [x, shifted, scaled_w, scaled, centred, r, plus, var, mean, moments]
+                inside = set(chain) | {h32}
+                if any(u not in inside for n in chain[1:] for u in n.users) or set(h32.users) != {moments, centred}:
+                    continue
+                return h, weight, bias, float(eps), [*chain, h32]
     return None

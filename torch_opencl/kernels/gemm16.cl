@@ -304,19 +304,64 @@ __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc
 // H200, 256 slices of one group of 8 columns ran GPT-2's few-row k×n products 1.2-3.5× faster
 // than 2-4 groups of fewer slices, and than gemm16_rows). Row by row, the slices' sums meet in
 // local memory: each work-item adds 8 slices of one column, then one work-item per column adds
-// those KS / 8 sums.
+// those KS / 8 sums. Options (one batch; torch.ops.oclf.addmm_act's):
+//   -DLAYER_NORM  A's rows through a layer norm first: row x becomes
+//                 T((x - mean(x)) · rsqrt(var(x) + eps) · w + b), w and b (k elements each at
+//                 norm_w and norm_b) and eps given; each work-group computes the rows' moments.
+//   -DRESIDUAL    C = T(the value stored) + R, R m×n at res with row stride res_rs.
 #ifndef LN
 #define LN 1
 #endif
 #define NC_COLS (LN * 8)
 
-__kernel __attribute__((reqd_work_group_size(KS, LN, 1))) void gemm16_rows_nc(GEMM16_ARGS) {
+#ifdef LAYER_NORM
+// The sum over the group's work-items of v (work-item t's), by all of them; part free to write.
+inline float group_sum(__local float part[KS][NC_COLS + 1], __local float *out, float v, int s, int lane) {
+  part[s][lane] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (s == 0 && lane == 0) {
+    float sum = 0.0f;
+    for (int i = 0; i < KS; ++i)
+      for (int j = 0; j < LN; ++j) sum += part[i][j];
+    *out = sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *out;
+}
+#define A_NC(r, kk)                                                                                  \
+  round_t((READ(T, a, (long)(r) * a_rs + (long)(kk) * a_cs) - mean[r]) * rstd[r] * READ(T, norm_w, kk) + \
+          READ(T, norm_b, kk))
+#else
+#define A_NC(r, kk) READ(T, a, (long)(r) * a_rs + (long)(kk) * a_cs)
+#endif
+
+__kernel __attribute__((reqd_work_group_size(KS, LN, 1))) void gemm16_rows_nc(
+    GEMM16_ARGS, __global const T *norm_w, int norm_w_off, __global const T *norm_b, int norm_b_off, float norm_eps,
+    __global const T *res, int res_off, int res_rs) {
   __local float part[KS][NC_COLS + 1];
   __local float part8[KS / 8][NC_COLS + 1];
   const int s = get_local_id(0), lane = get_local_id(1), t = lane * KS + s;
   const int col8 = (get_group_id(1) * LN + lane) * 8;
   const long batch = get_global_id(2);
   GEMM16_AT_BATCH(batch);
+  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barriers stay uniform
+#ifdef LAYER_NORM
+  __local float mean[MAX_ROWS], rstd[MAX_ROWS], moment;
+  norm_w += norm_w_off, norm_b += norm_b_off;
+  for (int r = 0; r < rows; ++r) {  // two passes: the mean, then the squares about it
+    float sum = 0.0f;
+    for (int kk = t; kk < k; kk += KS * LN) sum += READ(T, a, (long)r * a_rs + (long)kk * a_cs);
+    const float mu = group_sum(part, &moment, sum, s, lane) / (float)k;
+    float squares = 0.0f;
+    for (int kk = t; kk < k; kk += KS * LN) {
+      const float d = READ(T, a, (long)r * a_rs + (long)kk * a_cs) - mu;
+      squares = mad(d, d, squares);
+    }
+    const float var = group_sum(part, &moment, squares, s, lane) / (float)k;
+    if (t == 0) mean[r] = mu, rstd[r] = rsqrt(var + norm_eps);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
   float8 acc[MAX_ROWS];
   for (int r = 0; r < MAX_ROWS; ++r) acc[r] = (float8)(0.0f);
   if (col8 < n) {
@@ -333,11 +378,10 @@ __kernel __attribute__((reqd_work_group_size(KS, LN, 1))) void gemm16_rows_nc(GE
       }
       for (int r = 0; r < MAX_ROWS; ++r) {
         if (r >= m) break;
-        acc[r] = mad((float8)(READ(T, a, (long)r * a_rs + (long)kk * a_cs)), bv, acc[r]);
+        acc[r] = mad((float8)(A_NC(r, kk)), bv, acc[r]);
       }
     }
   }
-  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barriers stay uniform
   const int cc = t % NC_COLS, g = t / NC_COLS;  // the column and the 8 slices this work-item adds
   for (int r = 0; r < rows; ++r) {
     const float8 v = acc[r];
@@ -353,7 +397,14 @@ __kernel __attribute__((reqd_work_group_size(KS, LN, 1))) void gemm16_rows_nc(GE
       const int col = get_group_id(1) * NC_COLS + t;
       float total = 0.0f;
       for (int i = 0; i < KS / 8; ++i) total += part8[i][t];
+#ifdef RESIDUAL
+      if (col < n)
+        WRITE(T, c, (long)r * c_rs + col,
+              round_t(value_c(c, bias, has_bias, c_rs, r, col, alpha, beta, total)) +
+                  READ(T, res + res_off, (long)r * res_rs + col));
+#else
       if (col < n) store_c(c, bias, has_bias, c_rs, r, col, alpha, beta, total);
+#endif
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // part is written again for the next row
   }

@@ -27,13 +27,18 @@
   c += c_off + (batch) * c_bs;  \
   bias += bias_off
 
+// The value of C at row r, column col, as stored: alpha · acc (+ beta · C) (+ the bias), activated.
+inline float value_c(__global const T *c, __global const T *bias, int has_bias, int c_rs, int r, int col,
+                     float alpha, float beta, float acc) {
+  float v = alpha * acc;
+  if (beta != 0.0f) v += beta * READ(T, c, (long)r * c_rs + col);
+  if (has_bias) v += READ(T, bias, col);
+  return C_ACT(v);
+}
+
 inline void store_c(__global T *c, __global const T *bias, int has_bias, int c_rs, int r, int col, float alpha,
                     float beta, float acc) {
-  float v = alpha * acc;
-  const long at = (long)r * c_rs + col;
-  if (beta != 0.0f) v += beta * READ(T, c, at);
-  if (has_bias) v += READ(T, bias, col);
-  WRITE(T, c, at, C_ACT(v));
+  WRITE(T, c, (long)r * c_rs + col, value_c(c, bias, has_bias, c_rs, r, col, alpha, beta, acc));
 }
 
 #endif  // GEMM16_H

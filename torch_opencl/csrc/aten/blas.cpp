@@ -98,20 +98,45 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& m
   return addmm_out(self, mat1, mat2, beta, alpha, self);
 }
 
-// torch.ops.oclf.addmm_act(bias, mat1, mat2, activation): act(addmm(bias, mat1, mat2)), what a
-// compiled graph's product and the activation after it become (compile/passes.py). Float32
-// products with a bias row that run on the reference's kernels, and 16-bit products
+// torch.ops.oclf.addmm_act(bias, mat1, mat2, activation, *, norm_weight, norm_bias, norm_eps,
+// residual): act(addmm(bias, x, mat2)) (+ residual), x = mat1, or mat1's rows through
+// layer_norm(mat1, (k,), norm_weight, norm_bias, norm_eps) where norm_weight is given: what a
+// compiled graph's product and the activation after it become (compile/passes.py), and a
+// decoding step's layer norm before a product and residual after it (compile/decoding.py).
+// Float32 products with a bias row that run on the reference's kernels, and 16-bit products
 // (gemm16.cl), apply the activation as they store C: one kernel where the product and the
-// activation took two; any other product (CLBlast's, another device's) runs addmm and then
-// the activation, which gives the same values.
+// activation took two; few-row 16-bit products over k×n weights take the norm and the
+// residual too (gemm16_rows_nc); any other product (CLBlast's, another device's) runs as torch
+// operations, which give the same values.
 at::Tensor addmm_act_separately(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
-                                c10::string_view activation) {
-  return activated(at::addmm(bias, mat1, mat2), activation_named(activation, "addmm_act"));
+                                c10::string_view activation, const c10::optional<at::Tensor>& norm_weight,
+                                const c10::optional<at::Tensor>& norm_bias, double norm_eps,
+                                const c10::optional<at::Tensor>& residual) {
+  DEVICE_CHECK(norm_weight.has_value() == norm_bias.has_value(),
+               "opencl: addmm_act: norm_weight and norm_bias are given together");
+  const at::Tensor x = norm_weight.has_value()
+                           ? at::layer_norm(mat1, {mat1.size(-1)}, *norm_weight, *norm_bias, norm_eps)
+                           : mat1;
+  const at::Tensor y = activated(at::addmm(bias, x, mat2), activation_named(activation, "addmm_act"));
+  return residual.has_value() ? *residual + y : y;
 }
 
 at::Tensor addmm_act(const at::Tensor& bias, const at::Tensor& mat1, const at::Tensor& mat2,
-                     c10::string_view activation) {
+                     c10::string_view activation, const c10::optional<at::Tensor>& norm_weight,
+                     const c10::optional<at::Tensor>& norm_bias, double norm_eps,
+                     const c10::optional<at::Tensor>& residual) {
   const Activation act = activation_named(activation, "addmm_act");
+  if (norm_weight.has_value() || norm_bias.has_value() || residual.has_value()) {
+    products::RowsAround around;
+    if (norm_weight.has_value() && norm_bias.has_value())
+      around.norm_weight = *norm_weight, around.norm_bias = *norm_bias, around.norm_eps = norm_eps;
+    if (residual.has_value()) around.residual = *residual;
+    if (multipliable(mat1, mat2, 2) && norm_weight.has_value() == norm_bias.has_value()) {
+      at::Tensor out = empty_device({mat1.size(0), mat2.size(1)}, mat1.scalar_type());
+      if (products::product16_rows_around(mat1, mat2, out, bias, act, around)) return out;
+    }
+    return addmm_act_separately(bias, mat1, mat2, activation, norm_weight, norm_bias, norm_eps, residual);
+  }
   if (all_16bit({&bias, &mat1, &mat2}) && multipliable(mat1, mat2, 2)) {
     const std::vector<int64_t> shape = {mat1.size(0), mat2.size(1)};
     DEVICE_CHECK(at::is_expandable_to(bias.sizes(), shape), "opencl: addmm_act: bias of shape ", bias.sizes(),
@@ -129,7 +154,7 @@ at::Tensor addmm_act(const at::Tensor& bias, const at::Tensor& mat1, const at::T
                      act))
       return out;
   }
-  return addmm_act_separately(bias, mat1, mat2, activation);
+  return addmm_act_separately(bias, mat1, mat2, activation, {}, {}, 0.0, {});
 }
 
 // torch.ops.oclf.mm_group(mat1, mat2s, *, rms_weight, rms_eps, glu, residual): [mm(mat1, m) for m
@@ -292,7 +317,8 @@ REGISTER_DEVICE_OPS(m) {
 }
 
 TORCH_LIBRARY_FRAGMENT(oclf, m) {
-  m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str activation) -> Tensor");
+  m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str activation, *, Tensor? norm_weight=None, "
+        "Tensor? norm_bias=None, float norm_eps=0.0, Tensor? residual=None) -> Tensor");
   m.def("mm_group(Tensor mat1, Tensor[] mat2s, *, Tensor? rms_weight=None, float rms_eps=0.0, str? glu=None, "
         "Tensor? residual=None) -> Tensor[]");
 }

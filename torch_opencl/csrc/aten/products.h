@@ -62,6 +62,22 @@ bool bias_row(const at::Tensor& bias, const at::Tensor& out, float beta, int64_t
 void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias, float alpha,
                float beta, Activation act = Activation::kNone);
 
+// A layer norm over the rows of a few-row product's input (norm_weight and norm_bias, k
+// elements each, both defined or neither) and a residual added to its result (m×n, columns
+// contiguous): torch.ops.oclf.addmm_act's options.
+struct RowsAround {
+  at::Tensor norm_weight, norm_bias;
+  double norm_eps = 0.0;
+  at::Tensor residual;
+};
+
+// out (m×n, new and contiguous) = act(a · b + bias row) (+ residual), a's m ≤ 8 rows read
+// through the layer norm where given, all 16-bit, b k×n with contiguous 16-byte aligned rows,
+// on devices that run few-row products as GPUs do: one launch of gemm16_rows_nc. False, and
+// nothing launched, where they do not fit.
+bool product16_rows_around(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias,
+                           Activation act, const RowsAround& around);
+
 // What a group of products does besides multiplying (torch.ops.oclf.mm_group's options), in
 // this order: a's rows RMS-normalized (rms_weight defined: x becomes
 // rms_weight · T(x · rsqrt(mean(x²) + rms_eps)), T a's dtype); the first two products made one,

@@ -33,8 +33,10 @@ namespace {
 // (B's columns contiguous and aligned) or gemm16_rows_nc (B's rows so), else gemm16_rows;
 // for more rows gemm16_mma (tensor cores: gemm16_mma.cpp) where the device takes it, else
 // gemm16_tiled.
+// (around: gemm16_rows_nc's options, for product16_rows_around, which has checked that the
+// product takes that kernel.)
 void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
-            const at::Tensor& row, Activation act) {
+            const at::Tensor& row, Activation act, const RowsAround& around = {}) {
   const bool batched = a.dim() == 3;
   const int64_t batch = batched ? a.size(0) : 1, m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (batch == 0 || m == 0 || n == 0) return;
@@ -80,7 +82,8 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
     // columns per work-item, 256 slices of k per group of 8 columns.
     const size_t ks = 256;
     name = "gemm16_rows_nc";
-    options += " -DKS=" + std::to_string(ks) + " -DLN=1";
+    options += " -DKS=" + std::to_string(ks) + " -DLN=1" + (around.norm_weight.defined() ? " -DLAYER_NORM" : "") +
+               (around.residual.defined() ? " -DRESIDUAL" : "");
     global[0] = ks, global[1] = size_t((n + 7) / 8), global[2] = size_t(batch);
     local[0] = ks, local[1] = 1, local[2] = 1;
   } else if (rows) {
@@ -96,8 +99,18 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
     local[0] = 16, local[1] = 16, local[2] = 1;
   }
   const cl_kernel kernel = device_kernel("gemm16.cl", name, options);
-  launch(kernel, NDRange(3, global, local), ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs,
-         b_cs, b_bs, c_rs, c_bs, alpha, beta, cl_int(row.defined()));
+  const NDRange range(3, global, local);
+  if (std::string(name) == "gemm16_rows_nc") {
+    const bool norm = around.norm_weight.defined(), residual = around.residual.defined();
+    const TensorArg tw = norm ? arg(around.norm_weight) : ta, tbias = norm ? arg(around.norm_bias) : ta;
+    const TensorArg tres = residual ? arg(around.residual) : ta;
+    launch(kernel, range, ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs, b_cs, b_bs, c_rs,
+           c_bs, alpha, beta, cl_int(row.defined()), tw, tbias, cl_float(around.norm_eps), tres,
+           cl_int(residual ? around.residual.stride(0) : 0));
+  } else {
+    launch(kernel, range, ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs, b_cs, b_bs, c_rs,
+           c_bs, alpha, beta, cl_int(row.defined()));
+  }
 }
 
 }  // namespace
@@ -114,6 +127,34 @@ void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, 
     gemm16(a, b, result, alpha, bias.defined() ? beta : 0.0f, at::Tensor(), act);
   }
   if (!result.is_same(out)) out.copy_(result);
+}
+
+bool product16_rows_around(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias,
+                           Activation act, const RowsAround& around) {
+  if (is_cpu() && product_mode() != "gpu") return false;
+  if (Runtime::get().info().max_work_group_size < 256) return false;  // gemm16_rows_nc's 256 slices
+  if (a.dim() != 2 || b.dim() != 2 || out.dim() != 2 || !multipliable(a, b, 2) || a.size(0) == 0 || a.size(0) > 8 ||
+      a.size(1) == 0 || b.size(1) == 0 || !out.is_contiguous() || out.size(0) != a.size(0) || out.size(1) != b.size(1))
+    return false;
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  if (!all_16bit({&a, &b, &out, &bias}) || !bias_row(bias, out, 1.0f, n)) return false;
+  if (b.stride(1) != 1 || b.stride(0) % 8 != 0 || arg(b).offset % 8 != 0) return false;  // gemm16_rows_nc's loads
+  if (around.norm_weight.defined()) {
+    for (const at::Tensor* t : {&around.norm_weight, &around.norm_bias})
+      if (!t->defined() || !all_16bit({&a, t}) || t->dim() != 1 || t->size(0) != k) return false;
+  }
+  if (around.residual.defined()) {
+    const at::Tensor& r = around.residual;
+    if (!all_16bit({&a, &r}) || r.dim() != 2 || r.size(0) != m || r.size(1) != n || r.stride(1) != 1) return false;
+  }
+  for (const at::Tensor* t : {&a, &b, &around.residual}) {
+    if (!t->defined()) continue;
+    int64_t reach = 0;
+    for (int64_t d = 0; d < t->dim(); ++d) reach += (t->size(d) - 1) * std::abs(t->stride(d));
+    if (reach >= (int64_t(1) << 31) || t->storage_offset() >= (int64_t(1) << 31)) return false;
+  }
+  gemm16(a, b, out, 1.0f, 0.0f, bias.reshape({n}), act, around);
+  return true;
 }
 
 bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std::vector<at::Tensor>& outs,
