@@ -142,3 +142,25 @@ def test_layer_norms_and_residuals_become_addmm_options(device, dtype, rows):
     tol = 5e-3 if dtype == torch.float16 else 3e-2
     close(out, eager, tol=tol)
     close(out, want, tol=tol)
+
+
+def test_cpu_devices_keep_inductors_kernels(device, monkeypatch):
+    """Where few-row products do not run as on a GPU (a CPU device, OCLF_DEVICE_MATMUL=auto),
+    the norm, gate and residual stay Inductor's kernels: their options would only run as
+    torch operations there. The values stay eager's."""
+    import torch_opencl
+    from torch._inductor.utils import run_and_get_code
+
+    if torch_opencl.get_device_properties().type != "CPU":
+        pytest.skip("GPUs run the options in their product kernels")
+    monkeypatch.setenv("OCLF_DEVICE_MATMUL", "auto")
+    config = LlamaConfig(hidden_size=96, intermediate_size=200, hidden_act="silu", rms_norm_eps=1e-5)
+    torch.manual_seed(0)
+    block = Block(config).eval().half().to("opencl")
+    x = torch.randn(1, 1, 96).half().to("opencl")
+    with torch.no_grad():
+        (logits, _), code = run_and_get_code(torch.compile(block), x)
+        eager, _ = block(x)
+    source = "\n".join(code)
+    assert "mm_group" in source and not any(word in source for word in ("rms_weight", "glu=", "residual=")), source
+    close(logits, eager, tol=5e-3)

@@ -77,7 +77,8 @@ def test_grouped_products_with_norm_gate_and_residual_as_on_a_gpu(dtype, monkeyp
     monkeypatch.setenv("OCLF_DEVICE_MATMUL", "gpu")
     k = 1032
     x, gain = randn(3, k + 1, dtype=dtype), (1 + 0.1 * randn(k)).to(dtype)
-    wq, wg, wu, res = randn(13, k, dtype=dtype), randn(21, k, dtype=dtype), randn(21, k, dtype=dtype), randn(3, 13, dtype=dtype)
+    wq, wg, wu = randn(13, k, dtype=dtype), randn(21, k, dtype=dtype), randn(21, k, dtype=dtype)
+    res = randn(3, 13, dtype=dtype)
     tensors = {"x": x[:, :k].contiguous(), "full": x, "gain": gain, "wq": wq, "wg": wg, "wu": wu, "res": res}
     cpu, on = tensors, dict(zip(tensors, dev(*tensors.values())))
     for where in (cpu, on):

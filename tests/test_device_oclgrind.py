@@ -279,11 +279,14 @@ SCRIPT = textwrap.dedent("""
         for dt in (torch.float16, torch.bfloat16):
             def on(*ts):
                 return [t.to(dt).to("opencl") for t in ts]
+
+            def agrees(fn, *ts):  # fn on the device's copies of ts in dt and on the CPU's, alike
+                got, ref = fn(*on(*ts)), fn(*(t.to(dt) for t in ts))
+                assert torch.allclose(got.cpu().float(), ref.float(), atol=0.1, rtol=0.02)
             a, b, w, bias = torch.randn(67, 19), torch.randn(19, 66), torch.randn(5, 19), torch.randn(5)
-            A, B, W, BIAS = on(a, b, w, bias)
+            A, W, BIAS = on(a, w, bias)
             for rows in (slice(None), slice(0, 5)):  # tiles; few rows of a k×n matrix
-                ref = a[rows].to(dt).float() @ b.to(dt).float()
-                assert torch.allclose((A[rows] @ B).cpu().float(), ref, atol=0.1, rtol=0.02)
+                agrees(lambda x, y: x[rows] @ y, a, b)
             for rows in (A[:3], A[:1]):
                 ref = F.linear(rows.cpu().float(), w.to(dt).float(), bias.to(dt).float())
                 assert torch.allclose(F.linear(rows, W, BIAS).cpu().float(), ref, atol=0.1, rtol=0.02)
@@ -293,43 +296,26 @@ SCRIPT = textwrap.dedent("""
             # Weights whose rows are 16-byte aligned (gemm16_rows_kc on GPUs): k = 40 (A read 8 at
             # a time too) and k = 37 through a slice of 40-wide rows (k's last 5 one at a time).
             v, u = torch.randn(6, 40), torch.randn(3, 40)
-            V, U = on(v, u)
             for kk in (40, 37):
-                ref = F.linear(u[:, :kk].to(dt).float(), v[:, :kk].to(dt).float())
-                assert torch.allclose(F.linear(U[:, :kk], V[:, :kk]).cpu().float(), ref, atol=0.1, rtol=0.02)
+                agrees(lambda x, w: F.linear(x[:, :kk], w[:, :kk]), u, v)
             # Three such products of one input in one launch (gemm16_rows_kc_group on GPUs): 6, 5
             # and 3 columns, so work-groups of 8 columns straddle the products.
-            parts = [V[:, :40], V[:5, :40], V[:3, :40]]
-            outs = torch.ops.oclf.mm_group(U, [w.t() for w in parts])
-            for got, w in zip(outs, parts):
-                ref = u.to(dt).float() @ w.cpu().float().t()
-                assert torch.allclose(got.cpu().float(), ref, atol=0.1, rtol=0.02)
+            group = torch.ops.oclf.mm_group
+            agrees(lambda x, w: torch.cat(group(x, [w.t(), w[:5].t(), w[:3].t()]), 1), u, v)
             # ... with its options: the rows RMS-normalized with a gated pair, then with a residual.
-            gain, res = torch.rand(40) + 0.5, torch.randn(3, 6)
-            GAIN, RES = on(gain, res)
-            for args, options, cpu_options in (
-                    ([V[:5, :40].t(), V[1:, :40].t()], dict(rms_weight=GAIN, rms_eps=1e-5, glu="silu"),
-                     dict(rms_weight=gain.to(dt), rms_eps=1e-5, glu="silu")),
-                    ([V[:, :40].t()], dict(rms_weight=GAIN, rms_eps=1e-5, residual=RES),
-                     dict(rms_weight=gain.to(dt), rms_eps=1e-5, residual=res.to(dt)))):
-                (got,) = torch.ops.oclf.mm_group(U, args, **options)
-                (ref,) = torch.ops.oclf.mm_group(u.to(dt), [t.cpu() for t in args], **cpu_options)
-                assert torch.allclose(got.cpu().float(), ref.float(), atol=0.1, rtol=0.02)
+            agrees(lambda x, w, g: group(x, [w[:5].t(), w[1:].t()], rms_weight=g, rms_eps=1e-5, glu="silu")[0],
+                   u, v, torch.rand(40) + 0.5)
+            agrees(lambda x, w, g, r: group(x, [w.t()], rms_weight=g, rms_eps=1e-5, residual=r)[0],
+                   u, v, torch.rand(40) + 0.5, torch.randn(3, 6))
             # k×n weights with 16-byte aligned rows (gemm16_rows_nc on GPUs): n = 24, and n = 21
             # through a slice of 24-wide rows (the last columns one at a time).
             kn = torch.randn(40, 24)
-            (KN,) = on(kn)
             for cols in (24, 21):
-                ref = u.to(dt).float() @ kn[:, :cols].to(dt).float()
-                assert torch.allclose((U @ KN[:, :cols]).cpu().float(), ref, atol=0.1, rtol=0.02)
+                agrees(lambda x, w: x @ w[:, :cols], u, kn)
             # ... with addmm_act's layer norm before and residual after (gemm16_rows_nc's builds).
-            lw, lb, row, after = torch.rand(40) + 0.5, torch.randn(40), torch.randn(24), torch.randn(3, 24)
-            LW, LB, ROW, AFTER = on(lw, lb, row, after)
-            got = torch.ops.oclf.addmm_act(ROW, U, KN, "gelu_tanh", norm_weight=LW, norm_bias=LB, norm_eps=1e-5,
-                                           residual=AFTER)
-            ref = torch.ops.oclf.addmm_act(row.to(dt), u.to(dt), kn.to(dt), "gelu_tanh", norm_weight=lw.to(dt),
-                                           norm_bias=lb.to(dt), norm_eps=1e-5, residual=after.to(dt))
-            assert torch.allclose(got.cpu().float(), ref.float(), atol=0.1, rtol=0.02)
+            agrees(lambda x, w, g, h, b, r: torch.ops.oclf.addmm_act(b, x, w, "gelu_tanh", norm_weight=g, norm_bias=h,
+                                                                   norm_eps=1e-5, residual=r),
+                   u, kn, torch.rand(40) + 0.5, torch.randn(40), torch.randn(24), torch.randn(3, 24))
             x, y, z = on(torch.randn(2, 7, 13), torch.randn(2, 13, 9), torch.randn(2, 7, 9))
             out = torch.baddbmm(z, x.transpose(1, 2).contiguous().transpose(1, 2), y, beta=0.5)
             ref = 0.5 * z.cpu().float() + x.cpu().float() @ y.cpu().float()

@@ -28,6 +28,9 @@ from typing import Any
 import torch
 from torch._guards import detect_fake_mode
 
+from opencl_functions import settings
+
+from ..devices import get_device_properties
 from .graph_match import HALVES, VIEWS, activation_after, is_call, layer_norm, on_opencl, only_user, rms_norm, val
 
 aten = torch.ops.aten
@@ -179,6 +182,24 @@ def _group_products(graph: torch.fx.Graph) -> bool:
     return changed
 
 
+def _rows_as_on_a_gpu(node: torch.fx.Node) -> bool:
+    """Whether node's device runs few-row products as GPUs do, in kernels that take the
+    options (a GPU, or any device with OCLF_DEVICE_MATMUL=gpu). A CPU device runs them
+    otherwise, where the options would only spell their steps out as torch operations, more
+    launches than Inductor's fused kernels (the values are the same either way)."""
+    v = val(_input(node))
+    if not isinstance(v, torch.Tensor) or v.device.type != "opencl":
+        return False
+    return settings.get("DEVICE_MATMUL") == "gpu" or get_device_properties(v.device.index).type != "CPU"
+
+
+def rows_mode() -> str:
+    """What _rows_as_on_a_gpu reads, for the pass's cache key: the setting and the devices' types."""
+    from ..devices import device_count
+
+    return settings.get("DEVICE_MATMUL") + ":" + ",".join(get_device_properties(i).type for i in range(device_count()))
+
+
 def _addmm_like(node: torch.fx.Node) -> bool:
     """A few-row 16-bit addmm(bias, x, w) (or addmm_act) on the device with a bias row and a
     k×n weight whose rows are contiguous (transformers' Conv1D: GPT-2's layers)."""
@@ -243,7 +264,7 @@ def _gate(graph: torch.fx.Graph, group: torch.fx.Node) -> bool:
     views) becomes mm_group(x, [w_gate, w_up], glu=act): one result, each work-group column
     computing both products of its column."""
     parts = _results(group)
-    if parts is None or len(parts) != 2 or group.kwargs:
+    if parts is None or len(parts) != 2 or group.kwargs or not _rows_as_on_a_gpu(group):
         return False
     weights = group.args[1]
     for gate, up in ((0, 1), (1, 0)):
@@ -271,7 +292,7 @@ def _add_residual(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
     """A few-row product of one result (an mm, an mm_group of one product or a gated pair, an
     addmm) whose result, through views, is added to a tensor of its shape becomes that product
     with the tensor as its `residual`."""
-    if not _few_rows(node) or "residual" in node.kwargs:
+    if not _few_rows(node) or "residual" in node.kwargs or not _rows_as_on_a_gpu(node):
         return False
     parts = _results(node)
     if parts is None or len(parts) != 1:
@@ -300,7 +321,8 @@ def _normalize_input(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
     """A few-row product whose input is, through views read by it alone, a norm that nothing
     else reads takes the norm's input and parameters instead: an RMS norm before an mm or
     mm_group (rms_weight), a layer norm before an addmm (norm_weight, norm_bias)."""
-    if not _few_rows(node) or "rms_weight" in node.kwargs or "norm_weight" in node.kwargs:
+    if (not _few_rows(node) or "rms_weight" in node.kwargs or "norm_weight" in node.kwargs
+            or not _rows_as_on_a_gpu(node)):
         return False
     x = _input(node)
     while is_call(x, aten.view.default) or is_call(x, aten.reshape.default) or is_call(x, aten._unsafe_view.default):
@@ -344,13 +366,18 @@ def rewrite(graph: torch.fx.Graph) -> bool:
     for attention in list(graph.find_nodes(op="call_function", target=_ATTENTION)):
         changed |= on_opencl(attention) and _share_kv_heads(graph, attention)
     changed |= _group_products(graph)
+    gated = False
     for group in list(graph.find_nodes(op="call_function", target=MM_GROUP)):
-        changed |= _gate(graph, group)
-    graph.eliminate_dead_code()
+        gated |= _gate(graph, group)
+    if gated:
+        graph.eliminate_dead_code()  # (the pairs replaced, so the residual's product has one user)
+    added = False
     for node in _products(graph):
-        changed |= _add_residual(graph, node)
-    graph.eliminate_dead_code()
+        added |= _add_residual(graph, node)
+    if added:
+        graph.eliminate_dead_code()
+    normalized = False
     for node in _products(graph):
         if node.users:
-            changed |= _normalize_input(graph, node)
-    return changed
+            normalized |= _normalize_input(graph, node)
+    return changed or gated or added or normalized

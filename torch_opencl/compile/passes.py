@@ -234,4 +234,6 @@ class OpenCLGraphPass(CustomGraphModulePass):
             gm.recompile()
 
     def uuid(self) -> bytes:
-        return get_hash_for_files(_FILES, extra="torch_opencl.compile")
+        """Inductor's cache key: the package's code, and what decides the decoding rewrites'
+        options (whether few-row products run as on a GPU: decoding.rows_mode())."""
+        return get_hash_for_files(_FILES, extra="torch_opencl.compile:" + decoding.rows_mode())
