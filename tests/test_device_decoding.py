@@ -164,3 +164,44 @@ def test_cpu_devices_keep_inductors_kernels(device, monkeypatch):
     source = "\n".join(code)
     assert "mm_group" in source and not any(word in source for word in ("rms_weight", "glu=", "residual=")), source
     close(logits, eager, tol=5e-3)
+
+
+def test_counters_moved_on_together(device):
+    """Inputs of one element that a step moves on by a number (transformers' static cache adds
+    the step's length to a counter per layer) are updated in one torch.ops.oclf.add_each_
+    launch per number and dtype (up to eight a launch), after every read of their old values;
+    a counter alone in its group stays Inductor's. The step's results and the counters after
+    three steps are eager's."""
+    from torch._inductor.utils import run_and_get_code
+
+    from opencl_functions import devices
+
+    def step(x, counters, pos, scale):
+        y = x * counters[0] + counters[-1] + pos * scale
+        for c in counters:
+            c.add_(1)
+        pos.add_(2)
+        scale.add_(0.5)
+        return y
+
+    def state():
+        return ([torch.tensor(i, dtype=torch.int64) for i in range(10)], torch.tensor([3]), torch.tensor(1.5))
+
+    x = torch.randn(5)
+    ours, theirs = state(), state()
+    ours = ([c.to("opencl") for c in ours[0]], ours[1].to("opencl"), ours[2].to("opencl"))
+    compiled = torch.compile(step)
+    devices.launch_log_start()
+    try:
+        out, code = run_and_get_code(compiled, x.to("opencl"), *ours)
+        kernels = [launch["kernel"] for launch in devices.launch_log_take()]
+    finally:
+        devices.launch_log_stop()
+    source = "\n".join(code)
+    assert source.count("torch.ops.oclf.add_each_.default(") == 1, source
+    assert kernels.count("add_each") == 2, kernels  # ten counters: eight, then two
+    close(out, step(x, *theirs))
+    for _ in range(2):
+        close(compiled(x.to("opencl"), *ours), step(x, *theirs))
+    for got, want in zip([*ours[0], ours[1], ours[2]], [*theirs[0], theirs[1], theirs[2]]):
+        assert got.item() == want.item()
