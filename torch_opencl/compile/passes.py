@@ -40,7 +40,7 @@ import torch
 from torch._guards import detect_fake_mode
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 
-from . import counters, decoding
+from . import decoding
 from .graph_match import VIEWS, activation_after, on_opencl, only_user, val
 
 aten = torch.ops.aten
@@ -229,7 +229,6 @@ class OpenCLGraphPass(CustomGraphModulePass):
         for product in list(gm.graph.find_nodes(op="call_function", target=aten.addmm.default)):
             changed |= _fold_activation(gm.graph, product)
         changed |= decoding.rewrite(gm.graph)
-        changed |= counters.rewrite(gm.graph)
         if changed:
             gm.graph.eliminate_dead_code()
             gm.recompile()
