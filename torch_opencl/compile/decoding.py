@@ -26,33 +26,16 @@ import operator
 from typing import Any
 
 import torch
-from torch._guards import detect_fake_mode
 
 from opencl_functions import settings
 
 from ..devices import get_device_properties
-from .graph_match import HALVES, VIEWS, activation_after, is_call, layer_norm, on_opencl, only_user, rms_norm, val
+from .graph_match import (HALVES, VIEWS, activation_after, layer_norm, new_node, on_opencl, only_user, rms_norm,
+                          through_views, val)
 
 aten = torch.ops.aten
 MM_GROUP = torch.ops.oclf.mm_group.default
 ADDMM_ACT = torch.ops.oclf.addmm_act.default
-
-
-def _call(target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
-    """A new node target(*args, **kwargs) at the graph's insertion point, its value computed on
-    the fake tensors of its operands."""
-    graph = next(a for a in args if isinstance(a, torch.fx.Node)).graph
-    node = graph.call_function(target, args, kwargs)
-
-    def fake(a: Any) -> Any:
-        if isinstance(a, (list, tuple)):
-            return type(a)(fake(b) for b in a)
-        return val(a) if isinstance(a, torch.fx.Node) else a
-
-    values = [fake(a) for a in (*args, *kwargs.values())]
-    with detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)]):
-        node.meta["val"] = target(*fake(list(args)), **{k: fake(v) for k, v in kwargs.items()})
-    return node
 
 
 def _part(group: torch.fx.Node, i: int) -> torch.fx.Node:
@@ -61,22 +44,12 @@ def _part(group: torch.fx.Node, i: int) -> torch.fx.Node:
     return part
 
 
-def _through_views(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]:
-    """The last of the views that follow node one after the other, each its predecessor's only
-    user, and those views."""
-    views = []
-    while len(node.users) == 1 and next(iter(node.users)).target in VIEWS:
-        node = next(iter(node.users))
-        views.append(node)
-    return node, views
-
-
 def _as_shape(node: torch.fx.Node, shape: list) -> torch.fx.Node | None:
     """node viewed as `shape` (node itself if it has it), or None where no view can."""
     if list(val(node).shape) == list(shape):
         return node
     try:
-        return _call(aten.view.default, node, list(shape))
+        return new_node(aten.view.default, node, list(shape))
     except RuntimeError:
         return None
 
@@ -173,7 +146,7 @@ def _group_products(graph: torch.fx.Graph) -> bool:
         for w in late:
             first.prepend(w)
         with graph.inserting_before(first):
-            grouped = _call(MM_GROUP, first.args[0], weights)
+            grouped = new_node(MM_GROUP, first.args[0], weights)
             parts = [_part(grouped, i) for i in range(len(products))]
         for part, product in zip(parts, products):
             product.replace_all_uses_with(part)
@@ -233,19 +206,15 @@ def _with(node: torch.fx.Node, x: torch.fx.Node | None = None, **options: Any) -
     if node.target in (aten.addmm.default, ADDMM_ACT):
         bias, _, w = node.args[:3]
         activation = node.args[3] if node.target == ADDMM_ACT else "none"
-        return _call(ADDMM_ACT, bias, x, w, activation, **{**node.kwargs, **options})
+        return new_node(ADDMM_ACT, bias, x, w, activation, **{**node.kwargs, **options})
     weights = node.args[1] if node.target == MM_GROUP else [node.args[1]]
-    return _call(MM_GROUP, x, list(weights), **{**node.kwargs, **options})
-
-
-def _single(node: torch.fx.Node) -> bool:
-    return node.target != MM_GROUP
+    return new_node(MM_GROUP, x, list(weights), **{**node.kwargs, **options})
 
 
 def _results(node: torch.fx.Node) -> list[torch.fx.Node] | None:
     """What reads node's products: the mm or addmm itself, or an mm_group's getitem per product
     (None where another kind of user reads the group)."""
-    if _single(node):
+    if node.target != MM_GROUP:
         return [node]
     parts = sorted(node.users, key=lambda u: u.args[1] if u.target == operator.getitem else -1)
     if len(parts) != len(val(node)) or any(u.target != operator.getitem or u.args[1] != i
@@ -268,18 +237,18 @@ def _gate(graph: torch.fx.Graph, group: torch.fx.Node) -> bool:
         return False
     weights = group.args[1]
     for gate, up in ((0, 1), (1, 0)):
-        found = activation_after(_through_views(parts[gate])[0])
+        found = activation_after(through_views(parts[gate])[0])
         if found is None:
             continue
         name, sink, taken = found
         product = only_user(sink)
-        up_end, _ = _through_views(parts[up])
+        up_end, _ = through_views(parts[up])
         if (product is None or product.target != aten.mul.Tensor or product.kwargs
                 or set(product.args) != {sink, up_end} or only_user(up_end) is not product
                 or val(product).shape != val(sink).shape):
             continue
         with graph.inserting_before(product):
-            fused = _part(_call(MM_GROUP, group.args[0], [weights[gate], weights[up]], glu=name), 0)
+            fused = _part(new_node(MM_GROUP, group.args[0], [weights[gate], weights[up]], glu=name), 0)
             result = _as_shape(fused, list(val(product).shape))
         if result is None:
             continue
@@ -297,7 +266,7 @@ def _add_residual(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
     parts = _results(node)
     if parts is None or len(parts) != 1:
         return False
-    end, _ = _through_views(parts[0])
+    end, _ = through_views(parts[0])
     add = only_user(end)
     if add is None or add.target != aten.add.Tensor or add.kwargs or len(add.args) != 2 or end not in add.args:
         return False
@@ -325,7 +294,7 @@ def _normalize_input(graph: torch.fx.Graph, node: torch.fx.Node) -> bool:
             or not _rows_as_on_a_gpu(node)):
         return False
     x = _input(node)
-    while is_call(x, aten.view.default) or is_call(x, aten.reshape.default) or is_call(x, aten._unsafe_view.default):
+    while isinstance(x, torch.fx.Node) and x.target in VIEWS:
         if len(x.users) != 1:
             return False
         x = x.args[0]

@@ -1,12 +1,13 @@
 """What the opencl device's graph passes (passes.py, decoding.py) recognize in Inductor's
-post-grad graphs: a node's value, its only user, views, and the activation that a run of
-elementwise operations computes."""
+post-grad graphs: a node's value, its only user, views, the activation that a run of
+elementwise operations computes, and norms; and how they make a node with its value."""
 from __future__ import annotations
 
 import operator
 from typing import Any
 
 import torch
+from torch._guards import detect_fake_mode
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -28,6 +29,33 @@ def on_opencl(node: torch.fx.Node) -> bool:
 
 
 VIEWS = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+def new_node(target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+    """A new node target(*args, **kwargs) at the graph's insertion point (one operand at least
+    a node), its value computed on the fake tensors of its operands."""
+    graph = next(a for a in args if isinstance(a, torch.fx.Node)).graph
+    node = graph.call_function(target, args, kwargs)
+
+    def fake(a: Any) -> Any:
+        if isinstance(a, (list, tuple)):
+            return type(a)(fake(b) for b in a)
+        return val(a) if isinstance(a, torch.fx.Node) else a
+
+    fake_args, fake_kwargs = fake(list(args)), {k: fake(v) for k, v in kwargs.items()}
+    with detect_fake_mode([v for v in (*fake_args, *fake_kwargs.values()) if isinstance(v, torch.Tensor)]):
+        node.meta["val"] = target(*fake_args, **fake_kwargs)
+    return node
+
+
+def through_views(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]:
+    """The last of the views that follow node one after the other, each its predecessor's only
+    user, and those views."""
+    views = []
+    while len(node.users) == 1 and next(iter(node.users)).target in VIEWS:
+        node = next(iter(node.users))
+        views.append(node)
+    return node, views
+
+
 # Elementwise operations an activation may be written with: tensor operands from the chain,
 # the rest numbers.
 ELEMENTWISE = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.pow.Tensor_Scalar,

@@ -41,7 +41,7 @@ from torch._guards import detect_fake_mode
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 
 from . import decoding
-from .graph_match import VIEWS, activation_after, on_opencl, only_user, val
+from .graph_match import activation_after, new_node, on_opencl, only_user, through_views, val
 
 aten = torch.ops.aten
 _HERE = pathlib.Path(__file__).parent
@@ -172,24 +172,15 @@ def _fold_activation(graph: torch.fx.Graph, product: torch.fx.Node) -> bool:
     if (not isinstance(out, torch.Tensor) or out.dtype not in _PRODUCT_DTYPES or out.device.type != "opencl"
             or out.dim() != 2 or not isinstance(bv, torch.Tensor) or bv.dim() != 1 or bv.dtype != out.dtype):
         return False
-    root, views = product, []
-    while len(root.users) == 1 and next(iter(root.users)).target in VIEWS:
-        root = next(iter(root.users))
-        views.append(root)
+    root, views = through_views(product)
     found = activation_after(root)
     if found is None:
         return False
     name, sink, taken = found
-    fake_mode = detect_fake_mode([out])
     with graph.inserting_before(sink):
-        fused = graph.call_function(torch.ops.oclf.addmm_act.default, (bias, x, w, name))
-        with fake_mode:
-            fused.meta["val"] = torch.ops.oclf.addmm_act.default(bv, val(x), val(w), name)
-        result = fused
+        result = fused = new_node(torch.ops.oclf.addmm_act.default, bias, x, w, name)
         if views:
-            result = graph.call_function(aten.view.default, (fused, list(val(sink).shape)))
-            with fake_mode:
-                result.meta["val"] = aten.view.default(fused.meta["val"], list(val(sink).shape))
+            result = new_node(aten.view.default, fused, list(val(sink).shape))
     sink.replace_all_uses_with(result)
     for dead in reversed([product, *views, *taken]):
         if not dead.users:
