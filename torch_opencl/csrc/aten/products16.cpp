@@ -33,32 +33,29 @@ namespace {
 // (B's columns contiguous and aligned) or gemm16_rows_nc (B's rows so), else gemm16_rows;
 // for more rows gemm16_mma (tensor cores: gemm16_mma.cpp) where the device takes it, else
 // gemm16_tiled.
-// (around: gemm16_rows_nc's options, for product16_rows_around, which has checked that the
-// product takes that kernel.)
-void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
+// Whether every element t reaches, and its offset, can be indexed with an int.
+bool int_indexed(const at::Tensor& t) {
+  const int64_t limit = int64_t(1) << 31;
+  int64_t reach = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) reach += (t.size(d) - 1) * std::abs(t.stride(d));
+  return reach < limit && t.storage_offset() < limit;
+}
+
+// around: gemm16_rows_nc's options (product16_rows_around); where they are given and the
+// product does not take that kernel, false and nothing launched.
+bool gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float alpha, float beta,
             const at::Tensor& row, Activation act, const RowsAround& around = {}) {
   const bool batched = a.dim() == 3;
   const int64_t batch = batched ? a.size(0) : 1, m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  if (batch == 0 || m == 0 || n == 0) return;
+  if (batch == 0 || m == 0 || n == 0) return true;
   DEVICE_CHECK(c.stride(-1) == 1 || n == 1, "opencl: a 16-bit product writes a result with contiguous columns");
-  const int64_t limit = int64_t(1) << 31;
-  for (const at::Tensor* t : {&a, &b, &c}) {
-    int64_t reach = 0;
-    for (int64_t d = 0; d < t->dim(); ++d) reach += (t->size(d) - 1) * std::abs(t->stride(d));
-    DEVICE_CHECK(reach < limit && t->storage_offset() < limit, "opencl: 16-bit products over 2^31 elements ",
-                 "are not supported");
-  }
+  for (const at::Tensor* t : {&a, &b, &c})
+    DEVICE_CHECK(int_indexed(*t), "opencl: 16-bit products over 2^31 elements are not supported");
   const TensorArg ta = arg(a), tb = arg(b), tc = arg(c), tr = row.defined() ? arg(row) : tc;
   const cl_int a_rs = cl_int(a.stride(-2)), a_cs = cl_int(a.stride(-1)), b_rs = cl_int(b.stride(-2)),
                b_cs = cl_int(b.stride(-1)), c_rs = cl_int(c.stride(-2));
   const cl_long a_bs = batched ? a.stride(0) : 0, b_bs = batched ? b.stride(0) : 0, c_bs = batched ? c.stride(0) : 0;
   const bool rows = m <= 8;  // MAX_ROWS of gemm16_rows
-  if (!rows && gemm16_mma(a, b, c, alpha, beta, row, act)) return;
-  const bool bf16 = a.scalar_type() == at::kBFloat16;
-  std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
-                        activation_option(act);
-  const char* name = rows ? "gemm16_rows" : "gemm16_tiled";
-  size_t global[3], local[3];
   // CPUs: one work-item per few columns (OCLF_DEVICE_MATMUL=gpu: as on a GPU anywhere).
   const bool cpu = is_cpu() && product_mode() != "gpu";
   // An operand read 16 bytes at a time along its contiguous dimension: the stride between
@@ -67,17 +64,26 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
     return stride % 8 == 0 && offset % 8 == 0 && (!batched || batch_stride % 8 == 0);
   };
   const bool few_on_gpu = rows && !cpu;
+  const bool kc = few_on_gpu && b_rs == 1 && aligned(b_cs, tb.offset, b_bs);
+  const bool nc = !kc && few_on_gpu && b_cs == 1 && aligned(b_rs, tb.offset, b_bs) &&
+                  Runtime::get().info().max_work_group_size >= 256;
+  if ((around.norm_weight.defined() || around.residual.defined()) && !nc) return false;
+  if (!rows && gemm16_mma(a, b, c, alpha, beta, row, act)) return true;
+  const bool bf16 = a.scalar_type() == at::kBFloat16;
+  std::string options = std::string("-DT=") + cl_storage_type(a.scalar_type()) + (bf16 ? " -DT_IS_BFLOAT" : "") +
+                        activation_option(act);
+  const char* name = rows ? "gemm16_rows" : "gemm16_tiled";
+  size_t global[3], local[3];
   // B's columns contiguous in k and aligned (a linear layer's weight): gemm16_rows_kc, 16-byte
   // loads side by side along k (A's rows too where they are aligned alike).
-  if (few_on_gpu && b_rs == 1 && aligned(b_cs, tb.offset, b_bs)) {
+  if (kc) {
     const size_t cy = 8;
     name = "gemm16_rows_kc";
     const bool a_vec = a_cs == 1 && aligned(a_rs, ta.offset, a_bs);
     options += " -DCY=" + std::to_string(cy) + (a_vec ? " -DA_VEC" : "");
     global[0] = 32, global[1] = round_up(size_t(n), cy), global[2] = size_t(batch);
     local[0] = 32, local[1] = cy, local[2] = 1;
-  } else if (few_on_gpu && b_cs == 1 && aligned(b_rs, tb.offset, b_bs) &&
-             Runtime::get().info().max_work_group_size >= 256) {
+  } else if (nc) {
     // B's rows contiguous and aligned (a k×n weight, transformers' Conv1D): gemm16_rows_nc, 8
     // columns per work-item, 256 slices of k per group of 8 columns.
     const size_t ks = 256;
@@ -100,7 +106,7 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
   }
   const cl_kernel kernel = device_kernel("gemm16.cl", name, options);
   const NDRange range(3, global, local);
-  if (std::string(name) == "gemm16_rows_nc") {
+  if (nc) {
     const bool norm = around.norm_weight.defined(), residual = around.residual.defined();
     const TensorArg tw = norm ? arg(around.norm_weight) : ta, tbias = norm ? arg(around.norm_bias) : ta;
     const TensorArg tres = residual ? arg(around.residual) : ta;
@@ -111,6 +117,7 @@ void gemm16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float
     launch(kernel, range, ta, tb, tc, tr, cl_int(m), cl_int(n), cl_int(k), a_rs, a_cs, a_bs, b_rs, b_cs, b_bs, c_rs,
            c_bs, alpha, beta, cl_int(row.defined()));
   }
+  return true;
 }
 
 }  // namespace
@@ -131,30 +138,24 @@ void product16(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, 
 
 bool product16_rows_around(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& bias,
                            Activation act, const RowsAround& around) {
-  if (is_cpu() && product_mode() != "gpu") return false;
-  if (Runtime::get().info().max_work_group_size < 256) return false;  // gemm16_rows_nc's 256 slices
-  if (a.dim() != 2 || b.dim() != 2 || out.dim() != 2 || !multipliable(a, b, 2) || a.size(0) == 0 || a.size(0) > 8 ||
+  if (a.dim() != 2 || b.dim() != 2 || out.dim() != 2 || !multipliable(a, b, 2) || a.size(0) == 0 ||
       a.size(1) == 0 || b.size(1) == 0 || !out.is_contiguous() || out.size(0) != a.size(0) || out.size(1) != b.size(1))
     return false;
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (!all_16bit({&a, &b, &out, &bias}) || !bias_row(bias, out, 1.0f, n)) return false;
-  if (b.stride(1) != 1 || b.stride(0) % 8 != 0 || arg(b).offset % 8 != 0) return false;  // gemm16_rows_nc's loads
   if (around.norm_weight.defined()) {
     for (const at::Tensor* t : {&around.norm_weight, &around.norm_bias})
       if (!t->defined() || !all_16bit({&a, t}) || t->dim() != 1 || t->size(0) != k) return false;
   }
   if (around.residual.defined()) {
     const at::Tensor& r = around.residual;
-    if (!all_16bit({&a, &r}) || r.dim() != 2 || r.size(0) != m || r.size(1) != n || r.stride(1) != 1) return false;
+    if (!all_16bit({&a, &r}) || r.dim() != 2 || r.size(0) != m || r.size(1) != n || r.stride(1) != 1 ||
+        !int_indexed(r))
+      return false;
   }
-  for (const at::Tensor* t : {&a, &b, &around.residual}) {
-    if (!t->defined()) continue;
-    int64_t reach = 0;
-    for (int64_t d = 0; d < t->dim(); ++d) reach += (t->size(d) - 1) * std::abs(t->stride(d));
-    if (reach >= (int64_t(1) << 31) || t->storage_offset() >= (int64_t(1) << 31)) return false;
-  }
-  gemm16(a, b, out, 1.0f, 0.0f, bias.reshape({n}), act, around);
-  return true;
+  // gemm16 takes it where the product runs on gemm16_rows_nc (few rows, as on a GPU, b's rows
+  // contiguous and 16-byte aligned).
+  return gemm16(a, b, out, 1.0f, 0.0f, bias.reshape({n}), act, around);
 }
 
 bool product16_group(const at::Tensor& a, const std::vector<at::Tensor>& bs, std::vector<at::Tensor>& outs,
