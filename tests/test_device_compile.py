@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from compile_checks import close, counters, fresh_compile, replays
+from device_checks import logged_launches
 
 
 @pytest.fixture
@@ -230,8 +231,6 @@ def test_products_of_one_input_are_one_launch(device, dtype, monkeypatch):
     and 21, 21, 5 columns. Results as eager's and as float64's."""
     from torch._inductor.utils import run_and_get_code
 
-    from opencl_functions import devices
-
     monkeypatch.setenv("OCLF_DEVICE_MATMUL", "gpu")
 
     def step(x, wq, wk, wv, wr, wg, wu, wo):
@@ -243,12 +242,9 @@ def test_products_of_one_input_are_one_launch(device, dtype, monkeypatch):
     x = torch.randn(1, 1, 40)
     ws = [torch.randn(n, k) / k ** 0.5 for n, k in ((37, 40), (16, 40), (16, 40), (9, 40), (21, 16), (21, 16), (5, 16))]
     dev = [t.to(dtype).to("opencl") for t in (x, *ws)]
-    devices.launch_log_start()
-    try:
+    with logged_launches() as launches:
         out, code = run_and_get_code(torch.compile(step), *dev)
-        kernels = [launch["kernel"] for launch in devices.launch_log_take()]
-    finally:
-        devices.launch_log_stop()
+    kernels = [kernel for _, kernel, _ in launches]
     source = "\n".join(code)
     assert source.count("= torch.ops.oclf.mm_group.default(") == 2 and "extern_kernels.mm(" not in source, source
     assert kernels.count("gemm16_rows_kc_group") == 3 and "gemm16_rows_kc" not in kernels, kernels

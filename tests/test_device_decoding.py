@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from compile_checks import close, fresh_compile
+from device_checks import logged_launches
 
 llama = pytest.importorskip("transformers.models.llama.modeling_llama")
 LlamaConfig = pytest.importorskip("transformers").LlamaConfig
@@ -17,6 +18,27 @@ LlamaConfig = pytest.importorskip("transformers").LlamaConfig
 def device(opencl_device, monkeypatch):
     monkeypatch.setenv("OCLF_DEVICE_MATMUL", "gpu")
     yield from fresh_compile(opencl_device, monkeypatch)
+
+
+def three_ways(make, shape, dtype):
+    """make()'s module (seeded, eval) in dtype on the device, compiled, on an input of `shape`:
+    (its outputs, the generated code, the kernels its call launched), then the same module's
+    eager outputs and float64 outputs on the CPU from the same weights."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    block = make().eval()
+    x = torch.randn(shape)
+    ours = block.to(dtype).to("opencl")
+    dx = x.to(dtype).to("opencl")
+    with torch.no_grad():
+        with logged_launches() as launches:
+            out, code = run_and_get_code(torch.compile(ours), dx)
+        eager = ours(dx)
+        ref = make().eval()
+        ref.load_state_dict({k: v.double() for k, v in block.state_dict().items()})
+        want = ref.double()(x.to(dtype).double())
+    return out, "\n".join(code), [kernel for _, kernel, _ in launches], eager, want
 
 
 class Block(torch.nn.Module):
@@ -49,28 +71,8 @@ class Block(torch.nn.Module):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("rows", [1, 3])
 def test_norm_gate_and_residuals_become_product_options(device, dtype, rows):
-    from torch._inductor.utils import run_and_get_code
-
-    from opencl_functions import devices
-
     config = LlamaConfig(hidden_size=96, intermediate_size=200, hidden_act="silu", rms_norm_eps=1e-5)
-    torch.manual_seed(0)
-    block = Block(config).eval()
-    x = torch.randn(1, rows, 96)
-    ours = block.to(dtype).to("opencl")
-    dx = x.to(dtype).to("opencl")
-    with torch.no_grad():
-        devices.launch_log_start()
-        try:
-            (logits, h), code = run_and_get_code(torch.compile(ours), dx)
-            kernels = [launch["kernel"] for launch in devices.launch_log_take()]
-        finally:
-            devices.launch_log_stop()
-        eager = ours(dx)
-        ref = Block(config).eval()
-        ref.load_state_dict({k: v.double() for k, v in block.state_dict().items()})
-        want = ref.double()(x.to(dtype).double())
-    source = "\n".join(code)
+    (logits, h), source, kernels, eager, want = three_ways(lambda: Block(config), (1, rows, 96), dtype)
     calls = [line for line in source.splitlines() if "torch.ops.oclf.mm_group.default(" in line]
     assert sum("rms_weight" in c for c in calls) == 3, calls  # q/k/v, gate/up and the head
     assert sum("glu = 'silu'" in c or "glu='silu'" in c for c in calls) == 1, calls
@@ -115,27 +117,8 @@ def test_layer_norms_and_residuals_become_addmm_options(device, dtype, rows):
     """GPT-2's layer: each layer norm goes into the product after it (addmm_act's norm_weight
     and norm_bias), each residual add into the product before it: four launches of
     gemm16_rows_nc and one kernel for the attention's stand-in."""
-    from torch._inductor.utils import run_and_get_code
-
-    from opencl_functions import devices
-
-    torch.manual_seed(0)
-    block = Gpt2Block(96).eval()
-    x = torch.randn(1, rows, 96)
-    ours = block.to(dtype).to("opencl")
-    dx = x.to(dtype).to("opencl")
-    with torch.no_grad():
-        devices.launch_log_start()
-        try:
-            out, code = run_and_get_code(torch.compile(ours), dx)
-            kernels = [launch["kernel"] for launch in devices.launch_log_take()]
-        finally:
-            devices.launch_log_stop()
-        eager = ours(dx)
-        ref = Gpt2Block(96).eval()
-        ref.load_state_dict({k: v.double() for k, v in block.state_dict().items()})
-        want = ref.double()(x.to(dtype).double())
-    calls = [line for line in "\n".join(code).splitlines() if "torch.ops.oclf.addmm_act.default(" in line]
+    out, source, kernels, eager, want = three_ways(lambda: Gpt2Block(96), (1, rows, 96), dtype)
+    calls = [line for line in source.splitlines() if "torch.ops.oclf.addmm_act.default(" in line]
     assert len(calls) == 4, calls
     assert sum("norm_weight" in c for c in calls) == 2 and sum("residual" in c for c in calls) == 2, calls
     assert kernels.count("gemm16_rows_nc") == 4 and len(kernels) == 5, kernels
