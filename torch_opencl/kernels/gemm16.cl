@@ -184,6 +184,19 @@ inline void column_sums(float acc[MAX_ROWS], __global const T *a, int a_rs, int 
   }
 }
 
+// Lane r < rows of work-group column y gets the sum of row r's partial sums over y's lanes
+// (acc, one per lane); called by the whole group (it waits at barriers), part free to write.
+inline float lanes_sum(__local float part[MAX_ROWS][CY][LANES + 1], const float acc[MAX_ROWS], int rows, int y,
+                       int lane) {
+  for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float sum = 0.0f;
+  if (lane < rows)
+    for (int i = 0; i < LANES; ++i) sum += part[lane][y][i];
+  barrier(CLK_LOCAL_MEM_FENCE);  // part is free again
+  return sum;
+}
+
 __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc(GEMM16_ARGS) {
   __local float part[MAX_ROWS][CY][LANES + 1];
   const int lane = get_local_id(0), y = get_local_id(1);
@@ -193,15 +206,9 @@ __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc
   float acc[MAX_ROWS];
   for (int r = 0; r < MAX_ROWS; ++r) acc[r] = 0.0f;
   if (col < n) column_sums(acc, a, a_rs, a_cs, m, k, b + (long)col * b_cs, lane, 0, 0);
-  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barrier stays uniform
-  for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  // Work-item `lane` of each column adds row lane's 32 partial sums.
-  if (lane < rows && col < n) {
-    float sum = 0.0f;
-    for (int i = 0; i < LANES; ++i) sum += part[lane][y][i];
-    store_c(c, bias, has_bias, c_rs, lane, col, alpha, beta, sum);
-  }
+  const int rows = min(m, MAX_ROWS);  // the same for the whole group: the barriers stay uniform
+  const float sum = lanes_sum(part, acc, rows, y, lane);
+  if (lane < rows && col < n) store_c(c, bias, has_bias, c_rs, lane, col, alpha, beta, sum);
 }
 
 #ifdef GROUP  // (built with -DGROUP alone: Oclgrind counts every kernel's local arrays in each launch)
@@ -220,19 +227,6 @@ __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc
 //               both; C_1 is not written.
 //   -DRESIDUAL  one product, C_0 = R + A · B_0, R m×n0 at res with row stride res_rs (a
 //               residual connection after a layer's last product).
-
-// Lane r < rows of work-group column y gets the sum of row r's partial sums over y's lanes
-// (acc, one per lane); called by the whole group (it waits at barriers), part free to write.
-inline float lanes_sum(__local float part[MAX_ROWS][CY][LANES + 1], const float acc[MAX_ROWS], int rows, int y,
-                       int lane) {
-  for (int r = 0; r < rows; ++r) part[r][y][lane] = acc[r];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float sum = 0.0f;
-  if (lane < rows)
-    for (int i = 0; i < LANES; ++i) sum += part[lane][y][i];
-  barrier(CLK_LOCAL_MEM_FENCE);  // part is free again
-  return sum;
-}
 
 __kernel __attribute__((reqd_work_group_size(LANES, CY, 1))) void gemm16_rows_kc_group(
     __global const T *a, int a_off, int a_rs, int a_cs, int m, int k, __global const T *b0, int b0_off,
